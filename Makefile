@@ -1,0 +1,66 @@
+# tapegrad: the two commands a new user needs.
+#   make demo   install missing build tools, build in release mode, run the demo
+#   make test   build and run every test: release (-Werror), ASan+UBSan, NEON under qemu, formatting
+SHELL := /bin/bash
+.DEFAULT_GOAL := demo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+RELEASE := build/release
+TESTDIR := build/test
+ASANDIR := build/asan
+
+.PHONY: demo test deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary
+
+# Install only what is missing, so a machine that has everything never calls apt-get.
+deps:
+	@missing=""; \
+	command -v meson >/dev/null || missing="$$missing meson"; \
+	command -v ninja >/dev/null || missing="$$missing ninja-build"; \
+	command -v g++ >/dev/null || missing="$$missing g++"; \
+	[ -f /usr/include/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing$$missing"; \
+	  $(APT) update -q && $(APT) install -y -q $$missing; \
+	fi
+
+$(RELEASE)/build.ninja: | deps
+	meson setup $(RELEASE) --buildtype=release
+
+build: deps $(RELEASE)/build.ninja
+	meson compile -C $(RELEASE)
+
+demo: build
+	$(RELEASE)/train/tapegrad demo
+
+# --- tests -----------------------------------------------------------------------------------
+$(TESTDIR)/build.ninja: | deps
+	meson setup $(TESTDIR) --buildtype=release -Dwerror=true
+
+$(ASANDIR)/build.ninja: | deps
+	meson setup $(ASANDIR) --buildtype=debugoptimized -Dwerror=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all
+
+test-release: deps $(TESTDIR)/build.ninja
+	meson compile -C $(TESTDIR)
+	tests/run.sh release $(TESTDIR)
+
+test-asan: deps $(ASANDIR)/build.ninja
+	meson compile -C $(ASANDIR)
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  tests/run.sh asan $(ASANDIR)
+
+test: deps
+	@rm -f build/test-counts.txt
+	$(MAKE) --no-print-directory test-release test-asan check-format
+	@tests/run.sh --summary
+
+# --- formatting ------------------------------------------------------------------------------
+SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
+format:
+	@command -v clang-format >/dev/null || $(APT) install -y -q clang-format
+	clang-format -i $(SOURCES)
+
+check-format:
+	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
+	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"

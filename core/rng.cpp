@@ -1,0 +1,1 @@
+// Filled in by the RNG work (TORCH_RNG.md).
