@@ -1,0 +1,1 @@
+// Tensor implementation: being written.
