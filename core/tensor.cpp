@@ -1,1 +1,410 @@
-// Tensor implementation: being written.
+// Tensor: storage, metadata, creation, element access, printing and the off-tape in-place ops.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/impl.h"
+#include "core/ops.h"
+#include "core/ops/common.h"
+#include "core/print.h"
+
+namespace tg {
+
+using detail::fail;
+
+// --- dtype and shape helpers ---
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "torch.float32";
+    case DType::Float64: return "torch.float64";
+    case DType::Int64: return "torch.int64";
+    case DType::Bool: return "torch.bool";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 1;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(s[i], 1);
+  }
+  return st;
+}
+
+// --- storage ---
+Storage::Storage(size_t n) : nbytes(n) {
+  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64));
+}
+Storage::~Storage() { ::operator delete(data, std::align_val_t(64)); }
+
+std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) fail("empty", "negative dimension in shape ", shape_str(shape));
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>(size_t(numel_of(shape)) * dtype_size(dtype));
+  t->dtype = dtype;
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  return t;
+}
+
+std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src, const Shape& shape,
+                                       const Shape& strides, int64_t offset) {
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = src.storage;
+  t->dtype = src.dtype;
+  t->shape = shape;
+  t->strides = strides;
+  t->offset = offset;
+  return t;
+}
+
+// --- metadata ---
+#define TG_IMPL_OR_THROW(op) \
+  if (!impl_) throw std::logic_error(std::string(op) + ": the tensor is undefined")
+
+DType Tensor::dtype() const {
+  TG_IMPL_OR_THROW("dtype");
+  return impl_->dtype;
+}
+const Shape& Tensor::shape() const {
+  TG_IMPL_OR_THROW("shape");
+  return impl_->shape;
+}
+const Shape& Tensor::strides() const {
+  TG_IMPL_OR_THROW("strides");
+  return impl_->strides;
+}
+int64_t Tensor::offset() const {
+  TG_IMPL_OR_THROW("offset");
+  return impl_->offset;
+}
+int64_t Tensor::size(int64_t d) const { return shape()[detail::wrap_dim("size", d, dim())]; }
+int64_t Tensor::numel() const { return numel_of(shape()); }
+
+bool Tensor::is_contiguous() const {
+  const Shape& s = shape();
+  int64_t expect = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;  // a size-1 dim's stride is irrelevant, as in PyTorch
+    if (impl_->strides[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+template <class T>
+static DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
+  else return DType::Bool;
+}
+
+template <class T>
+T* Tensor::data() const {
+  TG_IMPL_OR_THROW("data");
+  if (impl_->dtype != dtype_of<T>())
+    fail("data", "the tensor holds ", dtype_name(impl_->dtype), ", not ",
+         dtype_name(dtype_of<T>()));
+  return reinterpret_cast<T*>(impl_->bytes());
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+template bool* Tensor::data<bool>() const;
+
+template <class T>
+T Tensor::item() const {
+  TG_IMPL_OR_THROW("item");
+  if (numel() != 1)
+    fail("item", "a tensor with ", numel(), " elements (shape ", shape_str(shape()),
+         ") cannot be converted to a scalar");
+  return detail::dispatch(impl_->dtype, [&](auto z) -> T {
+    using S = decltype(z);
+    return static_cast<T>(*reinterpret_cast<const S*>(impl_->bytes()));
+  });
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  TG_IMPL_OR_THROW("to_vector");
+  auto c = detail::materialize(*impl_, dtype_of<T>());
+  const T* p = reinterpret_cast<const T*>(c->bytes());
+  return std::vector<T>(p, p + numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+// --- autograd accessors ---
+bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
+Tensor& Tensor::requires_grad_(bool on) {
+  TG_IMPL_OR_THROW("requires_grad_");
+  if (on && !is_floating(impl_->dtype))
+    fail("requires_grad_", "only floating-point tensors can require gradients, got ",
+         dtype_name(impl_->dtype));
+  if (!on && impl_->grad_fn)
+    fail("requires_grad_", "a non-leaf tensor (", impl_->grad_fn->name,
+         ") cannot stop requiring grad; use detach()");
+  impl_->requires_grad = on;
+  return *this;
+}
+bool Tensor::is_leaf() const { return !impl_ || !impl_->grad_fn; }
+Tensor Tensor::grad() const { return impl_ && impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+void Tensor::set_grad(const Tensor& g) const {
+  TG_IMPL_OR_THROW("set_grad");
+  if (g.defined() && g.shape() != shape())
+    fail("set_grad", "gradient of shape ", shape_str(g.shape()), " for a tensor of shape ",
+         shape_str(shape()));
+  impl_->grad = g.impl_ptr();
+}
+void Tensor::zero_grad() const {
+  if (impl_) impl_->grad.reset();
+}
+std::string Tensor::grad_fn_name() const {
+  return impl_ && impl_->grad_fn ? impl_->grad_fn->name : "";
+}
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  TG_IMPL_OR_THROW("grad_fn");
+  return impl_->grad_fn;
+}
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward(*this, grad, retain_graph);
+}
+Tensor Tensor::detach() const {
+  TG_IMPL_OR_THROW("detach");
+  return Tensor(alias_impl(*impl_, impl_->shape, impl_->strides, impl_->offset));
+}
+
+// --- printing ---
+std::string Tensor::str() const {
+  if (!impl_) return "tensor(undefined)";
+  PrintInput in;
+  in.shape = shape();
+  switch (dtype()) {
+    case DType::Float32: in.kind = PrintKind::Float32; break;
+    case DType::Float64: in.kind = PrintKind::Float64; break;
+    case DType::Int64: in.kind = PrintKind::Int64; break;
+    case DType::Bool: in.kind = PrintKind::Bool; break;
+  }
+  if (is_floating(dtype())) in.f = to_vector<double>();
+  else in.i = to_vector<int64_t>();
+  in.grad_fn = grad_fn_name();
+  in.requires_grad = requires_grad() && is_leaf();
+  return format_tensor(in);
+}
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+// --- creation ---
+Tensor empty(const Shape& shape, DType dtype) { return Tensor(new_impl(shape, dtype)); }
+Tensor zeros(const Shape& shape, DType dtype) {
+  auto t = new_impl(shape, dtype);
+  std::memset(t->storage->data, 0, t->storage->nbytes);
+  return Tensor(t);
+}
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  NoGradGuard ng;
+  t.fill_(value);
+  return t;
+}
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(int64_t end, DType dtype) { return arange(0.0, double(end), 1.0, dtype); }
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end))
+    fail("arange", "bad range start=", start, " end=", end, " step=", step);
+  const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  Tensor t = empty({n}, dtype);
+  detail::dispatch(dtype, [&](auto z) {
+    using T = decltype(z);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + double(i) * step);
+  });
+  return t;
+}
+
+namespace {
+// The shape is read off the first element at each depth; validate() then requires every list at
+// a depth to have that length and every leaf to sit at the bottom.
+Shape nested_shape(const Nested& n) {
+  Shape shape;
+  const Nested* p = &n;
+  while (!p->is_scalar) {
+    shape.push_back(int64_t(p->items.size()));
+    if (p->items.empty()) break;
+    p = &p->items[0];
+  }
+  return shape;
+}
+void validate(const Nested& n, const Shape& shape, size_t depth, bool& any_float) {
+  if (n.is_scalar) {
+    if (depth != shape.size()) fail("tensor", "nested lists are ragged: a number at depth ", depth);
+    if (!n.is_integer) any_float = true;
+    return;
+  }
+  if (depth == shape.size() || shape[depth] != int64_t(n.items.size()))
+    fail("tensor", "nested lists are ragged: a list of ", n.items.size(), " items at depth ",
+         depth, " where shape ", shape_str(shape), " was expected");
+  for (const Nested& c : n.items) validate(c, shape, depth + 1, any_float);
+}
+void nested_flatten(const Nested& n, std::vector<double>& out) {
+  if (n.is_scalar) {
+    out.push_back(n.value);
+    return;
+  }
+  for (const Nested& c : n.items) nested_flatten(c, out);
+}
+}  // namespace
+
+Tensor tensor(const Nested& values) {
+  const Shape shape = nested_shape(values);
+  bool any_float = false;
+  validate(values, shape, 0, any_float);
+  // torch.tensor([]) is float32; lists of integers only are int64.
+  const bool integer = !any_float && numel_of(shape) > 0;
+  return tensor(values, integer ? DType::Int64 : DType::Float32);
+}
+
+Tensor tensor(const Nested& values, DType dtype) {
+  const Shape shape = nested_shape(values);
+  bool any_float = false;
+  validate(values, shape, 0, any_float);
+  std::vector<double> flat;
+  nested_flatten(values, flat);
+  Tensor t = empty(shape, dtype);
+  detail::dispatch(dtype, [&](auto z) {
+    using T = decltype(z);
+    T* d = t.data<T>();
+    for (size_t i = 0; i < flat.size(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) d[i] = flat[i] != 0;
+      else d[i] = static_cast<T>(flat[i]);
+    }
+  });
+  return t;
+}
+
+template <class T>
+static Tensor from_vec(const std::vector<T>& v, const Shape& shape) {
+  if (int64_t(v.size()) != numel_of(shape))
+    fail("from_vector", v.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype_of<T>());
+  if (!v.empty()) std::memcpy(t.data<T>(), v.data(), v.size() * sizeof(T));
+  return t;
+}
+Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_vec(v, s); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s) { return from_vec(v, s); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_vec(v, s); }
+
+// --- off-tape in-place ops ---
+Tensor& Tensor::fill_(double v) {
+  detail::check_inplace("fill_", *this);
+  Tensor src = scalar_tensor(0, DType::Float64);
+  *src.data<double>() = v;
+  detail::copy_into(*impl_, *src.impl());
+  detail::bump_version(*this);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_inplace("copy_", *this);
+  detail::check_defined("copy_", src);
+  if (detail::broadcast_shapes("copy_", src.shape(), shape()) != shape())
+    fail("copy_", "source of shape ", shape_str(src.shape()), " does not broadcast to ",
+         shape_str(shape()));
+  // A source that overlaps this storage is copied first, so the write cannot read itself.
+  auto s = src.impl()->storage == impl_->storage ? detail::materialize(*src.impl(), src.dtype())
+                                                 : src.impl_ptr();
+  detail::copy_into(*impl_, *s);
+  detail::bump_version(*this);
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& o, double alpha) {
+  detail::check_inplace("add_", *this);
+  NoGradGuard ng;
+  Tensor sum = add(*this, alpha == 1 ? o : mul(o, alpha));
+  if (sum.shape() != shape())
+    fail("add_", "operand of shape ", shape_str(o.shape()), " does not broadcast to ",
+         shape_str(shape()));
+  detail::copy_into(*impl_, *sum.impl());
+  detail::bump_version(*this);
+  return *this;
+}
+
+Tensor& Tensor::mul_(double s) {
+  detail::check_inplace("mul_", *this);
+  NoGradGuard ng;
+  Tensor prod = mul(*this, s);
+  detail::copy_into(*impl_, *prod.impl());
+  detail::bump_version(*this);
+  return *this;
+}
+
+// --- method forms of the ops ---
+Tensor Tensor::sum(int64_t d, bool keepdim) const { return tg::sum(*this, d, keepdim); }
+Tensor Tensor::sum() const { return tg::sum(*this); }
+Tensor Tensor::mean(int64_t d, bool keepdim) const { return tg::mean(*this, d, keepdim); }
+Tensor Tensor::mean() const { return tg::mean(*this); }
+std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim) const {
+  return tg::max(*this, d, keepdim);
+}
+Tensor Tensor::max() const { return tg::max(*this); }
+Tensor Tensor::var(int64_t d, bool unbiased, bool keepdim) const {
+  return tg::var(*this, d, unbiased, keepdim);
+}
+Tensor Tensor::argmax(int64_t d, bool keepdim) const { return tg::argmax(*this, d, keepdim); }
+Tensor Tensor::argmax() const { return tg::argmax(*this); }
+Tensor Tensor::softmax(int64_t d) const { return tg::softmax(*this, d); }
+Tensor Tensor::matmul(const Tensor& o) const { return tg::matmul(*this, o); }
+Tensor Tensor::pow(double e) const { return tg::pow(*this, e); }
+Tensor Tensor::exp() const { return tg::exp(*this); }
+Tensor Tensor::log() const { return tg::log(*this); }
+Tensor Tensor::sqrt() const { return tg::sqrt(*this); }
+Tensor Tensor::tanh() const { return tg::tanh(*this); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  return tg::masked_fill(*this, mask, value);
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  return tg::masked_fill_(*this, mask, value);
+}
+Tensor Tensor::tril(int64_t diagonal) const { return tg::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return tg::triu(*this, diagonal); }
+
+}  // namespace tg

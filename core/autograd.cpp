@@ -1,0 +1,185 @@
+// The tape: recording nodes, and replaying them in reverse execution order.
+#include "core/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "core/impl.h"
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+std::atomic<uint64_t> g_next_seq{0};
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+const Tensor& Node::saved_tensor(size_t i) const {
+  if (released)
+    throw std::runtime_error(
+        name + ": trying to backward through the graph a second time (its saved tensors were "
+               "freed by the first backward); pass retain_graph=true to the first backward");
+  const SavedTensor& s = saved.at(i);
+  if (s.value.defined() && s.value.impl()->storage->version != s.version)
+    throw std::runtime_error(name + ": a tensor of shape " + shape_str(s.value.shape()) +
+                             " needed for gradient computation was modified by an in-place "
+                             "operation (version " +
+                             std::to_string(s.value.impl()->storage->version) + ", saved at " +
+                             std::to_string(s.version) + ")");
+  return s.value;
+}
+
+void Node::release() {
+  saved.clear();
+  saved.shrink_to_fit();
+  backward = nullptr;
+  released = true;
+}
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& save, Node::BackwardFn backward,
+                             std::initializer_list<Tensor*> outputs) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->seq = g_next_seq.fetch_add(1);
+  node->next.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    Edge e;
+    if (in.defined() && in.requires_grad()) {
+      if (in.impl()->grad_fn) e.fn = in.impl()->grad_fn;
+      else e.leaf = in.impl_ptr();
+      e.shape = in.shape();
+      e.dtype = in.dtype();
+    }
+    node->next.push_back(std::move(e));
+  }
+  node->saved.reserve(save.size());
+  for (const Tensor& s : save)
+    node->saved.push_back({s.defined() ? s.detach() : Tensor(),
+                           s.defined() ? s.impl()->storage->version : 0});
+  node->backward = std::move(backward);
+  for (Tensor* out : outputs) {
+    out->impl()->grad_fn = node;
+    out->impl()->requires_grad = true;
+  }
+  return node;
+}
+
+namespace {
+
+// Adds g into a leaf's .grad: the first gradient is copied (it may alias a tensor the caller
+// still uses), later ones accumulate in place.
+void accumulate(TensorImpl& leaf, const Tensor& g) {
+  if (g.shape() != leaf.shape)
+    throw std::logic_error("backward: gradient of shape " + shape_str(g.shape()) +
+                           " for a leaf of shape " + shape_str(leaf.shape));
+  if (!leaf.grad) {
+    leaf.grad = detail::materialize(*g.impl(), leaf.dtype);
+  } else {
+    Tensor acc(leaf.grad);
+    acc.add_(g.dtype() == leaf.dtype ? g : g.to(leaf.dtype));
+  }
+}
+
+struct BySeq {
+  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    return a->seq < b->seq;  // max-heap: latest op first
+  }
+};
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  detail::check_defined("backward", root);
+  if (!root.requires_grad())
+    throw std::logic_error("backward: the tensor (shape " + shape_str(root.shape()) +
+                           ") does not require grad and has no grad_fn");
+  Tensor g = grad;
+  if (!g.defined()) {
+    if (root.numel() != 1)
+      throw std::logic_error("backward: grad can be implicitly created only for a tensor with one "
+                             "element; got shape " +
+                             shape_str(root.shape()) + ", pass a gradient of that shape");
+    g = ones_like(root);
+  } else if (g.shape() != root.shape()) {
+    throw std::invalid_argument("backward: gradient of shape " + shape_str(g.shape()) +
+                                " for a tensor of shape " + shape_str(root.shape()));
+  } else if (!is_floating(g.dtype())) {
+    throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
+                                dtype_name(g.dtype()));
+  }
+
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    accumulate(*root.impl(), g);
+    return;
+  }
+
+  std::unordered_map<Node*, Tensor> pending;
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySeq> ready;
+  pending[root.grad_fn().get()] = g;
+  ready.push(root.grad_fn());
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    auto it = pending.find(node.get());
+    Tensor gout = std::move(it->second);
+    pending.erase(it);
+    if (node->released) node->saved_tensor(0);  // throws the "second time" error
+    std::vector<Tensor> grads = node->backward(*node, gout);
+    if (grads.size() != node->next.size())
+      throw std::logic_error(node->name + ": backward returned " + std::to_string(grads.size()) +
+                             " gradients for " + std::to_string(node->next.size()) + " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Edge& e = node->next[i];
+      if (!e.active() || !grads[i].defined()) continue;
+      if (grads[i].shape() != e.shape)
+        throw std::logic_error(node->name + ": backward returned a gradient of shape " +
+                               shape_str(grads[i].shape()) + " for input " + std::to_string(i) +
+                               " of shape " + shape_str(e.shape));
+      if (grads[i].dtype() != e.dtype) grads[i] = grads[i].to(e.dtype);
+      if (e.leaf) {
+        accumulate(*e.leaf, grads[i]);
+      } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
+        p->second = p->second + grads[i];
+      } else {
+        pending.emplace(e.fn.get(), grads[i]);
+        ready.push(e.fn);
+      }
+    }
+    if (!retain_graph) node->release();
+  }
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - int64_t(shape.size());
+  Shape dims;
+  for (int64_t i = 0; i < g.dim(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(i);
+  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
+  return r.view(shape);
+}
+
+}  // namespace tg

@@ -1,0 +1,84 @@
+// The autograd tape.
+//
+// Every differentiable op that runs while grad mode is on appends a Node: its name (PyTorch's
+// grad_fn name, e.g. "MmBackward0"), a sequence number in execution order, edges to the nodes (or
+// leaf tensors) its inputs came from, the tensors its backward reads, and the backward itself.
+// backward() replays the part of the tape reachable from the output in reverse execution order,
+// so each node runs once, after every consumer of its output has added its share of the gradient.
+//
+// Not here: double backward (backward runs with grad mode off), hooks, retain_grad on non-leaves.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tg {
+
+// Grad mode is per thread, as in PyTorch. NoGradGuard is torch.no_grad().
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Where an input's gradient goes: the node that produced it, or the leaf that accumulates it.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  std::shared_ptr<TensorImpl> leaf;
+  Shape shape;  // the input's shape and dtype: its gradient must match them
+  DType dtype = DType::Float32;
+  bool active() const { return fn || leaf; }
+};
+
+// A tensor kept for backward: a detached alias (so that saving an op's own output makes no cycle)
+// plus the storage version at the time, checked when backward reads it.
+struct SavedTensor {
+  Tensor value;
+  uint64_t version = 0;
+};
+
+struct Node {
+  // Returns one gradient per input (an undefined Tensor where the input needs none).
+  using BackwardFn = std::function<std::vector<Tensor>(Node& self, const Tensor& grad_output)>;
+
+  std::string name;
+  uint64_t seq = 0;
+  std::vector<Edge> next;  // one per input, in the op's argument order
+  std::vector<SavedTensor> saved;
+  BackwardFn backward;
+  bool released = false;
+
+  // Does input i need a gradient? Lets a backward skip work nobody will read.
+  bool needs(size_t i) const { return i < next.size() && next[i].active(); }
+  // The i-th saved tensor; throws if it was modified in place or released by an earlier backward.
+  const Tensor& saved_tensor(size_t i) const;
+  void release();  // drop saved tensors and the backward closure
+};
+
+// True when grad mode is on and some input requires grad: the op must record a node.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// Appends a node for `inputs` (in argument order) and makes it the grad_fn of `outputs`.
+// Call only when any_requires_grad() is true. Saved tensors are given as `save`.
+std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& save, Node::BackwardFn backward,
+                             std::initializer_list<Tensor*> outputs);
+
+// The engine behind Tensor::backward.
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+// Reduces a broadcast gradient back to the shape of the input it flowed from.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+}  // namespace tg

@@ -1,0 +1,51 @@
+// The data behind a Tensor handle: storage shared by views, and the view's geometry.
+// Internal to core/: nn/ and the rest use Tensor.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace tg {
+
+// One 64-byte-aligned buffer. `version` counts in-place writes, so that a tensor saved for
+// backward and modified afterwards is detected (PyTorch's version counter).
+struct Storage {
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  uint64_t version = 0;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  DType dtype = DType::Float32;
+  Shape shape;
+  Shape strides;  // in elements
+  int64_t offset = 0;
+
+  // autograd
+  bool requires_grad = false;
+  bool is_view = false;          // made by a view op: in-place on it would have to rewrite its base
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::shared_ptr<TensorImpl> grad;
+
+  char* bytes() const {
+    return static_cast<char*>(storage->data) + offset * int64_t(dtype_size(dtype));
+  }
+};
+
+int64_t numel_of(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+
+// A fresh contiguous tensor (uninitialised) of this shape and dtype.
+std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype);
+// Same storage, new geometry; grad fields are left empty.
+std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src, const Shape& shape,
+                                       const Shape& strides, int64_t offset);
+
+}  // namespace tg

@@ -1,0 +1,95 @@
+// The differentiable ops, as free functions (torch.* style). Each is defined in core/ops/*.cpp
+// together with its backward. Shapes follow PyTorch: elementwise ops broadcast, reductions take a
+// dim that may be negative, matmul has torch.matmul's semantics.
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tg {
+
+// --- elementwise (ops/elementwise.cpp); operands broadcast, dtypes promote as in PyTorch ---
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor sub(const Tensor& a, double s);
+Tensor rsub(double s, const Tensor& a);  // s - a
+Tensor mul(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);
+Tensor rdiv(double s, const Tensor& a);  // s / a
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor gelu(const Tensor& a);  // tanh approximation, the book's GELU
+// Comparisons give bool masks (no gradient).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(double s, const Tensor& a);
+Tensor operator-(const Tensor& a);
+
+// --- reductions (ops/reduce.cpp) ---
+Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor sum(const Tensor& a, const Shape& dims, bool keepdim = false);
+Tensor sum(const Tensor& a);
+Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& a);
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& a);
+Tensor var(const Tensor& a, int64_t dim, bool unbiased = true, bool keepdim = false);
+Tensor var(const Tensor& a, bool unbiased = true);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& a);
+
+// --- matmul (ops/matmul.cpp) ---
+Tensor matmul(const Tensor& a, const Tensor& b);
+// y = x·wᵀ + b with w stored (out_features, in_features), as torch.nn.functional.linear.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// --- softmax family (ops/softmax.cpp) ---
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+// Mean cross-entropy of logits (N, C) against int64 targets (N), through log-sum-exp.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+
+// --- masking, joining, indexing (ops/index.cpp) ---
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value);
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
+// Rows of `weight` (num, dim) picked by int64 `ids` of any shape: result ids.shape + (dim).
+Tensor embedding(const Tensor& ids, const Tensor& weight);
+
+// --- dropout (ops/dropout.cpp) ---
+// Inverted dropout as F.dropout: keep with probability 1-p and scale by 1/(1-p). The mask is drawn
+// from `gen` (the global generator when null) exactly as PyTorch draws it.
+Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
+// The same with a given mask of 0 / scale values (broadcastable to a); for tests and replay.
+Tensor dropout_with_mask(const Tensor& a, const Tensor& mask);
+
+}  // namespace tg

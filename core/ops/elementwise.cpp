@@ -1,0 +1,343 @@
+// Elementwise ops with PyTorch broadcasting and type promotion, each with its backward.
+// A broadcast operand's gradient is summed back to its own shape (sum_to).
+#include <cmath>
+
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+using detail::dispatch;
+using detail::fail;
+using detail::wrap;
+
+namespace {
+
+// Converts t to dtype d unless it already is.
+Tensor as_dtype(const Tensor& t, DType d) {
+  return t.dtype() == d ? t : wrap(detail::materialize(*t.impl(), d));
+}
+
+// out[i] = f(a[i], b[i]) over the broadcast shape, computing in T and storing as Out.
+template <class T, class Out, class F>
+Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType out_dtype, F f) {
+  const Shape shape = detail::broadcast_shapes(op, a.shape(), b.shape());
+  auto out = new_impl(shape, out_dtype);
+  const Shape sa = detail::broadcast_strides(*a.impl(), shape);
+  const Shape sb = detail::broadcast_strides(*b.impl(), shape);
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  Out* po = reinterpret_cast<Out*>(out->bytes());
+  if (sa == out->strides && sb == out->strides) {  // both contiguous, same shape
+    const int64_t n = numel_of(shape);
+    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    return wrap(out);
+  }
+  detail::for_each_run<3>(shape, {&out->strides, &sa, &sb}, {0, 0, 0},
+                          [&](std::array<int64_t, 3> o, int64_t n, std::array<int64_t, 3> s) {
+                            Out* y = po + o[0];
+                            const T* x0 = pa + o[1];
+                            const T* x1 = pb + o[2];
+                            for (int64_t i = 0; i < n; ++i) y[i] = f(x0[i * s[1]], x1[i * s[2]]);
+                          });
+  return wrap(out);
+}
+
+// out[i] = f(a[i]) for a floating tensor (integers are first converted to float32).
+template <class F>
+Tensor unary_map(const char* op, const Tensor& a, F f) {
+  detail::check_defined(op, a);
+  const Tensor x = is_floating(a.dtype()) ? a : as_dtype(a, DType::Float32);
+  auto out = new_impl(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* px = x.data<T>();
+      T* po = reinterpret_cast<T*>(out->bytes());
+      if (x.is_contiguous()) {
+        const int64_t n = x.numel();
+        for (int64_t i = 0; i < n; ++i) po[i] = T(f(px[i]));
+        return;
+      }
+      detail::for_each_run<2>(x.shape(), {&out->strides, &x.strides()}, {0, 0},
+                              [&](std::array<int64_t, 2> o, int64_t n, std::array<int64_t, 2> s) {
+                                for (int64_t i = 0; i < n; ++i)
+                                  po[o[0] + i] = T(f(px[o[1] + i * s[1]]));
+                              });
+    }
+  });
+  return wrap(out);
+}
+
+// A Python scalar next to a tensor keeps the tensor's dtype (int tensors become float32 when the
+// scalar is fractional), as in PyTorch.
+Tensor scalar_like(const Tensor& a, double s) {
+  DType d = a.dtype();
+  if (!is_floating(d) && s != std::floor(s)) d = DType::Float32;
+  if (d == DType::Bool) d = DType::Int64;
+  return scalar_tensor(s, d);
+}
+
+enum class Arith { Add, Sub, Mul, Div };
+
+Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& b) {
+  detail::check_defined(op, a);
+  detail::check_defined(op, b);
+  DType dt = detail::promote(a.dtype(), b.dtype());
+  if (kind == Arith::Div && !is_floating(dt)) dt = DType::Float32;  // true division
+  if (dt == DType::Bool) dt = DType::Int64;
+  const Tensor x = as_dtype(a, dt), y = as_dtype(b, dt);
+  return dispatch(dt, [&](auto z) -> Tensor {
+    using T = decltype(z);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail(op, "bool arithmetic is not supported");
+    } else {
+      switch (kind) {
+        case Arith::Add: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p + q); });
+        case Arith::Sub: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p - q); });
+        case Arith::Mul: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p * q); });
+        case Arith::Div: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p / q); });
+      }
+      return Tensor();
+    }
+  });
+}
+
+}  // namespace
+
+// --- add / sub: the gradient passes through, summed back over broadcast dims ---
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = arith_forward("add", Arith::Add, a, b);
+  if (any_requires_grad({&a, &b}))
+    record("AddBackward0", {a, b}, {},
+           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             return {n.needs(0) ? sum_to(g, sa) : Tensor(), n.needs(1) ? sum_to(g, sb) : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = arith_forward("sub", Arith::Sub, a, b);
+  if (any_requires_grad({&a, &b}))
+    record("SubBackward0", {a, b}, {},
+           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             return {n.needs(0) ? sum_to(g, sa) : Tensor(),
+                     n.needs(1) ? neg(sum_to(g, sb)) : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+// --- mul: d(a*b) = g*b da + g*a db ---
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = arith_forward("mul", Arith::Mul, a, b);
+  if (any_requires_grad({&a, &b}))
+    record("MulBackward0", {a, b}, {a, b},
+           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+             return {n.needs(0) ? sum_to(g * y, sa) : Tensor(),
+                     n.needs(1) ? sum_to(g * x, sb) : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+// --- div: d(a/b) = g/b da - g*a/b² db ---
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = arith_forward("div", Arith::Div, a, b);
+  if (any_requires_grad({&a, &b}))
+    record("DivBackward0", {a, b}, {a, b},
+           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+             return {n.needs(0) ? sum_to(g / y, sa) : Tensor(),
+                     n.needs(1) ? sum_to(neg(g * x) / (y * y), sb) : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+Tensor add(const Tensor& a, double s) { return add(a, scalar_like(a, s)); }
+Tensor sub(const Tensor& a, double s) { return sub(a, scalar_like(a, s)); }
+Tensor mul(const Tensor& a, double s) { return mul(a, scalar_like(a, s)); }
+Tensor div(const Tensor& a, double s) { return div(a, scalar_like(a, s)); }
+Tensor rsub(double s, const Tensor& a) { return sub(scalar_like(a, s), a); }
+Tensor rdiv(double s, const Tensor& a) { return div(scalar_like(a, s), a); }
+
+Tensor neg(const Tensor& a) {
+  detail::check_defined("neg", a);
+  Tensor out = arith_forward("neg", Arith::Sub, scalar_like(a, 0), a);
+  if (any_requires_grad({&a}))
+    record("NegBackward0", {a}, {},
+           [](Node&, const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; }, {&out});
+  return out;
+}
+
+// --- pow with a scalar exponent: d(a^e) = e*a^(e-1) ---
+Tensor pow(const Tensor& a, double e) {
+  Tensor out = unary_map("pow", a, [e](auto x) { return std::pow(x, decltype(x)(e)); });
+  if (any_requires_grad({&a}))
+    record("PowBackward0", {a}, {a},
+           [e](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             if (e == 0) return {zeros_like(g)};
+             return {g * (pow(n.saved_tensor(0), e - 1) * e)};
+           },
+           {&out});
+  return out;
+}
+
+// --- exp: d(e^a) = y, the output itself ---
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_map("exp", a, [](auto x) { return std::exp(x); });
+  if (any_requires_grad({&a}))
+    record("ExpBackward0", {a}, {out},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> { return {g * n.saved_tensor(0)}; },
+           {&out});
+  return out;
+}
+
+// --- log: d(log a) = 1/a ---
+Tensor log(const Tensor& a) {
+  Tensor out = unary_map("log", a, [](auto x) { return std::log(x); });
+  if (any_requires_grad({&a}))
+    record("LogBackward0", {a}, {a},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> { return {g / n.saved_tensor(0)}; },
+           {&out});
+  return out;
+}
+
+// --- sqrt: d(sqrt a) = 1/(2y) ---
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_map("sqrt", a, [](auto x) { return std::sqrt(x); });
+  if (any_requires_grad({&a}))
+    record("SqrtBackward0", {a}, {out},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             return {g / (n.saved_tensor(0) * 2.0)};
+           },
+           {&out});
+  return out;
+}
+
+// --- tanh: d(tanh a) = 1 - y² ---
+Tensor tanh(const Tensor& a) {
+  Tensor out = unary_map("tanh", a, [](auto x) { return std::tanh(x); });
+  if (any_requires_grad({&a}))
+    record("TanhBackward0", {a}, {out},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& y = n.saved_tensor(0);
+             return {g * rsub(1.0, y * y)};
+           },
+           {&out});
+  return out;
+}
+
+// --- GELU, tanh form (the book's GELU, §4.3):
+//   y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x³)
+//   dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) sqrt(2/pi) (1 + 3·0.044715 x²)
+namespace {
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluC = 0.044715;
+}  // namespace
+
+Tensor gelu(const Tensor& a) {
+  Tensor out = unary_map("gelu", a, [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x)));
+  });
+  if (any_requires_grad({&a}))
+    record("GeluBackward0", {a}, {a},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             Tensor dydx = unary_map("gelu_backward", n.saved_tensor(0), [](auto x) {
+               using T = decltype(x);
+               const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x));
+               return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) *
+                                                (T(1) + T(3 * kGeluC) * x * x);
+             });
+             return {g * dydx};
+           },
+           {&out});
+  return out;
+}
+
+// --- comparisons: bool masks, off the tape ---
+namespace {
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+Tensor compare(const char* op, Cmp c, const Tensor& a, const Tensor& b) {
+  detail::check_defined(op, a);
+  detail::check_defined(op, b);
+  const DType dt = detail::promote(a.dtype(), b.dtype());
+  const Tensor x = as_dtype(a, dt), y = as_dtype(b, dt);
+  return dispatch(dt, [&](auto z) -> Tensor {
+    using T = decltype(z);
+    return binary_map<T, bool>(op, x, y, DType::Bool, [c](T p, T q) {
+      switch (c) {
+        case Cmp::Eq: return p == q;
+        case Cmp::Ne: return p != q;
+        case Cmp::Lt: return p < q;
+        case Cmp::Le: return p <= q;
+        case Cmp::Gt: return p > q;
+        case Cmp::Ge: return p >= q;
+      }
+      return false;
+    });
+  });
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", Cmp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", Cmp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", Cmp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", Cmp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", Cmp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", Cmp::Ge, a, b); }
+Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
+Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
+Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
+
+// --- where(cond, a, b): the gradient goes to a where cond holds, to b elsewhere ---
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_defined("where", cond);
+  if (cond.dtype() != DType::Bool)
+    fail("where", "the condition must be a bool tensor, got ", dtype_name(cond.dtype()));
+  const Shape ab = detail::broadcast_shapes("where", a.shape(), b.shape());
+  const Shape shape = detail::broadcast_shapes("where", cond.shape(), ab);
+  const DType dt = detail::promote(a.dtype(), b.dtype());
+  const Tensor x = as_dtype(a, dt).expand(shape).contiguous();
+  const Tensor y = as_dtype(b, dt).expand(shape).contiguous();
+  const Tensor c = cond.expand(shape).contiguous();
+  Tensor out = empty(shape, dt);
+  dispatch(dt, [&](auto z) {
+    using T = decltype(z);
+    const bool* pc = c.data<bool>();
+    const T *px = x.data<T>(), *py = y.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = pc[i] ? px[i] : py[i];
+  });
+  if (any_requires_grad({&a, &b}))
+    record("WhereBackward0", {a, b}, {c},
+           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& m = n.saved_tensor(0);
+             const Tensor zero = zeros({}, g.dtype());
+             return {n.needs(0) ? sum_to(where(m, g, zero), sa) : Tensor(),
+                     n.needs(1) ? sum_to(where(m, zero, g), sb) : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+// --- operators ---
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return div(a, s); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace tg

@@ -1,0 +1,246 @@
+// masked_fill (and in place), tril/triu, cat, stack and embedding.
+#include <cmath>
+#include <cstring>
+
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+using detail::dispatch;
+using detail::fail;
+using detail::wrap;
+
+namespace {
+
+Tensor check_mask(const char* op, const Tensor& a, const Tensor& mask) {
+  detail::check_defined(op, a);
+  detail::check_defined(op, mask);
+  if (mask.dtype() != DType::Bool)
+    fail(op, "the mask must be a bool tensor, got ", dtype_name(mask.dtype()),
+         " (use .to(DType::Bool) as the book's mask.bool())");
+  if (detail::broadcast_shapes(op, a.shape(), mask.shape()) != a.shape())
+    fail(op, "mask of shape ", shape_str(mask.shape()), " does not broadcast to the input's shape ",
+         shape_str(a.shape()));
+  return mask.expand(a.shape());
+}
+
+void check_value(const char* op, const Tensor& a, double value) {
+  if (!is_floating(a.dtype()) && !std::isfinite(value))
+    fail(op, "cannot fill a ", dtype_name(a.dtype()), " tensor with ", value);
+}
+
+// Writes `value` into dst wherever the (broadcast) mask is true.
+void fill_where(TensorImpl& dst, const Tensor& mask, double value) {
+  const Shape ms = detail::broadcast_strides(*mask.impl(), dst.shape);
+  const bool* pm = mask.data<bool>();
+  dispatch(dst.dtype, [&](auto z) {
+    using T = decltype(z);
+    T* pd = reinterpret_cast<T*>(dst.bytes());
+    const T v = static_cast<T>(value);
+    detail::for_each_run<2>(dst.shape, {&dst.strides, &ms}, {0, 0},
+                            [&](std::array<int64_t, 2> o, int64_t n, std::array<int64_t, 2> s) {
+                              for (int64_t i = 0; i < n; ++i)
+                                if (pm[o[1] + i * s[1]]) pd[o[0] + i * s[0]] = v;
+                            });
+  });
+}
+
+// The gradient of a fill: zero where the mask replaced the input.
+Node::BackwardFn masked_fill_backward() {
+  return [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+    Tensor out = g.contiguous().clone();
+    fill_where(*out.impl(), n.saved_tensor(0), 0.0);
+    return {out};
+  };
+}
+
+}  // namespace
+
+// --- masked_fill: out = mask ? value : a;  da = mask ? 0 : g ---
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  const Tensor m = check_mask("masked_fill", a, mask);
+  check_value("masked_fill", a, value);
+  Tensor out = wrap(detail::materialize(*a.impl(), a.dtype()));
+  fill_where(*out.impl(), m, value);
+  if (any_requires_grad({&a})) record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&out});
+  return out;
+}
+
+// In place: the tensor takes a new grad_fn whose edge leads to the node that made it before.
+Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value) {
+  const Tensor m = check_mask("masked_fill_", a, mask);
+  check_value("masked_fill_", a, value);
+  detail::check_inplace("masked_fill_", a);
+  fill_where(*a.impl(), m, value);
+  detail::bump_version(a);
+  if (any_requires_grad({&a})) record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&a});
+  return a;
+}
+
+// --- tril / triu on the last two dims: the gradient is masked the same way ---
+namespace {
+Tensor triangle(const char* op, const char* name, const Tensor& t, int64_t k, bool lower) {
+  detail::check_defined(op, t);
+  if (t.dim() < 2) fail(op, "expects at least 2 dims, got shape ", shape_str(t.shape()));
+  Tensor out = wrap(detail::materialize(*t.impl(), t.dtype()));
+  const int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
+  const int64_t mats = R * C == 0 ? 0 : out.numel() / (R * C);
+  dispatch(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = out.data<T>();
+    for (int64_t b = 0; b < mats; ++b)
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+          const bool keep = lower ? j - i <= k : j - i >= k;
+          if (!keep) p[(b * R + i) * C + j] = T(0);
+        }
+  });
+  if (any_requires_grad({&t}))
+    record(name, {t}, {},
+           [k, lower](Node&, const Tensor& g) -> std::vector<Tensor> {
+             return {lower ? tril(g, k) : triu(g, k)};
+           },
+           {&out});
+  return out;
+}
+}  // namespace
+
+Tensor tril(const Tensor& t, int64_t diagonal) {
+  return triangle("tril", "TrilBackward0", t, diagonal, true);
+}
+Tensor triu(const Tensor& t, int64_t diagonal) {
+  return triangle("triu", "TriuBackward0", t, diagonal, false);
+}
+
+// --- cat: inputs are laid side by side along dim; each gets its slice of the gradient ---
+namespace {
+Tensor cat_impl(const char* op, const std::vector<Tensor>& ts, int64_t dim, Shape* sizes_out) {
+  if (ts.empty()) fail(op, "expected a non-empty list of tensors");
+  for (const Tensor& t : ts) detail::check_defined(op, t);
+  const Tensor& first = ts[0];
+  if (first.dim() == 0) fail(op, "zero-dimensional tensors cannot be concatenated");
+  const int64_t d = detail::wrap_dim(op, dim, first.dim());
+  DType dt = first.dtype();
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    dt = detail::promote(dt, t.dtype());
+    bool ok = t.dim() == first.dim();
+    for (int64_t j = 0; ok && j < t.dim(); ++j)
+      if (j != d && t.shape()[j] != first.shape()[j]) ok = false;
+    if (!ok)
+      fail(op, "tensor ", i, " has shape ", shape_str(t.shape()), " but tensor 0 has shape ",
+           shape_str(first.shape()), "; they must match except in dim ", d);
+    shape[d] += t.shape()[d];
+    sizes_out->push_back(t.shape()[d]);
+  }
+  Tensor out = empty(shape, dt);
+  int64_t at = 0;
+  for (const Tensor& t : ts) {
+    Shape sub = shape;
+    sub[d] = t.shape()[d];
+    auto region = alias_impl(*out.impl(), sub, out.strides(), at * out.strides()[d]);
+    detail::copy_into(*region, *t.impl());
+    at += t.shape()[d];
+  }
+  return out;
+}
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  Shape sizes;
+  Tensor out = cat_impl("cat", ts, dim, &sizes);
+  if (any_requires_grad(ts)) {
+    const int64_t d = detail::wrap_dim("cat", dim, ts[0].dim());
+    record("CatBackward0", ts, {},
+           [sizes, d](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             std::vector<Tensor> gs;
+             int64_t at = 0;
+             for (size_t i = 0; i < sizes.size(); ++i) {
+               gs.push_back(n.needs(i) ? g.narrow(d, at, sizes[i]) : Tensor());
+               at += sizes[i];
+             }
+             return gs;
+           },
+           {&out});
+  }
+  return out;
+}
+
+// --- stack: cat of the inputs each with a new dim; input i's gradient is g.select(dim, i) ---
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  if (ts.empty()) fail("stack", "expected a non-empty list of tensors");
+  for (size_t i = 0; i < ts.size(); ++i) {
+    detail::check_defined("stack", ts[i]);
+    if (ts[i].shape() != ts[0].shape())
+      fail("stack", "tensor ", i, " has shape ", shape_str(ts[i].shape()),
+           " but tensor 0 has shape ", shape_str(ts[0].shape()), "; all must be equal");
+  }
+  const int64_t d = detail::wrap_dim("stack", dim, ts[0].dim() + 1);
+  std::vector<Tensor> parts;
+  for (const Tensor& t : ts) parts.push_back(t.detach().unsqueeze(d));
+  Shape sizes;
+  Tensor out = cat_impl("stack", parts, d, &sizes);
+  if (any_requires_grad(ts))
+    record("StackBackward0", ts, {},
+           [count = ts.size(), d](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             std::vector<Tensor> gs;
+             for (size_t i = 0; i < count; ++i)
+               gs.push_back(n.needs(i) ? g.select(d, int64_t(i)) : Tensor());
+             return gs;
+           },
+           {&out});
+  return out;
+}
+
+// --- embedding: out[..., :] = weight[ids[...], :];  dweight[id] += g[...] (scatter-add) ---
+Tensor embedding(const Tensor& ids, const Tensor& weight) {
+  detail::check_defined("embedding", ids);
+  detail::check_floating("embedding", weight);
+  if (ids.dtype() != DType::Int64)
+    fail("embedding", "ids must be int64, got ", dtype_name(ids.dtype()));
+  if (weight.dim() != 2)
+    fail("embedding", "weight must be 2-D (num_embeddings, embedding_dim), got ",
+         shape_str(weight.shape()));
+  const int64_t num = weight.shape()[0], D = weight.shape()[1];
+  const Tensor idc = ids.contiguous();
+  const int64_t* ip = idc.data<int64_t>();
+  const int64_t n = idc.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (ip[i] < 0 || ip[i] >= num)
+      throw std::out_of_range("embedding: index " + std::to_string(ip[i]) +
+                              " is out of range for " + std::to_string(num) + " rows (weight " +
+                              shape_str(weight.shape()) + ")");
+  Shape shape = ids.shape();
+  shape.push_back(D);
+  Tensor out = empty(shape, weight.dtype());
+  const Tensor w = weight.detach().contiguous();
+  dispatch(weight.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pw = w.data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0; i < n; ++i) std::memcpy(po + i * D, pw + ip[i] * D, size_t(D) * sizeof(T));
+  });
+  if (any_requires_grad({&weight}))
+    record("EmbeddingBackward0", {ids, weight}, {idc},
+           [num, D](Node& nd, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& id = nd.saved_tensor(0);
+             const int64_t* p = id.data<int64_t>();
+             const Tensor gc = g.contiguous();
+             Tensor gw = zeros({num, D}, g.dtype());
+             dispatch(g.dtype(), [&](auto z) {
+               using T = decltype(z);
+               const T* pg = gc.data<T>();
+               T* pw = gw.data<T>();
+               for (int64_t i = 0, n = id.numel(); i < n; ++i)
+                 for (int64_t j = 0; j < D; ++j) pw[p[i] * D + j] += pg[i * D + j];
+             });
+             return {Tensor(), gw};
+           },
+           {&out});
+  return out;
+}
+
+}  // namespace tg

@@ -1,0 +1,163 @@
+// matmul with torch.matmul's semantics, and linear (x·wᵀ + b) as one fused op.
+//
+// Shape legend: a (..., n, k) · b (..., k, m) = (..., n, m); batch dims broadcast. A 1-D a is read
+// as (1, k) and a 1-D b as (k, 1), and the added dim is dropped from the result. Every product
+// runs on kernels::sgemm / dgemm through strides, so transposed operands are never copied.
+#include "core/kernels/kernels.h"
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+using detail::fail;
+
+namespace {
+
+// c (contiguous, batch..., n, m) = a · b (+ c when accumulate), batches broadcast.
+void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) {
+  const int64_t na = a.dim(), nb = b.dim(), nc = c.dim();
+  const int64_t n = a.shape()[na - 2], k = a.shape()[na - 1], m = b.shape()[nb - 1];
+  const Shape batch(c.shape().begin(), c.shape().end() - 2);
+  Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
+  TensorImpl ga, gb;  // batch-only geometry, for broadcast strides
+  ga.shape = abatch;
+  ga.strides = Shape(a.strides().begin(), a.strides().end() - 2);
+  gb.shape = bbatch;
+  gb.strides = Shape(b.strides().begin(), b.strides().end() - 2);
+  const Shape sa = detail::broadcast_strides(ga, batch), sb = detail::broadcast_strides(gb, batch);
+  const Shape sc(c.strides().begin(), c.strides().end() - 2);
+  const int64_t rsA = a.strides()[na - 2], csA = a.strides()[na - 1];
+  const int64_t rsB = b.strides()[nb - 2], csB = b.strides()[nb - 1];
+  const int64_t ldc = c.strides()[nc - 2];
+  detail::dispatch_float("matmul", a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = c.data<T>();
+    const T beta = accumulate ? T(1) : T(0);
+    // Batch dims are walked one matrix at a time; a run of the last batch dim is `cnt` matrices.
+    detail::for_each_run<3>(
+        batch, {&sc, &sa, &sb}, {0, 0, 0},
+        [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
+          for (int64_t i = 0; i < cnt; ++i) {
+            const T* A = pa + o[1] + i * st[1];
+            const T* B = pb + o[2] + i * st[2];
+            T* C = pc + o[0] + i * st[0];
+            if constexpr (std::is_same_v<T, float>)
+              kernels::sgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+            else
+              kernels::dgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+          }
+        });
+  });
+}
+
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  detail::check_defined(op, a);
+  detail::check_defined(op, b);
+  if (a.dtype() != b.dtype())
+    fail(op, "expected both operands to have the same dtype, got ", dtype_name(a.dtype()), " ",
+         shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+  if (!is_floating(a.dtype()))
+    fail(op, "expected floating-point operands, got ", dtype_name(a.dtype()));
+}
+
+}  // namespace
+
+// --- matmul ---
+//   forward:  out = a · b
+//   backward: ga = g · bᵀ (summed over a's broadcast batch dims), gb = aᵀ · g (likewise)
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_pair("matmul", a, b);
+  if (a.dim() == 0 || b.dim() == 0)
+    fail("matmul", "both arguments need at least 1 dim, got ", shape_str(a.shape()), " and ",
+         shape_str(b.shape()));
+  const Tensor a2 = a.dim() == 1 ? a.detach().unsqueeze(0) : a.detach();
+  const Tensor b2 = b.dim() == 1 ? b.detach().unsqueeze(1) : b.detach();
+  if (a2.shape().back() != b2.shape()[b2.dim() - 2])
+    fail("matmul", "cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()));
+  const Shape ab(a2.shape().begin(), a2.shape().end() - 2), bb(b2.shape().begin(), b2.shape().end() - 2);
+  Shape full;
+  try {
+    full = detail::broadcast_shapes("matmul", ab, bb);
+  } catch (const std::invalid_argument&) {
+    fail("matmul", "cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()),
+         " (batch dims do not broadcast)");
+  }
+  full.push_back(a2.shape()[a2.dim() - 2]);
+  full.push_back(b2.shape().back());
+  Tensor out2 = zeros(full, a.dtype());
+  batched_gemm(a2, b2, out2, false);
+
+  Shape out_shape = full;  // drop the dims that 1-D operands added
+  if (b.dim() == 1) out_shape.pop_back();
+  if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
+  Tensor out = out_shape == full ? out2 : out2.view(out_shape);
+  out.impl()->is_view = false;  // a fresh result, whatever view dropped the 1-D dims
+
+  if (any_requires_grad({&a, &b})) {
+    const char* name = a.dim() == 1 && b.dim() == 1 ? "DotBackward0"
+                       : b.dim() == 1 && a.dim() == 2 ? "MvBackward0"
+                       : out.dim() <= 2               ? "MmBackward0"
+                                                      : "UnsafeViewBackward0";
+    record(name, {a, b}, {a, b},
+           [full](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& x = n.saved_tensor(0);
+             const Tensor& y = n.saved_tensor(1);
+             const Tensor x2 = x.dim() == 1 ? x.unsqueeze(0) : x;
+             const Tensor y2 = y.dim() == 1 ? y.unsqueeze(1) : y;
+             const Tensor g2 = g.reshape(full);
+             Tensor gx, gy;
+             if (n.needs(0)) gx = sum_to(matmul(g2, y2.transpose(-1, -2)), x2.shape()).reshape(x.shape());
+             if (n.needs(1)) gy = sum_to(matmul(x2.transpose(-1, -2), g2), y2.shape()).reshape(y.shape());
+             return {gx, gy};
+           },
+           {&out});
+  }
+  return out;
+}
+
+// --- linear: y = x · wᵀ + b, x (..., in), w (out, in), b (out) ---
+//   backward: gx = g · w,  gw = gᵀ · x (over all leading dims),  gb = Σ g
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_pair("linear", x, w);
+  if (w.dim() != 2) fail("linear", "weight must be 2-D (out, in), got ", shape_str(w.shape()));
+  if (x.dim() == 0 || x.shape().back() != w.shape()[1])
+    fail("linear", "input of shape ", shape_str(x.shape()), " does not match weight of shape ",
+         shape_str(w.shape()), " (expected the last dim to be ", w.shape()[1], ")");
+  if (b.defined()) {
+    check_pair("linear", x, b);
+    if (b.dim() != 1 || b.shape()[0] != w.shape()[0])
+      fail("linear", "bias of shape ", shape_str(b.shape()), " does not match weight of shape ",
+           shape_str(w.shape()));
+  }
+  const int64_t in = w.shape()[1], outf = w.shape()[0];
+  const Tensor x2 = x.detach().reshape({-1, in});
+  Shape out_shape = x.shape();
+  out_shape.back() = outf;
+  Tensor y2 = b.defined() ? b.detach().expand({x2.shape()[0], outf}).contiguous()
+                          : zeros({x2.shape()[0], outf}, x.dtype());
+  batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
+  Tensor y = y2.view(out_shape);
+  y.impl()->is_view = false;
+
+  if (any_requires_grad({&x, &w, &b})) {
+    const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
+                                    : (b.defined() ? "ViewBackward0" : "UnsafeViewBackward0");
+    record(name, {x, w, b}, {x, w},
+           [in, outf](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& xs = n.saved_tensor(0);
+             const Tensor& ws = n.saved_tensor(1);
+             const Tensor g2 = g.reshape({-1, outf});
+             Tensor gx, gw, gb;
+             if (n.needs(0)) gx = matmul(g2, ws).reshape(xs.shape());
+             if (n.needs(1)) gw = matmul(g2.T(), xs.reshape({-1, in}));
+             if (n.needs(2)) gb = sum(g2, 0);
+             return {gx, gw, gb};
+           },
+           {&y});
+  }
+  return y;
+}
+
+}  // namespace tg

@@ -1,0 +1,163 @@
+// softmax, log_softmax and cross_entropy. Each normalises along one dim of a contiguous
+// (outer, L, inner) layout: element (o, l, i) sits at (o*L + l)*inner + i, so dim = -1 is the
+// plain row case (inner = 1) and no op copies to move the dim last.
+#include <cmath>
+#include <limits>
+
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+using detail::fail;
+
+namespace {
+
+struct Layout {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+Layout layout_of(const Shape& s, int64_t dim) {
+  Layout l;
+  for (int64_t i = 0; i < int64_t(s.size()); ++i) {
+    if (i < dim) l.outer *= s[i];
+    else if (i == dim) l.len = s[i];
+    else l.inner *= s[i];
+  }
+  return l;
+}
+
+// y = softmax(x) (or log_softmax when `log`) along the middle axis of the layout. Stable form:
+// subtract the max first; a row that is all -inf gives NaN, as in PyTorch.
+template <class T>
+void softmax_rows(const T* x, T* y, Layout l, bool log) {
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t i = 0; i < l.inner; ++i) {
+      const T* xr = x + o * l.len * l.inner + i;
+      T* yr = y + o * l.len * l.inner + i;
+      const int64_t s = l.inner;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < l.len; ++k) m = std::max(m, xr[k * s]);
+      if (std::isnan(m)) m = T(0);  // NaNs still propagate through the sum
+      double sum = 0;
+      for (int64_t k = 0; k < l.len; ++k) {
+        const T e = std::exp(xr[k * s] - m);
+        if (!log) yr[k * s] = e;
+        sum += double(e);
+      }
+      if (log) {
+        const T lse = m + T(std::log(sum));
+        for (int64_t k = 0; k < l.len; ++k) yr[k * s] = xr[k * s] - lse;
+      } else {
+        const T inv = T(1.0 / sum);
+        for (int64_t k = 0; k < l.len; ++k) yr[k * s] *= inv;
+      }
+    }
+}
+
+Tensor softmax_forward(const char* op, const Tensor& a, int64_t dim, bool log) {
+  detail::check_floating(op, a);
+  const int64_t d = detail::wrap_dim(op, dim, a.dim());
+  const Tensor x = a.detach().contiguous();
+  Tensor y = empty(a.shape(), a.dtype());
+  const Layout l = a.dim() == 0 ? Layout{} : layout_of(a.shape(), d);
+  detail::dispatch_float(op, a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    softmax_rows<T>(x.data<T>(), y.data<T>(), l, log);
+  });
+  return y;
+}
+
+}  // namespace
+
+// --- softmax ---
+//   forward:  y = exp(x - max) / Σ exp(x - max)
+//   backward: dx = y ⊙ (dy − ⟨y, dy⟩), the inner product taken along dim; reads only the output
+Tensor softmax(const Tensor& a, int64_t dim) {
+  Tensor y = softmax_forward("softmax", a, dim, false);
+  if (any_requires_grad({&a}))
+    record("SoftmaxBackward0", {a}, {y},
+           [dim](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& y = n.saved_tensor(0);
+             return {y * (g - sum(g * y, dim, /*keepdim=*/true))};
+           },
+           {&y});
+  return y;
+}
+
+// --- log_softmax ---
+//   forward:  y = x − max − log Σ exp(x − max)
+//   backward: dx = dy − exp(y) Σ dy
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  Tensor y = softmax_forward("log_softmax", a, dim, true);
+  if (any_requires_grad({&a}))
+    record("LogSoftmaxBackward0", {a}, {y},
+           [dim](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& y = n.saved_tensor(0);
+             return {g - exp(y) * sum(g, dim, /*keepdim=*/true)};
+           },
+           {&y});
+  return y;
+}
+
+// --- cross_entropy: mean over rows of −log_softmax(logits)[row, target] ---
+//   backward: dlogits = (softmax(logits) − onehot(target)) · g / N
+// Targets equal to -100 are ignored (PyTorch's default ignore_index) and not counted in N.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  detail::check_floating("cross_entropy", logits);
+  detail::check_defined("cross_entropy", targets);
+  if (targets.dtype() != DType::Int64)
+    fail("cross_entropy", "targets must be int64 class indices, got ", dtype_name(targets.dtype()));
+  if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
+    fail("cross_entropy", "expected logits (N, C) and targets (N), got ", shape_str(logits.shape()),
+         " and ", shape_str(targets.shape()));
+  constexpr int64_t kIgnore = -100;
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const Tensor t = targets.contiguous();
+  const int64_t* tp = t.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    if (tp[i] == kIgnore) continue;
+    if (tp[i] < 0 || tp[i] >= C)
+      throw std::out_of_range("cross_entropy: target " + std::to_string(tp[i]) + " at row " +
+                              std::to_string(i) + " is out of bounds for " + std::to_string(C) +
+                              " classes (logits " + shape_str(logits.shape()) + ")");
+    ++count;
+  }
+  Tensor logp = softmax_forward("cross_entropy", logits, 1, true);
+  Tensor loss = empty({}, logits.dtype());
+  detail::dispatch_float("cross_entropy", logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* lp = logp.data<T>();
+    double total = 0;
+    for (int64_t i = 0; i < N; ++i)
+      if (tp[i] != kIgnore) total -= double(lp[i * C + tp[i]]);
+    *loss.data<T>() = T(total / double(count));  // no valid target: 0/0 = nan, as in PyTorch
+  });
+  if (any_requires_grad({&logits}))
+    record("NllLossBackward0", {logits}, {logp, t},
+           [N, C, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor& lp = n.saved_tensor(0);
+             const int64_t* tt = n.saved_tensor(1).data<int64_t>();
+             Tensor d = exp(lp);
+             detail::dispatch_float("cross_entropy", d.dtype(), [&](auto z) {
+               using T = decltype(z);
+               T* pd = d.data<T>();
+               const T scale = T(g.item<double>() / double(count));
+               for (int64_t i = 0; i < N; ++i) {
+                 T* row = pd + i * C;
+                 if (tt[i] == kIgnore) {
+                   for (int64_t c = 0; c < C; ++c) row[c] = T(0);
+                   continue;
+                 }
+                 row[tt[i]] -= T(1);
+                 for (int64_t c = 0; c < C; ++c) row[c] *= scale;
+               }
+             });
+             return {d};
+           },
+           {&loss});
+  return loss;
+}
+
+}  // namespace tg
