@@ -142,6 +142,27 @@ add("sum_bool", torch.rand(30, 40) > 0.5)
 add("sum_grad", torch.randn(50, 30, requires_grad=True) * 1e-5)
 add("sum_exact_threshold", torch.randn(1000))
 
+# boundaries of the mode rules (ratio 1000, max 1e8, min 1e-4; float32 1e-4 is just below it)
+add("edge_int_ratio_1000", torch.tensor([1.0, 1000.0]))
+add("edge_int_ratio_1001", torch.tensor([1.0, 1001.0]))
+add("edge_ratio_1000", torch.tensor([0.5, 500.0]))
+add("edge_ratio_above", torch.tensor([0.5, 500.5]))
+add("edge_max_1e8", torch.tensor([1e8, 5e7], dtype=f64))
+add("edge_max_above_1e8", torch.tensor([100000001.0, 5e7], dtype=f64))
+add("edge_min_1e-4_f64", torch.tensor([1e-4, 0.05], dtype=f64))
+add("edge_min_1e-4_f32", torch.tensor([1e-4, 0.05]))
+add("edge_min_5e-5", torch.tensor([5e-5, 0.02]))
+
+# where the suffix and the elements wrap: sweep lengths across the 80-column limit
+for n in range(5, 12):
+    add("edge_leaf_len%d" % n, torch.rand(n, requires_grad=True))
+    add("edge_grad_len%d" % n, torch.rand(n, requires_grad=True) * 1)
+for n in range(7, 11):
+    add("edge_wrap_len%d" % n, torch.randn(n))
+    add("edge_wrap_rows%d" % n, torch.randn(2, n, dtype=f64))
+for n in range(60, 66):
+    add("edge_f64_leaf_len%d" % n, torch.zeros(n // 6, dtype=f64, requires_grad=True) + n)
+
 # non-default print options
 add("opt_precision2", torch.randn(3, 3), precision=2)
 add("opt_precision0", torch.tensor([1.5, 2.5, -0.25]), precision=0)
