@@ -71,6 +71,7 @@ add("vec_sci_f64", torch.tensor([1e-300, 1e300, -2.5], dtype=f64))
 add("vec_no_sci_ratio_1000", torch.tensor([0.1, 100.0, 0.5]))
 add("vec_nonfinite", torch.tensor([0.25, nan, inf, -inf]))
 add("vec_nonfinite_int", torch.tensor([1.0, nan, -inf, 2.0]))
+add("vec_negative_nan", torch.tensor([-nan, 1.5, -nan]))  # Python prints "nan", never "-nan"
 add("vec_nonfinite_only", torch.tensor([nan, inf, -inf]))
 add("vec_nonfinite_sci", torch.tensor([1e-6, nan, -inf, 3.0]))
 add("vec_negzero", torch.tensor([-0.0, 0.0, 1.5]))
