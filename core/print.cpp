@@ -5,9 +5,11 @@
 // forced sci_mode (PRINT_OPTS.sci_mode) and the "Parameter containing:" wrapper.
 #include "core/print.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>

@@ -323,4 +323,12 @@ TEST_CASE("bad input throws std::invalid_argument naming format_tensor and the s
   CHECK_THROWS_AS(tg::format_tensor(in), std::invalid_argument);
   in.shape = {std::numeric_limits<int64_t>::max(), 4};
   CHECK_THROWS_AS(tg::format_tensor(in), std::invalid_argument);
+  tg::PrintInput ok;
+  ok.f = {1.0};
+  tg::PrintOptions opt;
+  opt.precision = -1;
+  CHECK_THROWS_AS(tg::format_tensor(ok, opt), std::invalid_argument);
+  opt = {};
+  opt.edgeitems = 0;
+  CHECK_THROWS_AS(tg::format_tensor(ok, opt), std::invalid_argument);
 }
