@@ -26,6 +26,9 @@ struct PrintInput {
 };
 
 // The full repr, e.g. "tensor([1., 2.], dtype=torch.float64, requires_grad=True)".
+// Throws std::invalid_argument (message starts "format_tensor: shape [..]") for a negative dim, a
+// value count that does not match the shape, a Bool value other than 0/1, or precision < 0 or
+// edgeitems < 1.
 std::string format_tensor(const PrintInput& in, const PrintOptions& opt = {});
 
 }  // namespace tg
