@@ -335,9 +335,9 @@ Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_
 // --- off-tape in-place ops ---
 Tensor& Tensor::fill_(double v) {
   detail::check_inplace("fill_", *this);
-  Tensor src = scalar_tensor(0, DType::Float64);
-  *src.data<double>() = v;
-  detail::copy_into(*impl_, *src.impl());
+  auto src = new_impl({}, DType::Float64);
+  *reinterpret_cast<double*>(src->bytes()) = v;
+  detail::copy_into(*impl_, *src);
   detail::bump_version(*this);
   return *this;
 }
