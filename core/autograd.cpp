@@ -23,8 +23,9 @@ NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 const Tensor& Node::saved_tensor(size_t i) const {
   if (released)
     throw std::runtime_error(
-        name + ": trying to backward through the graph a second time (its saved tensors were "
-               "freed by the first backward); pass retain_graph=true to the first backward");
+        name +
+        ": trying to backward through the graph a second time (its saved tensors were "
+        "freed by the first backward); pass retain_graph=true to the first backward");
   const SavedTensor& s = saved.at(i);
   if (s.value.defined() && s.value.impl()->storage->version != s.version)
     throw std::runtime_error(name + ": a tensor of shape " + shape_str(s.value.shape()) +
@@ -66,8 +67,10 @@ std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs
   for (const Tensor& in : inputs) {
     Edge e;
     if (in.defined() && in.requires_grad()) {
-      if (in.impl()->grad_fn) e.fn = in.impl()->grad_fn;
-      else e.leaf = in.impl_ptr();
+      if (in.impl()->grad_fn)
+        e.fn = in.impl()->grad_fn;
+      else
+        e.leaf = in.impl_ptr();
       e.shape = in.shape();
       e.dtype = in.dtype();
     }
@@ -75,8 +78,8 @@ std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs
   }
   node->saved.reserve(save.size());
   for (const Tensor& s : save)
-    node->saved.push_back({s.defined() ? s.detach() : Tensor(),
-                           s.defined() ? s.impl()->storage->version : 0});
+    node->saved.push_back(
+        {s.defined() ? s.detach() : Tensor(), s.defined() ? s.impl()->storage->version : 0});
   node->backward = std::move(backward);
   for (Tensor* out : outputs) {
     out->impl()->grad_fn = node;
@@ -117,9 +120,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   Tensor g = grad;
   if (!g.defined()) {
     if (root.numel() != 1)
-      throw std::logic_error("backward: grad can be implicitly created only for a tensor with one "
-                             "element; got shape " +
-                             shape_str(root.shape()) + ", pass a gradient of that shape");
+      throw std::logic_error(
+          "backward: grad can be implicitly created only for a tensor with one "
+          "element; got shape " +
+          shape_str(root.shape()) + ", pass a gradient of that shape");
     g = ones_like(root);
   } else if (g.shape() != root.shape()) {
     throw std::invalid_argument("backward: gradient of shape " + shape_str(g.shape()) +

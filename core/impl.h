@@ -30,7 +30,7 @@ struct TensorImpl {
 
   // autograd
   bool requires_grad = false;
-  bool is_view = false;          // made by a view op: in-place on it would have to rewrite its base
+  bool is_view = false;  // made by a view op: in-place on it would have to rewrite its base
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;
 

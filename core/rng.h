@@ -23,7 +23,7 @@ class Generator {
   uint64_t initial_seed() const { return seed_; }
 
   uint32_t random() { return static_cast<uint32_t>(engine_()); }  // W()
-  uint64_t random64() {                                            // W64(): first word is high
+  uint64_t random64() {                                           // W64(): first word is high
     const uint64_t hi = random();
     return (hi << 32) | random();
   }

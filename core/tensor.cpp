@@ -19,20 +19,28 @@ using detail::fail;
 // --- dtype and shape helpers ---
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::Float32: return "torch.float32";
-    case DType::Float64: return "torch.float64";
-    case DType::Int64: return "torch.int64";
-    case DType::Bool: return "torch.bool";
+    case DType::Float32:
+      return "torch.float32";
+    case DType::Float64:
+      return "torch.float64";
+    case DType::Int64:
+      return "torch.int64";
+    case DType::Bool:
+      return "torch.bool";
   }
   return "?";
 }
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
   }
   return 1;
 }
@@ -123,10 +131,14 @@ bool Tensor::is_contiguous() const {
 
 template <class T>
 static DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::Float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
-  else return DType::Bool;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::Float64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::Int64;
+  else
+    return DType::Bool;
 }
 
 template <class T>
@@ -215,13 +227,23 @@ std::string Tensor::str() const {
   PrintInput in;
   in.shape = shape();
   switch (dtype()) {
-    case DType::Float32: in.kind = PrintKind::Float32; break;
-    case DType::Float64: in.kind = PrintKind::Float64; break;
-    case DType::Int64: in.kind = PrintKind::Int64; break;
-    case DType::Bool: in.kind = PrintKind::Bool; break;
+    case DType::Float32:
+      in.kind = PrintKind::Float32;
+      break;
+    case DType::Float64:
+      in.kind = PrintKind::Float64;
+      break;
+    case DType::Int64:
+      in.kind = PrintKind::Int64;
+      break;
+    case DType::Bool:
+      in.kind = PrintKind::Bool;
+      break;
   }
-  if (is_floating(dtype())) in.f = to_vector<double>();
-  else in.i = to_vector<int64_t>();
+  if (is_floating(dtype()))
+    in.f = to_vector<double>();
+  else
+    in.i = to_vector<int64_t>();
   in.grad_fn = grad_fn_name();
   in.requires_grad = requires_grad() && is_leaf();
   return format_tensor(in);
@@ -280,8 +302,8 @@ void validate(const Nested& n, const Shape& shape, size_t depth, bool& any_float
     return;
   }
   if (depth == shape.size() || shape[depth] != int64_t(n.items.size()))
-    fail("tensor", "nested lists are ragged: a list of ", n.items.size(), " items at depth ",
-         depth, " where shape ", shape_str(shape), " was expected");
+    fail("tensor", "nested lists are ragged: a list of ", n.items.size(), " items at depth ", depth,
+         " where shape ", shape_str(shape), " was expected");
   for (const Nested& c : n.items) validate(c, shape, depth + 1, any_float);
 }
 void nested_flatten(const Nested& n, std::vector<double>& out) {
@@ -313,8 +335,10 @@ Tensor tensor(const Nested& values, DType dtype) {
     using T = decltype(z);
     T* d = t.data<T>();
     for (size_t i = 0; i < flat.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) d[i] = flat[i] != 0;
-      else d[i] = static_cast<T>(flat[i]);
+      if constexpr (std::is_same_v<T, bool>)
+        d[i] = flat[i] != 0;
+      else
+        d[i] = static_cast<T>(flat[i]);
     }
   });
   return t;

@@ -83,7 +83,7 @@ class Tensor {
   bool is_leaf() const;
   Tensor grad() const;  // undefined until a backward reaches this leaf
   void set_grad(const Tensor& g) const;
-  void zero_grad() const;  // drops the gradient, as PyTorch's set_to_none=True does
+  void zero_grad() const;            // drops the gradient, as PyTorch's set_to_none=True does
   std::string grad_fn_name() const;  // "" when not on the tape
   const std::shared_ptr<Node>& grad_fn() const;
   // Backpropagate from this tensor. Without `grad` this must hold one element.
@@ -160,7 +160,7 @@ Tensor ones_like(const Tensor& t);
 Tensor scalar_tensor(double value, DType dtype = DType::Float32);  // 0-d
 Tensor arange(int64_t end, DType dtype = DType::Int64);
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::Float32);
-Tensor tensor(const Nested& values);              // dtype inferred as torch.tensor does
+Tensor tensor(const Nested& values);  // dtype inferred as torch.tensor does
 Tensor tensor(const Nested& values, DType dtype);
 Tensor from_vector(const std::vector<float>& v, const Shape& shape);
 Tensor from_vector(const std::vector<double>& v, const Shape& shape);

@@ -36,8 +36,8 @@ inline Tensor reduction_weights(const Shape& shape, uint64_t seed = 12345) {
 
 // inputs: float64 leaves (contiguous); f may view, transpose or slice them itself.
 inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                                 std::vector<Tensor> inputs, double eps = 1e-6,
-                                 double atol = 1e-6, double rtol = 1e-5) {
+                                 std::vector<Tensor> inputs, double eps = 1e-6, double atol = 1e-6,
+                                 double rtol = 1e-5) {
   GradcheckResult res;
   for (Tensor& x : inputs) {
     if (x.dtype() == DType::Float64) {
@@ -78,8 +78,8 @@ inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Te
       if (!close) {
         res.ok = false;
         if (shown++ < 5)
-          os << "input " << k << " " << shape_str(x.shape()) << ", element " << i
-             << ": analytic " << a << " vs numeric " << numeric << "\n";
+          os << "input " << k << " " << shape_str(x.shape()) << ", element " << i << ": analytic "
+             << a << " vs numeric " << numeric << "\n";
       }
     }
   }

@@ -11,8 +11,8 @@
 //                expand contiguous clone
 //   composites   a two-layer MLP; the chapter's scaled-dot-product causal attention
 //
-// Inputs come broadcast, non-contiguous (transposed, sliced) and fanned out (one tensor used twice).
-// The first test proves the checker can fail.
+// Inputs come broadcast, non-contiguous (transposed, sliced) and fanned out (one tensor used
+// twice). The first test proves the checker can fail.
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -24,11 +24,11 @@ using tg::testing::gradcheck;
 using tg::testing::rand64;
 using Inputs = std::vector<Tensor>;
 
-#define GRADCHECK(f, ...)                           \
-  do {                                              \
-    auto r = gradcheck(f, Inputs{__VA_ARGS__});     \
-    INFO(r.report);                                 \
-    CHECK(r.ok);                                    \
+#define GRADCHECK(f, ...)                       \
+  do {                                          \
+    auto r = gradcheck(f, Inputs{__VA_ARGS__}); \
+    INFO(r.report);                             \
+    CHECK(r.ok);                                \
   } while (0)
 
 namespace {
@@ -66,7 +66,8 @@ TEST_CASE("the checker catches a deliberately wrong backward") {
   // A backward returning the wrong shape is refused by the engine itself.
   CHECK_THROWS_WITH(gradcheck([](const Inputs& x) { return unreduced_mul(x[0], x[1]); },
                               {rand64({2, 3}, 2), rand64({3}, 3)}),
-                    doctest::Contains("UnreducedMulBackward: backward returned a gradient of shape [2, 3] for input 1 of shape [3]"));
+                    doctest::Contains("UnreducedMulBackward: backward returned a gradient of shape "
+                                      "[2, 3] for input 1 of shape [3]"));
 }
 
 TEST_CASE("gradcheck: elementwise, broadcast, scalar forms, fan-out") {
@@ -111,7 +112,8 @@ TEST_CASE("gradcheck: matmul in every torch.matmul form, and linear") {
   GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({4}, 1), rand64({4}, 2));
   GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({3, 4}, 3), rand64({4}, 4));
   GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({4}, 5), rand64({4, 2}, 6));
-  GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({3, 4}, 7), rand64({4, 2}, 8));
+  GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({3, 4}, 7),
+            rand64({4, 2}, 8));
   GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({2, 3, 4}, 9),
             rand64({4, 2}, 10));
   GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, rand64({2, 1, 3, 4}, 11),
@@ -132,10 +134,16 @@ TEST_CASE("gradcheck: softmax family and cross_entropy") {
   GRADCHECK([](const Inputs& x) { return softmax(x[0], 1); }, rand64({2, 3, 4}, 3, -2, 2));
   GRADCHECK([](const Inputs& x) { return log_softmax(x[0], -1); }, rand64({3, 4}, 4, -2, 2));
   GRADCHECK([](const Inputs& x) { return log_softmax(x[0].T(), 0); }, rand64({3, 4}, 5, -2, 2));
-  GRADCHECK([](const Inputs& x) { return cross_entropy(x[0], tensor({2, 0, 3})); },
-            rand64({3, 4}, 6, -2, 2));
-  GRADCHECK([](const Inputs& x) { return cross_entropy(x[0], tensor({2, -100, 3})); },
-            rand64({3, 4}, 7, -2, 2));
+  GRADCHECK(
+      [](const Inputs& x) {
+        return cross_entropy(x[0], tensor({2, 0, 3}));
+      },
+      rand64({3, 4}, 6, -2, 2));
+  GRADCHECK(
+      [](const Inputs& x) {
+        return cross_entropy(x[0], tensor({2, -100, 3}));
+      },
+      rand64({3, 4}, 7, -2, 2));
 }
 
 TEST_CASE("gradcheck: masking, joining, embedding") {
@@ -143,21 +151,35 @@ TEST_CASE("gradcheck: masking, joining, embedding") {
   GRADCHECK([&](const Inputs& x) { return x[0].masked_fill(mask, 0.5); }, rand64({2, 3}, 1));
   GRADCHECK([&](const Inputs& x) { return x[0].masked_fill(mask.select(0, 0), 0.5); },
             rand64({2, 3}, 2));  // broadcast mask
-  GRADCHECK([&](const Inputs& x) {
-    Tensor y = x[0] * 2.0;
-    y.masked_fill_(mask, -1.0);
-    return y;
-  }, rand64({2, 3}, 3));
+  GRADCHECK(
+      [&](const Inputs& x) {
+        Tensor y = x[0] * 2.0;
+        y.masked_fill_(mask, -1.0);
+        return y;
+      },
+      rand64({2, 3}, 3));
   GRADCHECK([](const Inputs& x) { return x[0].tril(); }, rand64({3, 3}, 4));
   GRADCHECK([](const Inputs& x) { return x[0].triu(1); }, rand64({2, 3, 3}, 5));
-  GRADCHECK([](const Inputs& x) { return cat({x[0], x[1], x[0]}, 1); }, rand64({2, 3}, 6),
-            rand64({2, 1}, 7));
-  GRADCHECK([](const Inputs& x) { return stack({x[0], x[1]}, 1); }, rand64({2, 3}, 8),
-            rand64({2, 3}, 9));
-  GRADCHECK([](const Inputs& x) { return embedding(tensor({{1, 3}, {1, 0}}), x[0]); },
-            rand64({4, 3}, 10));  // id 1 repeats: scatter-add
-  GRADCHECK([](const Inputs& x) { return dropout_with_mask(x[0], tensor({{2.0, 0.0, 2.0}, {0.0, 2.0, 2.0}}, DType::Float64)); },
-            rand64({2, 3}, 11));
+  GRADCHECK(
+      [](const Inputs& x) {
+        return cat({x[0], x[1], x[0]}, 1);
+      },
+      rand64({2, 3}, 6), rand64({2, 1}, 7));
+  GRADCHECK(
+      [](const Inputs& x) {
+        return stack({x[0], x[1]}, 1);
+      },
+      rand64({2, 3}, 8), rand64({2, 3}, 9));
+  GRADCHECK(
+      [](const Inputs& x) {
+        return embedding(tensor({{1, 3}, {1, 0}}), x[0]);
+      },
+      rand64({4, 3}, 10));  // id 1 repeats: scatter-add
+  GRADCHECK(
+      [](const Inputs& x) {
+        return dropout_with_mask(x[0], tensor({{2.0, 0.0, 2.0}, {0.0, 2.0, 2.0}}, DType::Float64));
+      },
+      rand64({2, 3}, 11));
 }
 
 TEST_CASE("gradcheck: views") {

@@ -49,7 +49,8 @@ TEST_CASE("3.3.1: attention scores, weights and context vector for query x^(2)")
   CHECK(query.shape() == Shape{3});
   // attn_scores_2[i] = dot(x_i, query), as the book's loop computes it
   Tensor attn_scores_2 = empty({6});
-  for (int64_t i = 0; i < 6; ++i) attn_scores_2.data<float>()[i] = matmul(inputs[i], query).item<float>();
+  for (int64_t i = 0; i < 6; ++i)
+    attn_scores_2.data<float>()[i] = matmul(inputs[i], query).item<float>();
   CHECK(attn_scores_2.str() == "tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])");
   const Tensor tmp = attn_scores_2 / attn_scores_2.sum();
   CHECK(tmp.str() == "tensor([0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656])");
@@ -154,7 +155,8 @@ TEST_CASE("reductions: dims, keepdim, max with indices, var, argmax") {
   CHECK(a.var(1, false).to_vector<float>()[0] == doctest::Approx(8.0 / 3));
   CHECK(a.var(1).to_vector<float>()[0] == doctest::Approx(4.0));
   CHECK(sum(a, Shape{0, 1}).item<float>() == 21);
-  CHECK(what_of([&] { a.sum(2); }) == "sum: dim 2 is out of range for a tensor of 2 dims (expected -2 to 1)");
+  CHECK(what_of([&] { a.sum(2); }) ==
+        "sum: dim 2 is out of range for a tensor of 2 dims (expected -2 to 1)");
   CHECK(what_of([&] { arange(3).mean(); }).find("mean: expected a floating-point tensor") == 0);
 }
 
@@ -168,11 +170,15 @@ TEST_CASE("matmul: torch.matmul semantics and its errors") {
   const Tensor batch = arange(0.0, 24.0).view({2, 2, 2, 3});
   CHECK(matmul(batch, m).shape() == Shape{2, 2, 2, 2});
   CHECK(matmul(ones({5, 1, 2, 3}), ones({4, 3, 7})).shape() == Shape{5, 4, 2, 7});
-  CHECK(what_of([] { matmul(ones({2, 3}), ones({4, 5})); }) == "matmul: cannot multiply [2, 3] by [4, 5]");
-  CHECK(what_of([] { matmul(ones({2, 3}), ones({3}, DType::Float64)); })
-            .find("matmul: expected both operands to have the same dtype") == 0);
-  CHECK(what_of([] { matmul(ones({2, 2, 3}), ones({3, 3, 1})); })
-            .find("matmul: cannot multiply [2, 2, 3] by [3, 3, 1] (batch dims") == 0);
+  CHECK(what_of([] {
+          matmul(ones({2, 3}), ones({4, 5}));
+        }) == "matmul: cannot multiply [2, 3] by [4, 5]");
+  CHECK(what_of([] {
+          matmul(ones({2, 3}), ones({3}, DType::Float64));
+        }).find("matmul: expected both operands to have the same dtype") == 0);
+  CHECK(what_of([] {
+          matmul(ones({2, 2, 3}), ones({3, 3, 1}));
+        }).find("matmul: cannot multiply [2, 2, 3] by [3, 3, 1] (batch dims") == 0);
 }
 
 TEST_CASE("softmax: stable for large inputs; an all -inf row gives nan like PyTorch") {
@@ -184,7 +190,8 @@ TEST_CASE("softmax: stable for large inputs; an all -inf row gives nan like PyTo
   CHECK(std::isnan(rv[0]));
   CHECK(rv[2] == 1.0f);
   CHECK(rv[3] == 0.0f);
-  CHECK(log_softmax(tensor({0.0, 0.0}), 0).to_vector<float>()[0] == doctest::Approx(-std::log(2.0)));
+  CHECK(log_softmax(tensor({0.0, 0.0}), 0).to_vector<float>()[0] ==
+        doctest::Approx(-std::log(2.0)));
 }
 
 TEST_CASE("masked_fill with -inf, in place, and mask checks") {
@@ -193,9 +200,11 @@ TEST_CASE("masked_fill with -inf, in place, and mask checks") {
   scores.masked_fill_(mask, -std::numeric_limits<double>::infinity());
   CHECK(scores.str() ==
         "tensor([[1., -inf, -inf],\n        [1., 1., -inf],\n        [1., 1., 1.]])");
-  CHECK(what_of([&] { masked_fill(scores, ones({3, 3}), 0); })
-            .find("masked_fill: the mask must be a bool tensor") == 0);
-  CHECK(what_of([&] { masked_fill(scores, ones({4}).to(DType::Bool), 0); }).find("masked_fill:") == 0);
+  CHECK(what_of([&] {
+          masked_fill(scores, ones({3, 3}), 0);
+        }).find("masked_fill: the mask must be a bool tensor") == 0);
+  CHECK(what_of([&] { masked_fill(scores, ones({4}).to(DType::Bool), 0); }).find("masked_fill:") ==
+        0);
 }
 
 TEST_CASE("cat, stack, embedding") {
@@ -220,14 +229,18 @@ TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are check
   const Tensor targets = tensor({0, 1});
   const double expect =
       (-std::log(std::exp(2.0) / (std::exp(2.0) + std::exp(1.0) + std::exp(0.1))) -
-       std::log(std::exp(2.5) / (std::exp(0.5) + std::exp(2.5) + std::exp(0.3)))) / 2;
+       std::log(std::exp(2.5) / (std::exp(0.5) + std::exp(2.5) + std::exp(0.3)))) /
+      2;
   CHECK(cross_entropy(logits, targets).item<double>() == doctest::Approx(expect).epsilon(1e-6));
-  CHECK(cross_entropy(logits, tensor({0, -100})).item<double>() ==
-        doctest::Approx(-std::log(std::exp(2.0) / (std::exp(2.0) + std::exp(1.0) + std::exp(0.1)))));
-  CHECK(what_of([&] { cross_entropy(logits, tensor({0, 3})); }) ==
-        "cross_entropy: target 3 at row 1 is out of bounds for 3 classes (logits [2, 3])");
-  CHECK(what_of([&] { cross_entropy(logits, tensor({0.0, 1.0})); })
-            .find("cross_entropy: targets must be int64") == 0);
+  CHECK(
+      cross_entropy(logits, tensor({0, -100})).item<double>() ==
+      doctest::Approx(-std::log(std::exp(2.0) / (std::exp(2.0) + std::exp(1.0) + std::exp(0.1)))));
+  CHECK(what_of([&] {
+          cross_entropy(logits, tensor({0, 3}));
+        }) == "cross_entropy: target 3 at row 1 is out of bounds for 3 classes (logits [2, 3])");
+  CHECK(what_of([&] {
+          cross_entropy(logits, tensor({0.0, 1.0}));
+        }).find("cross_entropy: targets must be int64") == 0);
 }
 
 TEST_CASE("autograd: backward on a scalar, accumulation, fan-out, zero_grad") {
@@ -252,7 +265,9 @@ TEST_CASE("autograd: backward(grad) on a non-scalar, and its errors") {
         "backward: gradient of shape [3] for a tensor of shape [2, 2]");
   y.backward(full({2, 2}, 2.0));
   CHECK(x.grad().to_vector<float>() == std::vector<float>{6, 6, 6, 6});
-  CHECK(what_of([] { ones({2}).backward(); }).find("backward: the tensor (shape [2]) does not require grad") == 0);
+  CHECK(what_of([] {
+          ones({2}).backward();
+        }).find("backward: the tensor (shape [2]) does not require grad") == 0);
 }
 
 TEST_CASE("autograd: retain_graph, released saved tensors, a second backward") {
@@ -285,7 +300,8 @@ TEST_CASE("autograd: no-grad scope, detach, requires_grad rules") {
   Tensor d = (x * 2).detach();
   CHECK_FALSE(d.requires_grad());
   CHECK(d.is_leaf());
-  CHECK(what_of([] { arange(3).requires_grad_(); }).find("requires_grad_: only floating-point") == 0);
+  CHECK(what_of([] { arange(3).requires_grad_(); }).find("requires_grad_: only floating-point") ==
+        0);
 }
 
 TEST_CASE("autograd: in-place ops are checked like PyTorch's version counter") {
@@ -298,7 +314,9 @@ TEST_CASE("autograd: in-place ops are checked like PyTorch's version counter") {
   Tensor m = tensor({1, 0}).to(DType::Bool);
   y.masked_fill_(m, 0.0);  // allowed: y is not a leaf, and exp's saved output changes...
   Tensor loss = (y * 1.0).sum() + z;
-  CHECK(what_of([&] { loss.backward(); }).find("ExpBackward0: a tensor of shape [2] needed for gradient computation was modified by an in-place operation") == 0);
+  CHECK(what_of([&] { loss.backward(); })
+            .find("ExpBackward0: a tensor of shape [2] needed for gradient computation was "
+                  "modified by an in-place operation") == 0);
   // In place on an unsaved intermediate is fine and the gradient respects the mask.
   Tensor w = tensor({1.0, 2.0, 3.0}).requires_grad_();
   Tensor s = w * 2;
@@ -308,8 +326,9 @@ TEST_CASE("autograd: in-place ops are checked like PyTorch's version counter") {
   CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 0, 2});
   // A view of a tensor that requires grad is refused.
   Tensor v = (w * 1.0)[0];
-  CHECK(what_of([&] { v.masked_fill_(tensor(true).to(DType::Bool), 0.0); })
-            .find("masked_fill_: in-place modification of a view") == 0);
+  CHECK(what_of([&] {
+          v.masked_fill_(tensor(true).to(DType::Bool), 0.0);
+        }).find("masked_fill_: in-place modification of a view") == 0);
 }
 
 TEST_CASE("grad_fn names match PyTorch's") {
@@ -329,17 +348,28 @@ TEST_CASE("grad_fn names match PyTorch's") {
 
 TEST_CASE("errors name the op and the shapes") {
   const Tensor a = ones({2, 3});
-  CHECK(what_of([&] { a.view({4, 2}); }) == "view: shape [4, 2] is invalid for input of size 6 (shape [2, 3])");
+  CHECK(what_of([&] {
+          a.view({4, 2});
+        }) == "view: shape [4, 2] is invalid for input of size 6 (shape [2, 3])");
   CHECK(what_of([&] { a.view({-1, -1}); }) == "view: shape [-1, -1] has more than one -1");
-  CHECK(what_of([&] { a.transpose(0, 2); }) == "transpose: dim 2 is out of range for a tensor of 2 dims (expected -2 to 1)");
-  CHECK(what_of([&] { a[2]; }) == "select: index 2 is out of bounds for dim 0 with size 2 (shape [2, 3])");
+  CHECK(what_of([&] { a.transpose(0, 2); }) ==
+        "transpose: dim 2 is out of range for a tensor of 2 dims (expected -2 to 1)");
+  CHECK(what_of([&] { a[2]; }) ==
+        "select: index 2 is out of bounds for dim 0 with size 2 (shape [2, 3])");
   CHECK(what_of([&] { a.narrow(1, 2, 2); }) ==
         "narrow: start 2 and length 2 are out of range for dim 1 of size 3 (shape [2, 3])");
   CHECK(what_of([&] { a.permute({0, 0}); }) == "permute: dim 0 repeats in [0, 0]");
-  CHECK(what_of([&] { a.T().T().expand({3, 3}); }).find("expand: cannot expand shape [2, 3] to [3, 3]") == 0);
-  CHECK(what_of([&] { a.item(); }) == "item: a tensor with 6 elements (shape [2, 3]) cannot be converted to a scalar");
-  CHECK(what_of([&] { a.data<double>(); }) == "data: the tensor holds torch.float32, not torch.float64");
+  CHECK(what_of([&] {
+          a.T().T().expand({3, 3});
+        }).find("expand: cannot expand shape [2, 3] to [3, 3]") == 0);
+  CHECK(what_of([&] { a.item(); }) ==
+        "item: a tensor with 6 elements (shape [2, 3]) cannot be converted to a scalar");
+  CHECK(what_of([&] { a.data<double>(); }) ==
+        "data: the tensor holds torch.float32, not torch.float64");
   CHECK(what_of([&] { ones({2}).T(); }).find("T: expects a 2-D tensor, got shape [2]") == 0);
-  CHECK(what_of([&] { linear(ones({2, 3}), ones({4, 5})); }) ==
-        "linear: input of shape [2, 3] does not match weight of shape [4, 5] (expected the last dim to be 5)");
+  CHECK(what_of([&] {
+          linear(ones({2, 3}), ones({4, 5}));
+        }) ==
+        "linear: input of shape [2, 3] does not match weight of shape [4, 5] (expected the last "
+        "dim to be 5)");
 }

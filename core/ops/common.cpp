@@ -8,8 +8,8 @@ namespace tg::detail {
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
   const int64_t n = ndim == 0 ? 1 : ndim;
   if (dim < -n || dim >= n)
-    fail(op, "dim ", dim, " is out of range for a tensor of ", ndim, " dims (expected ", -n,
-         " to ", n - 1, ")");
+    fail(op, "dim ", dim, " is out of range for a tensor of ", ndim, " dims (expected ", -n, " to ",
+         n - 1, ")");
   return dim < 0 ? dim + n : dim;
 }
 
@@ -27,10 +27,14 @@ void check_floating(const char* op, const Tensor& t) {
 DType promote(DType a, DType b) {
   auto rank = [](DType d) {
     switch (d) {
-      case DType::Bool: return 0;
-      case DType::Int64: return 1;
-      case DType::Float32: return 2;
-      case DType::Float64: return 3;
+      case DType::Bool:
+        return 0;
+      case DType::Int64:
+        return 1;
+      case DType::Float32:
+        return 2;
+      case DType::Float64:
+        return 3;
     }
     return 0;
   };
@@ -64,8 +68,10 @@ Shape broadcast_strides(const TensorImpl& t, const Shape& shape) {
 namespace {
 template <class To, class From>
 To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) return v != From(0);
-  else return static_cast<To>(v);
+  if constexpr (std::is_same_v<To, bool>)
+    return v != From(0);
+  else
+    return static_cast<To>(v);
 }
 }  // namespace
 

@@ -34,10 +34,14 @@ DType promote(DType a, DType b);
 template <class F>
 decltype(auto) dispatch(DType dt, F&& f) {
   switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(bool{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::Bool:
+      return f(bool{});
   }
   throw std::logic_error("dispatch: unknown dtype");
 }

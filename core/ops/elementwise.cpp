@@ -93,10 +93,14 @@ Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& 
       fail(op, "bool arithmetic is not supported");
     } else {
       switch (kind) {
-        case Arith::Add: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p + q); });
-        case Arith::Sub: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p - q); });
-        case Arith::Mul: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p * q); });
-        case Arith::Div: return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p / q); });
+        case Arith::Add:
+          return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p + q); });
+        case Arith::Sub:
+          return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p - q); });
+        case Arith::Mul:
+          return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p * q); });
+        case Arith::Div:
+          return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p / q); });
       }
       return Tensor();
     }
@@ -271,12 +275,18 @@ Tensor compare(const char* op, Cmp c, const Tensor& a, const Tensor& b) {
     using T = decltype(z);
     return binary_map<T, bool>(op, x, y, DType::Bool, [c](T p, T q) {
       switch (c) {
-        case Cmp::Eq: return p == q;
-        case Cmp::Ne: return p != q;
-        case Cmp::Lt: return p < q;
-        case Cmp::Le: return p <= q;
-        case Cmp::Gt: return p > q;
-        case Cmp::Ge: return p >= q;
+        case Cmp::Eq:
+          return p == q;
+        case Cmp::Ne:
+          return p != q;
+        case Cmp::Lt:
+          return p < q;
+        case Cmp::Le:
+          return p <= q;
+        case Cmp::Gt:
+          return p > q;
+        case Cmp::Ge:
+          return p >= q;
       }
       return false;
     });

@@ -63,7 +63,8 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   check_value("masked_fill", a, value);
   Tensor out = wrap(detail::materialize(*a.impl(), a.dtype()));
   fill_where(*out.impl(), m, value);
-  if (any_requires_grad({&a})) record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&out});
+  if (any_requires_grad({&a}))
+    record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&out});
   return out;
 }
 
@@ -74,7 +75,8 @@ Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value) {
   detail::check_inplace("masked_fill_", a);
   fill_where(*a.impl(), m, value);
   detail::bump_version(a);
-  if (any_requires_grad({&a})) record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&a});
+  if (any_requires_grad({&a}))
+    record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&a});
   return a;
 }
 

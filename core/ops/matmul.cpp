@@ -18,7 +18,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
   const int64_t na = a.dim(), nb = b.dim(), nc = c.dim();
   const int64_t n = a.shape()[na - 2], k = a.shape()[na - 1], m = b.shape()[nb - 1];
   const Shape batch(c.shape().begin(), c.shape().end() - 2);
-  Shape abatch(a.shape().begin(), a.shape().end() - 2), bbatch(b.shape().begin(), b.shape().end() - 2);
+  Shape abatch(a.shape().begin(), a.shape().end() - 2),
+      bbatch(b.shape().begin(), b.shape().end() - 2);
   TensorImpl ga, gb;  // batch-only geometry, for broadcast strides
   ga.shape = abatch;
   ga.strides = Shape(a.strides().begin(), a.strides().end() - 2);
@@ -36,19 +37,18 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
     T* pc = c.data<T>();
     const T beta = accumulate ? T(1) : T(0);
     // Batch dims are walked one matrix at a time; a run of the last batch dim is `cnt` matrices.
-    detail::for_each_run<3>(
-        batch, {&sc, &sa, &sb}, {0, 0, 0},
-        [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
-          for (int64_t i = 0; i < cnt; ++i) {
-            const T* A = pa + o[1] + i * st[1];
-            const T* B = pb + o[2] + i * st[2];
-            T* C = pc + o[0] + i * st[0];
-            if constexpr (std::is_same_v<T, float>)
-              kernels::sgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-            else
-              kernels::dgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-          }
-        });
+    detail::for_each_run<3>(batch, {&sc, &sa, &sb}, {0, 0, 0},
+                            [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
+                              for (int64_t i = 0; i < cnt; ++i) {
+                                const T* A = pa + o[1] + i * st[1];
+                                const T* B = pb + o[2] + i * st[2];
+                                T* C = pc + o[0] + i * st[0];
+                                if constexpr (std::is_same_v<T, float>)
+                                  kernels::sgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+                                else
+                                  kernels::dgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+                              }
+                            });
   });
 }
 
@@ -76,7 +76,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor b2 = b.dim() == 1 ? b.detach().unsqueeze(1) : b.detach();
   if (a2.shape().back() != b2.shape()[b2.dim() - 2])
     fail("matmul", "cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()));
-  const Shape ab(a2.shape().begin(), a2.shape().end() - 2), bb(b2.shape().begin(), b2.shape().end() - 2);
+  const Shape ab(a2.shape().begin(), a2.shape().end() - 2),
+      bb(b2.shape().begin(), b2.shape().end() - 2);
   Shape full;
   try {
     full = detail::broadcast_shapes("matmul", ab, bb);
@@ -96,7 +97,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   out.impl()->is_view = false;  // a fresh result, whatever view dropped the 1-D dims
 
   if (any_requires_grad({&a, &b})) {
-    const char* name = a.dim() == 1 && b.dim() == 1 ? "DotBackward0"
+    const char* name = a.dim() == 1 && b.dim() == 1   ? "DotBackward0"
                        : b.dim() == 1 && a.dim() == 2 ? "MvBackward0"
                        : out.dim() <= 2               ? "MmBackward0"
                                                       : "UnsafeViewBackward0";
@@ -108,8 +109,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
              const Tensor y2 = y.dim() == 1 ? y.unsqueeze(1) : y;
              const Tensor g2 = g.reshape(full);
              Tensor gx, gy;
-             if (n.needs(0)) gx = sum_to(matmul(g2, y2.transpose(-1, -2)), x2.shape()).reshape(x.shape());
-             if (n.needs(1)) gy = sum_to(matmul(x2.transpose(-1, -2), g2), y2.shape()).reshape(y.shape());
+             if (n.needs(0))
+               gx = sum_to(matmul(g2, y2.transpose(-1, -2)), x2.shape()).reshape(x.shape());
+             if (n.needs(1))
+               gy = sum_to(matmul(x2.transpose(-1, -2), g2), y2.shape()).reshape(y.shape());
              return {gx, gy};
            },
            {&out});

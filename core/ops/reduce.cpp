@@ -18,7 +18,7 @@ namespace {
 
 // `a` rearranged as [outer, inner] rows, inner running over the reduced dims.
 struct Rows {
-  Tensor data;      // contiguous, outer * inner elements
+  Tensor data;  // contiguous, outer * inner elements
   int64_t outer = 1, inner = 1;
   Shape keep_shape;  // the result's shape with keepdim=true
   Shape out_shape;   // ... and with the caller's keepdim
@@ -170,33 +170,33 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
   });
   if (any_requires_grad({&a})) {
     const int64_t d = detail::wrap_dim("max", dim, a.dim());
-    record("MaxBackward0", {a}, {indices},
-           [in = a.shape(), keep = r.keep_shape, d](Node& n,
-                                                    const Tensor& g) -> std::vector<Tensor> {
-             // Scatter each row's gradient to the index that won.
-             const Tensor idx = n.saved_tensor(0).reshape(keep).contiguous();
-             const Tensor gk = g.reshape(keep).contiguous();
-             Tensor out = zeros(in, g.dtype());
-             const int64_t nd = int64_t(in.size());
-             const Shape ost = out.strides();
-             int64_t outer = 1, inner = 1;
-             for (int64_t i = 0; i < d; ++i) outer *= in[i];
-             for (int64_t i = d + 1; i < nd; ++i) inner *= in[i];
-             dispatch(g.dtype(), [&](auto z) {
-               using T = decltype(z);
-               const T* pg = gk.data<T>();
-               const int64_t* pi = idx.data<int64_t>();
-               T* po = out.data<T>();
-               const int64_t len = nd == 0 ? 1 : in[d];
-               for (int64_t o = 0; o < outer; ++o)
-                 for (int64_t k = 0; k < inner; ++k) {
-                   const int64_t at = o * inner + k;
-                   po[(o * len + pi[at]) * inner + k] += pg[at];
-                 }
-             });
-             return {out};
-           },
-           {&values});
+    record(
+        "MaxBackward0", {a}, {indices},
+        [in = a.shape(), keep = r.keep_shape, d](Node& n, const Tensor& g) -> std::vector<Tensor> {
+          // Scatter each row's gradient to the index that won.
+          const Tensor idx = n.saved_tensor(0).reshape(keep).contiguous();
+          const Tensor gk = g.reshape(keep).contiguous();
+          Tensor out = zeros(in, g.dtype());
+          const int64_t nd = int64_t(in.size());
+          const Shape ost = out.strides();
+          int64_t outer = 1, inner = 1;
+          for (int64_t i = 0; i < d; ++i) outer *= in[i];
+          for (int64_t i = d + 1; i < nd; ++i) inner *= in[i];
+          dispatch(g.dtype(), [&](auto z) {
+            using T = decltype(z);
+            const T* pg = gk.data<T>();
+            const int64_t* pi = idx.data<int64_t>();
+            T* po = out.data<T>();
+            const int64_t len = nd == 0 ? 1 : in[d];
+            for (int64_t o = 0; o < outer; ++o)
+              for (int64_t k = 0; k < inner; ++k) {
+                const int64_t at = o * inner + k;
+                po[(o * len + pi[at]) * inner + k] += pg[at];
+              }
+          });
+          return {out};
+        },
+        {&values});
   }
   return {values, indices};
 }
@@ -204,7 +204,8 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
 // --- max over everything: the gradient is shared evenly among the tied maxima ---
 Tensor max(const Tensor& a) {
   detail::check_defined("max", a);
-  if (a.numel() == 0) fail("max", "cannot reduce an empty tensor (shape ", shape_str(a.shape()), ")");
+  if (a.numel() == 0)
+    fail("max", "cannot reduce an empty tensor (shape ", shape_str(a.shape()), ")");
   Tensor flat = a.detach().reshape({-1});
   Tensor v = max(flat, 0, false).first;
   if (any_requires_grad({&a}))
@@ -240,8 +241,8 @@ Tensor var(const Tensor& a, int64_t dim, bool unbiased, bool keepdim) {
   });
   if (any_requires_grad({&a}))
     record("VarBackward0", {a}, {a},
-           [keep = r.keep_shape, in = a.shape(), dim, denom](Node& nd,
-                                                               const Tensor& g) -> std::vector<Tensor> {
+           [keep = r.keep_shape, in = a.shape(), dim, denom](
+               Node& nd, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& x = nd.saved_tensor(0);
              const Tensor centered = x - mean(x, dim, true);
              return {centered * (expand_back(g, keep, in) * (2.0 / denom))};

@@ -20,9 +20,12 @@ struct Layout {
 Layout layout_of(const Shape& s, int64_t dim) {
   Layout l;
   for (int64_t i = 0; i < int64_t(s.size()); ++i) {
-    if (i < dim) l.outer *= s[i];
-    else if (i == dim) l.len = s[i];
-    else l.inner *= s[i];
+    if (i < dim)
+      l.outer *= s[i];
+    else if (i == dim)
+      l.len = s[i];
+    else
+      l.inner *= s[i];
   }
   return l;
 }

@@ -59,8 +59,7 @@ std::optional<Shape> view_strides(const Shape& oldshape, const Shape& oldstride,
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = int64_t(oldshape.size()) - 1; d >= 0; --d) {
     tensor_numel *= oldshape[d];
-    if (d == 0 ||
-        (oldshape[d - 1] != 1 && oldstride[d - 1] != tensor_numel * chunk_base_stride)) {
+    if (d == 0 || (oldshape[d - 1] != 1 && oldstride[d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || newshape[view_d] == 1)) {
         newstride[view_d] = view_numel * chunk_base_stride;
         view_numel *= newshape[view_d];
@@ -115,17 +114,17 @@ Tensor Tensor::reshape(const Shape& shape_in) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   detail::check_defined("transpose", *this);
   const int64_t n = dim();
-  if (n == 0) return make_view(*this, {}, {}, offset(), "TransposeBackward0",
-                               [](Node&, const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  if (n == 0)
+    return make_view(*this, {}, {}, offset(), "TransposeBackward0",
+                     [](Node&, const Tensor& g) -> std::vector<Tensor> { return {g}; });
   d0 = wrap_dim("transpose", d0, n);
   d1 = wrap_dim("transpose", d1, n);
   Shape s = shape(), st = strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(*this, s, st, offset(), "TransposeBackward0",
-                   [d0, d1](Node&, const Tensor& g) -> std::vector<Tensor> {
-                     return {g.transpose(d0, d1)};
-                   });
+  return make_view(
+      *this, s, st, offset(), "TransposeBackward0",
+      [d0, d1](Node&, const Tensor& g) -> std::vector<Tensor> { return {g.transpose(d0, d1)}; });
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
@@ -144,10 +143,9 @@ Tensor Tensor::permute(const Shape& dims) const {
     st[i] = strides()[perm[i]];
     inverse[perm[i]] = i;
   }
-  return make_view(*this, s, st, offset(), "PermuteBackward0",
-                   [inverse](Node&, const Tensor& g) -> std::vector<Tensor> {
-                     return {g.permute(inverse)};
-                   });
+  return make_view(
+      *this, s, st, offset(), "PermuteBackward0",
+      [inverse](Node&, const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
 }
 
 Tensor Tensor::T() const {
@@ -171,8 +169,9 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   detail::check_defined("squeeze", *this);
-  if (dim() == 0) return make_view(*this, {}, {}, offset(), "SqueezeBackward1",
-                                   [](Node&, const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  if (dim() == 0)
+    return make_view(*this, {}, {}, offset(), "SqueezeBackward1",
+                     [](Node&, const Tensor& g) -> std::vector<Tensor> { return {g}; });
   d = wrap_dim("squeeze", d, dim());
   Shape s = shape(), st = strides();
   if (s[d] == 1) {
@@ -278,7 +277,8 @@ Tensor Tensor::expand(const Shape& shape_in) const {
   for (size_t i = 0; i < shape_in.size(); ++i) {
     const int64_t want = shape_in[i];
     if (i < lead) {
-      if (want < 0) fail("expand", "-1 is not allowed for a new leading dim in ", shape_str(shape_in));
+      if (want < 0)
+        fail("expand", "-1 is not allowed for a new leading dim in ", shape_str(shape_in));
       s[i] = want;
       continue;
     }
@@ -320,9 +320,7 @@ Tensor Tensor::to(DType d) const {
   Tensor out = wrap(detail::materialize(*impl(), d));
   if (any_requires_grad({this}) && is_floating(d))
     record("ToCopyBackward0", {*this}, {},
-           [from = dtype()](Node&, const Tensor& g) -> std::vector<Tensor> {
-             return {g.to(from)};
-           },
+           [from = dtype()](Node&, const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; },
            {&out});
   return out;
 }

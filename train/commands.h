@@ -1,0 +1,9 @@
+// The subcommands of the tapegrad binary, each `int name_main(int argc, char** argv)` with argv[0]
+// the subcommand's own name. They print one clear line and return non-zero on bad input.
+#pragma once
+
+namespace tg::cli {
+
+int demo_main(int argc, char** argv);
+
+}  // namespace tg::cli

@@ -1,0 +1,50 @@
+// tapegrad: the command line. Each subcommand is one function; `tapegrad help` lists them.
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "train/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand's name
+};
+
+const Command kCommands[] = {
+    {"demo", "the chapter's section 3.3 on the engine: attention weights and context vectors",
+     tg::cli::demo_main},
+};
+
+int usage(std::ostream& os) {
+  os << "usage: tapegrad <command> [options]\n\ncommands:\n";
+  for (const Command& c : kCommands)
+    os << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.summary << "\n";
+  os << "\n`tapegrad <command> --help` describes a command's options.\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(std::cerr);
+  const std::string cmd = argv[1];
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    usage(std::cout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (cmd != c.name) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const std::exception& e) {
+      std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "tapegrad: unknown command '" << cmd << "' (try `tapegrad help`)\n";
+  return 2;
+}
