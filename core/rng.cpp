@@ -487,10 +487,16 @@ void multinomial(int64_t* out, const float* probs, int64_t rows, int64_t categor
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = key.data() + r * categories;
       std::iota(order.begin(), order.end(), int64_t{0});
-      // Descending key, lower index first on ties (argmax's choice for k = 1).
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int64_t a, int64_t b) {
-        return row[a] > row[b] || (row[a] == row[b] && a < b);
-      });
+      // Descending key, lower index first on ties (argmax's choice for k = 1). A NaN key (0/0,
+      // only if a uniform is exactly 0) ranks highest, as in torch's argmax/topk, and keeps
+      // the ordering strict.
+      auto before = [row](int64_t a, int64_t b) {
+        const bool nan_a = std::isnan(row[a]), nan_b = std::isnan(row[b]);
+        if (nan_a != nan_b) return nan_a;
+        if (!nan_a && row[a] != row[b]) return row[a] > row[b];
+        return a < b;
+      };
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
       std::copy(order.begin(), order.begin() + k, out + r * k);
     }
     return;
