@@ -447,6 +447,42 @@ void randint(int64_t* out, int64_t n, int64_t low, int64_t high, Generator& gen)
 // Multinomial (§7)
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// torch.argmax over one row: the first maximum, NaN counting as the largest value. (A NaN key
+// needs 0/0, i.e. a zero probability with a uniform of exactly 0.)
+int64_t argmax_first(const float* v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (std::isnan(v[best])) break;
+    if (std::isnan(v[i]) || v[i] > v[best]) best = i;
+  }
+  return best;
+}
+
+// torch.topk(v, k, largest=True, sorted=True) on CPU, as ATen's topk_impl_loop does it
+// (native/TopKImpl.h): (value, index) pairs in double with the same comparator and the same
+// standard algorithms, so equal keys (zero probabilities) come out in torch's order. That order
+// is whatever libstdc++'s partial_sort / nth_element + sort produce; with another standard
+// library only the order among equal keys could differ.
+void topk_like_torch(const float* v, int64_t n, int64_t k, int64_t* out) {
+  using Elem = std::pair<double, int64_t>;
+  std::vector<Elem> queue(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) queue[j] = {static_cast<double>(v[j]), j};
+  auto larger = [](const Elem& x, const Elem& y) {
+    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+  };
+  if (k * 64 <= n) {
+    std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), larger);
+  } else {
+    std::nth_element(queue.begin(), queue.begin() + (k - 1), queue.end(), larger);
+    std::sort(queue.begin(), queue.begin() + (k - 1), larger);
+  }
+  for (int64_t j = 0; j < k; ++j) out[j] = queue[j].second;
+}
+
+}  // namespace
+
 void multinomial(int64_t* out, const float* probs, int64_t rows, int64_t categories, int64_t k,
                  bool replacement, Generator& gen) {
   if (rows < 0 || categories < 1) {
@@ -478,26 +514,19 @@ void multinomial(int64_t* out, const float* probs, int64_t rows, int64_t categor
 
   if (!replacement) {
     // Exponential race: q ~ Exp(1) for every element first (float32, like the input), then
-    // key = p / q; the k largest keys win. Zero probabilities get key 0.
+    // key = p / q; the k largest keys win
+    // (argmax for k = 1, else topk). Zero probabilities get key 0.
     const int64_t total = rows * categories;
     std::vector<float> key(static_cast<size_t>(total));
     exponential(key.data(), total, 1.0, gen);
     for (int64_t i = 0; i < total; ++i) key[i] = probs[i] / key[i];
-    std::vector<int64_t> order(static_cast<size_t>(categories));
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = key.data() + r * categories;
-      std::iota(order.begin(), order.end(), int64_t{0});
-      // Descending key, lower index first on ties (argmax's choice for k = 1). A NaN key (0/0,
-      // only if a uniform is exactly 0) ranks highest, as in torch's argmax/topk, and keeps
-      // the ordering strict.
-      auto before = [row](int64_t a, int64_t b) {
-        const bool nan_a = std::isnan(row[a]), nan_b = std::isnan(row[b]);
-        if (nan_a != nan_b) return nan_a;
-        if (!nan_a && row[a] != row[b]) return row[a] > row[b];
-        return a < b;
-      };
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-      std::copy(order.begin(), order.begin() + k, out + r * k);
+      if (k == 1) {
+        out[r] = argmax_first(row, categories);
+      } else {
+        topk_like_torch(row, categories, k, out + r * k);
+      }
     }
     return;
   }

@@ -138,7 +138,9 @@ inline std::vector<int64_t> randperm(int64_t n) { return default_generator().ran
 // torch.multinomial(probs, k, replacement) for float32 probs of shape (rows, categories),
 // row-major; out is (rows, k) int64 indices.
 // replacement=false: one W64() per probability (whole input first), key = p / Exp(1) in float,
-//   each row's result is its top-k keys in descending order (ties by lower index).
+//   each row's result is argmax (k = 1) or topk(k) of the keys, descending. Equal keys (zero
+//   probabilities, when k exceeds the nonzero count) follow torch's topk order, reproduced by
+//   running the same libstdc++ algorithms ATen uses.
 // replacement=true: per row a normalised float cumulative table, one W64() per sample and a
 //   binary search; rows one after another.
 // Throws if rows < 0, categories < 1, k < 1, a probability is negative or not finite, a row sums

@@ -296,6 +296,23 @@ def main():
     c.multinomial(probs, 10, False)
     c.multinomial(probs, 20, True)
     c.multinomial(probs, 50, False)
+    # k above the nonzero count: the zero keys tie and come out in torch's topk order
+    # (nth_element + sort when k*64 > categories, partial_sort otherwise).
+    sparse = [0, 0.5, 0, 0.5, 0, 0, 0.2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.1]
+    rows3 = [[0.0] * 40 for _ in range(3)]
+    for r in rows3:
+        r[5] = 1.0
+    rows3[1][30] = 2.0
+    wide = [0.0] * 256
+    wide[17], wide[200] = 0.3, 0.7
+    for s in (0, 4):
+        c.case('multinomial with tied zero keys seed=%d' % s)
+        c.seed(s)
+        c.multinomial(sparse, 12, False)
+        c.multinomial(rows3, 40, False)
+        c.multinomial(wide, 4, False)
+        c.multinomial(wide[:200], 3, False)
+        c.multinomial(sparse, 1, False)
 
     for s in (0, 123, 789):
         c.case('DataLoader(shuffle=True) epochs seed=%d' % s)
