@@ -337,14 +337,14 @@ void normal_blocked(T* out, int64_t n, T mean, T std, Generator& gen) {
 }  // namespace
 
 void normal_scalar_path(float* out, int64_t n, double mean, double std, Generator& gen) {
-  check_normal("normal", n, std);
+  check_normal("normal_scalar_path", n, std);
   for (int64_t i = 0; i < n; ++i) {
     out[i] = static_cast<float>(std::fma(scalar_normal_sample(gen), std, mean));
   }
 }
 
 void normal_scalar_path(double* out, int64_t n, double mean, double std, Generator& gen) {
-  check_normal("normal", n, std);
+  check_normal("normal_scalar_path", n, std);
   for (int64_t i = 0; i < n; ++i) out[i] = std::fma(scalar_normal_sample(gen), std, mean);
 }
 

@@ -495,6 +495,7 @@ TEST_CASE("bad input throws std::invalid_argument naming the function and the va
   CHECK(contains(msg, "normal"));
   CHECK(contains(msg, "-0.5"));
   msg = invalid_argument_message([&] { tg::normal_scalar_path(f, -2, 0, 1); });
+  CHECK(contains(msg, "normal_scalar_path"));
   CHECK(contains(msg, "-2"));
 
   msg = invalid_argument_message([&] { tg::bernoulli(f, 4, 1.5); });
