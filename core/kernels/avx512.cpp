@@ -22,13 +22,22 @@ namespace {
 // loads + 12 broadcasts per k: the two FMA ports, not the load ports, are the bottleneck.
 // Edge tiles: the full tile is always computed (packed panels are zero-padded); the store is
 // clipped with a lane mask for n < 32 and a row bound for m < MR.
+constexpr int64_t kPrefetchB = 8;
 template <int MR>
 void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                           int64_t m, int64_t n, bool accumulate) {
   __m512 acc[MR][2];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    // Fetch the C tile now so its (often 4 KiB-aliased) rows are in L1 by the final update.
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 31), _MM_HINT_T0);
+  }
   for (int64_t p = 0; p < kc; ++p) {
+    // B streams from L2: ask for it kPrefetchB k-steps ahead (two 64-byte lines per step).
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32 + 16), _MM_HINT_T0);
     const __m512 b0 = _mm512_load_ps(b);
     const __m512 b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 16
@@ -111,16 +120,34 @@ struct V {
 
 #include "core/kernels/simd_generic.h"
 
+// Peak probe: 16 independent FMA chains (more than 2 ports × 4-cycle latency = 8 in flight), so
+// the loop is bound by FMA issue, not latency. The sink keeps the chains alive.
+double fma_probe_avx512(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(1.f + 0.01f * i);
+  const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return double(iters) * 16 * 16 * 2;
+}
+
 }  // namespace
 
-// Blocking (measured with bench_matmul on the 2-core Xeon: L1d 48 KiB, L2 2 MiB):
-// A micro-panel 12×384 floats = 18 KiB in L1; B panel 384×1536 floats = 2.25 MiB... see bench.
+// Blocking for L1d 48 KiB / L2 2 MiB: A micro-panel 12×384 floats = 18 KiB stays in L1 across the
+// jr sweep, B panel 384×1024 floats = 1.5 MiB in L2; chosen by bench_matmul --blocking sweeps.
 const KernelTable* avx512_table() {
   static const KernelTable t = {
       "avx512",
-      {12, 32, 240, 384, 1536},
+      {12, 32, 240, 384, 1024},
       sgemm_ukernel_avx512<12>,
       TG_GENERIC_TABLE_ENTRIES,
+      fma_probe_avx512,
   };
   return &t;
 }

@@ -13,6 +13,7 @@
 // running the whole nest. A C element is always computed by the same sequence of FMAs (the K
 // blocking never depends on the slice), which makes results bit-identical for any thread count.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -23,6 +24,8 @@
 namespace tg::kernels {
 
 namespace {
+
+std::atomic<int64_t> g_override_mc{0}, g_override_kc{0}, g_override_nc{0};
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -97,6 +100,12 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 
 }  // namespace
 
+void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
+  g_override_kc.store(kc);
+  g_override_nc.store(nc);
+  g_override_mc.store(mc);
+}
+
 void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
                    int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
                    float* C, int64_t ldc) {
@@ -106,7 +115,9 @@ void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const 
     if (K <= 0) return;
     beta = 1.f;
   }
-  const GemmBlocking& bk = t.sgemm_blocking;
+  GemmBlocking bk = t.sgemm_blocking;
+  if (g_override_mc.load() > 0)
+    bk.mc = g_override_mc.load(), bk.kc = g_override_kc.load(), bk.nc = g_override_nc.load();
   const int64_t MR = bk.mr, NR = bk.nr;
   const int64_t KC = bk.kc;
   const int64_t MC = bk.mc, NC = bk.nc;

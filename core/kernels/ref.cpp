@@ -221,6 +221,18 @@ void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c,
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
+// Peak probe for the scalar path: 8 independent multiply-add chains (no FMA instruction is
+// assumed on the baseline target).
+double mul_add_probe_ref(int64_t iters) {
+  float acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = 1.f + 0.01f * static_cast<float>(i);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+  volatile float sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+  (void)sink;
+  return double(iters) * 8 * 2;
+}
+
 }  // namespace
 
 // ---- float / double references
@@ -376,6 +388,7 @@ extern const KernelTable kScalarTable = {
     max_rows_ref,
     sum_cols_ref,
     adamw_ref,
+    mul_add_probe_ref,
 };
 
 }  // namespace tg::kernels

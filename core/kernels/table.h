@@ -47,6 +47,9 @@ struct KernelTable {
   void (*sum_cols)(int64_t, int64_t, const float*, float*);
   void (*adamw)(int64_t, float*, const float*, float*, float*, float, float, float, float, float,
                 int64_t);
+  // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
+  // ISA's FMA units (the machine's peak) and returns the flops executed.
+  double (*fma_probe)(int64_t iters);
 };
 
 // Defined by the file of each ISA; only the ones meson compiled for this target exist.
@@ -63,6 +66,10 @@ struct IsaEntry {
   const char* why_not;       // when table == nullptr: one clause saying why
 };
 void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in that order
+
+// Tuning aid for bench_matmul --blocking: replaces every table's MC/KC/NC (all > 0), or restores
+// the tables' own values when mc == 0. Not for production code paths.
+void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc);
 
 // The active table (dispatch.cpp).
 const KernelTable& active_table();
