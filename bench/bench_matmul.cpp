@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/kernels/kernels.h"
@@ -62,28 +63,36 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs f until `reps` runs or ~min_time seconds have passed (at least 2 runs); returns the best.
-template <class F>
-double best_time(int reps, double min_time, F f) {
-  double best = 1e30, total = 0;
+// Alternates f and g (g may be empty) so both see the same background load, for `reps` rounds or
+// until ~min_time seconds have passed; returns the best time of each.
+template <class F, class G>
+std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool run_g) {
+  double best_f = 1e30, best_g = 1e30, total = 0;
   for (int r = 0; r < reps || (total < min_time && r < 50); ++r) {
-    const auto t0 = Clock::now();
+    auto t0 = Clock::now();
     f();
-    const double t = seconds_since(t0);
-    best = std::min(best, t);
+    double t = seconds_since(t0);
+    best_f = std::min(best_f, t);
     total += t;
+    if (run_g) {
+      t0 = Clock::now();
+      g();
+      t = seconds_since(t0);
+      best_g = std::min(best_g, t);
+      total += t;
+    }
     if (r >= 1 && total > 4 * min_time) break;
   }
-  return best;
+  return {best_f, best_g};
 }
 
 // FMA peak of the active path on `threads` threads, in GFLOP/s.
 double probe_peak(int threads) {
   const k::KernelTable& t = k::active_table();
-  const int64_t iters = 20'000'000;
+  const int64_t iters = 4'000'000;
   std::vector<double> flops(threads, 0);
   double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 9; ++r) {
     const auto t0 = Clock::now();
     tg::parallel_for(threads, [&](int64_t i) { flops[i] = t.fma_probe(iters); });
     best = std::min(best, seconds_since(t0));
@@ -230,15 +239,13 @@ int main(int argc, char** argv) {
         }
         const double flop = 2.0 * s.M * s.N * s.K;
         const double min_time = o.quick ? 0.05 : 0.25;
-        const double gf = flop / best_time(o.reps, min_time, run) * 1e-9;
-        double blas = 0;
-        if (kHaveOpenBlas) {
-          auto run_blas = [&] {
-            openblas_sgemm(threads, s.transA, s.transB, s.M, s.N, s.K, A.data(),
-                           s.transA ? s.M : s.K, B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
-          };
-          blas = flop / best_time(o.reps, min_time, run_blas) * 1e-9;
-        }
+        auto run_blas = [&] {
+          openblas_sgemm(threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
+                         B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
+        };
+        const auto [t_ours, t_blas] = best_times(o.reps, min_time, run, run_blas, kHaveOpenBlas);
+        const double gf = flop / t_ours * 1e-9;
+        const double blas = kHaveOpenBlas ? flop / t_blas * 1e-9 : 0;
         const double ratio = blas > 0 ? gf / blas : 0;
         if (o.json) {
           std::printf(
