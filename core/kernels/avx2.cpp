@@ -78,6 +78,19 @@ void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* 
   }
 }
 
+// Packs one 6×kc micro-panel of row-major A: per k one masked gather of the 6 row values
+// (indices 0, rsA, …, 5·rsA) and one masked store.
+void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0),
+                                         _mm256_set1_epi32(static_cast<int32_t>(rsA)));
+  const __m256i rows = lane_mask(kMR);
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 v =
+        _mm256_mask_i32gather_ps(_mm256_setzero_ps(), A + p, idx, _mm256_castsi256_ps(rows), 4);
+    _mm256_maskstore_ps(out + p * kMR, rows, v);
+  }
+}
+
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------
 struct V {
   using T = __m256;
@@ -152,7 +165,11 @@ double fma_probe_avx2(int64_t iters) {
 // Blocking: A micro-panel 6×256 floats = 6 KiB in L1, B panel 256×1024 floats = 1 MiB in L2.
 const KernelTable* avx2_table() {
   static const KernelTable t = {
-      "avx2",         {kMR, kNR, 240, 256, 1024}, sgemm_ukernel_avx2_6x16, TG_GENERIC_TABLE_ENTRIES,
+      "avx2",
+      {kMR, kNR, 240, 256, 1024},
+      sgemm_ukernel_avx2_6x16,
+      sgemm_pack_a_avx2_6,
+      TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx2,
   };
   return &t;

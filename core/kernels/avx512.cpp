@@ -78,6 +78,20 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, 
   }
 }
 
+// Packs one 12×kc micro-panel of row-major A: for each k one masked gather collects the 12 row
+// values (indices 0, rsA, …, 11·rsA) and one masked store writes them contiguously, instead of
+// 12 scalar load/store pairs.
+void sgemm_pack_a_avx512_12(int64_t kc, const float* A, int64_t rsA, float* out) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0, 0, 0),
+                         _mm512_set1_epi32(static_cast<int32_t>(rsA)));
+  const __mmask16 rows = 0x0FFF;
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx, A + p, 4);
+    _mm512_mask_storeu_ps(out + p * 12, rows, v);
+  }
+}
+
 // ---- V: 16 floats in a zmm ---------------------------------------------------------------------
 struct V {
   using T = __m512;
@@ -148,6 +162,7 @@ const KernelTable* avx512_table() {
       "avx512",
       {12, 32, 240, 256, 1024},
       sgemm_ukernel_avx512<12>,
+      sgemm_pack_a_avx512_12,
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx512,
   };

@@ -49,11 +49,14 @@ class Scratch {
 };
 
 // Packs A[0:mc, 0:kc] into MR-row micro-panels, k-major, zero-padding the last panel.
-void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA, int64_t MR,
-            float* out) {
+void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,
+            int64_t MR, float* out) {
+  const bool fast = t.sgemm_pack_a_rowmajor != nullptr && csA == 1 && rsA * MR < (int64_t(1) << 31);
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     const int64_t m = std::min(MR, mc - i0);
-    if (m == MR && csA == 1) {
+    if (m == MR && fast) {
+      t.sgemm_pack_a_rowmajor(kc, A + i0 * rsA, rsA, out);
+    } else if (m == MR && csA == 1) {
       // Row-major A: read each row contiguously, write with stride MR.
       for (int64_t i = 0; i < MR; ++i) {
         const float* a = A + (i0 + i) * rsA;
@@ -132,7 +135,7 @@ void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const 
       pack_b(kc, nc, B + pc * rsB + jc * csB, rsB, csB, NR, bp);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
-        pack_a(mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+        pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           const float* a = ap + ir * kc;

@@ -140,7 +140,11 @@ double fma_probe_neon(int64_t iters) {
 // (typical Cortex-A/Neoverse sizes; not tuned on hardware, only tested under qemu).
 const KernelTable* neon_table() {
   static const KernelTable t = {
-      "neon",         {kMR, kNR, 256, 256, 768}, sgemm_ukernel_neon_8x12, TG_GENERIC_TABLE_ENTRIES,
+      "neon",
+      {kMR, kNR, 256, 256, 768},
+      sgemm_ukernel_neon_8x12,
+      nullptr,  // pack A: the portable loop
+      TG_GENERIC_TABLE_ENTRIES,
       fma_probe_neon,
   };
   return &t;

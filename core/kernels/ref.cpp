@@ -373,6 +373,7 @@ extern const KernelTable kScalarTable = {
     "scalar",
     {kRefMR, kRefNR, 64, 128, 512},
     sgemm_ukernel_ref_4x8,
+    nullptr,
     binary_ref,
     binary_rowbcast_ref,
     binary_scalar_ref,

@@ -29,6 +29,10 @@ struct KernelTable {
   const char* name;
   GemmBlocking sgemm_blocking;
   SgemmUkernel sgemm_ukernel;
+  // Optional (nullptr: the portable loop): packs one full MR×kc micro-panel of a row-major A
+  // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
+  // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
+  void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
   void (*binary)(BinOp, int64_t, const float*, const float*, float*);
   void (*binary_rowbcast)(BinOp, int64_t, int64_t, const float*, const float*, float*);
   void (*binary_scalar)(BinOp, int64_t, const float*, float, float*);
