@@ -72,26 +72,62 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
   }
 }
 
+// Rows ahead that packing prefetches (source rows are usually pages apart).
+constexpr int64_t kPackAhead = 4;
+
+// Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  for (int64_t j = 0; j < W; ++j) out[j] = in[j];
+}
+
 // Packs B[0:kc, 0:nc] into NR-column micro-panels, zero-padding the last panel.
 void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB, int64_t NR,
             float* out) {
-  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
-    const int64_t n = std::min(NR, nc - j0);
-    if (n == NR && csB == 1) {
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * rsB + j0, NR * 4);
-    } else if (n == NR && rsB == 1) {
-      // Transposed B (Bᵀ stored row-major): read each column contiguously.
-      for (int64_t j = 0; j < NR; ++j) {
-        const float* b = B + (j0 + j) * csB;
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = b[p];
-      }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        for (int64_t j = 0; j < n; ++j) out[p * NR + j] = B[p * rsB + (j0 + j) * csB];
-        for (int64_t j = n; j < NR; ++j) out[p * NR + j] = 0.f;
+  const int64_t full = nc / NR;  // full micro-panels
+  if (csB == 1) {
+    // Row-major B: walk each source row once, left to right (one stream the prefetcher can
+    // follow), and scatter its NR-wide pieces to the micro-panels.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* b = B + p * rsB;
+      float* o = out + p * NR;
+      for (int64_t jp = 0; jp < full; ++jp, b += NR, o += NR * kc) {
+        // The next rows start in other pages, where the hardware prefetcher cannot follow.
+        __builtin_prefetch(b + kPackAhead * rsB);
+        __builtin_prefetch(b + kPackAhead * rsB + NR - 1);
+        if (NR == 32)
+          copy_row<32>(o, b);
+        else if (NR == 16)
+          copy_row<16>(o, b);
+        else if (NR == 12)
+          copy_row<12>(o, b);
+        else
+          std::memcpy(o, b, static_cast<size_t>(NR) * sizeof(float));
       }
     }
-    out += NR * kc;
+  } else if (rsB == 1) {
+    // Transposed B (Bᵀ stored row-major): read each column contiguously.
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t j = 0; j < NR; ++j) {
+        const float* b = B + (jp * NR + j) * csB;
+        for (int64_t p = 0; p < kc; ++p) o[p * NR + j] = b[p];
+      }
+    }
+  } else {
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t j = 0; j < NR; ++j) o[p * NR + j] = B[p * rsB + (jp * NR + j) * csB];
+    }
+  }
+  const int64_t j0 = full * NR, n = nc - j0;
+  if (n > 0) {  // the zero-padded edge panel
+    float* o = out + full * NR * kc;
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = 0; j < n; ++j) o[p * NR + j] = B[p * rsB + (j0 + j) * csB];
+      for (int64_t j = n; j < NR; ++j) o[p * NR + j] = 0.f;
+    }
   }
 }
 
