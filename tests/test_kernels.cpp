@@ -214,6 +214,23 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
   });
 }
 
+TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared B panel)") {
+  std::mt19937 g(43);
+  const int before = tg::num_threads();
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    for (int threads : {2, 3}) {
+      tg::set_num_threads(threads);
+      INFO("threads = " << threads);
+      run_gemm_case({150, 211, 130, 0, 0.f}, g);                 // rows split
+      run_gemm_case({bk.mr + 1, 2 * bk.nc + 7, 90, 1, 1.f}, g);  // short M: columns split
+      run_gemm_case({97, 301, bk.kc + 1, 2, 0.5f}, g);           // Aᵀ·B, two K blocks
+      run_gemm_case({130, 129, 140, 4, 1.f}, g);                 // strided both
+    }
+  });
+  tg::set_num_threads(before);
+}
+
 TEST_CASE("sgemm ignores NaN in C when beta == 0") {
   for_each_isa([&](const std::string&) {
     std::vector<float> a(6 * 4, 1.f), b(4 * 5, 1.f), c(6 * 5, std::nanf(""));
