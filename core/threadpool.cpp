@@ -59,7 +59,10 @@ class Pool {
   void resize(int n) {
     stop_workers();
     stop_.store(false);
-    for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+    // A new worker must not mistake the last finished job for a fresh one.
+    const uint64_t current = generation_.load();
+    for (int i = 0; i + 1 < n; ++i)
+      workers_.emplace_back([this, current] { worker_loop(current); });
   }
 
   void run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
@@ -115,8 +118,7 @@ class Pool {
     t_inside_task = false;
   }
 
-  void worker_loop() {
-    uint64_t seen = 0;
+  void worker_loop(uint64_t seen) {
     for (;;) {
       auto fresh = [&] {
         return stop_.load() || generation_.load(std::memory_order_acquire) != seen;
