@@ -91,6 +91,18 @@ void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
   }
 }
 
+// Packs one kc×16 micro-panel of a transposed B (column j at B + j·csB): per k two gathers of 8
+// column values, stored as one 16-float row of the panel.
+void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(static_cast<int32_t>(csB)));
+  const float* B8 = B + 8 * csB;
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm256_storeu_ps(out + p * 16, _mm256_i32gather_ps(B + p, idx, 4));
+    _mm256_storeu_ps(out + p * 16 + 8, _mm256_i32gather_ps(B8 + p, idx, 4));
+  }
+}
+
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------
 struct V {
   using T = __m256;
@@ -169,6 +181,7 @@ const KernelTable* avx2_table() {
       {kMR, kNR, 240, 256, 1024},
       sgemm_ukernel_avx2_6x16,
       sgemm_pack_a_avx2_6,
+      sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx2,
   };

@@ -96,6 +96,19 @@ void sgemm_pack_a_avx512_12(int64_t kc, const float* A, int64_t rsA, float* out)
   }
 }
 
+// Packs one kc×32 micro-panel of a transposed B (column j at B + j·csB): per k two gathers of 16
+// column values each, stored as one 32-float row of the panel.
+void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(csB)));
+  const float* B16 = B + 16 * csB;
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm512_storeu_ps(out + p * 32, _mm512_i32gather_ps(idx, B + p, 4));
+    _mm512_storeu_ps(out + p * 32 + 16, _mm512_i32gather_ps(idx, B16 + p, 4));
+  }
+}
+
 // ---- V: 16 floats in a zmm ---------------------------------------------------------------------
 struct V {
   using T = __m512;
@@ -167,6 +180,7 @@ const KernelTable* avx512_table() {
       {12, 32, 240, 256, 1024},
       sgemm_ukernel_avx512<12>,
       sgemm_pack_a_avx512_12,
+      sgemm_pack_b_avx512_32,
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx512,
   };

@@ -49,6 +49,32 @@ class Scratch {
   int64_t cap_ = 0;
 };
 
+// Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  for (int64_t j = 0; j < W; ++j) out[j] = in[j];
+}
+
+// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
+inline void copy_tile_row(float* out, const float* in, int64_t w) {
+  switch (w) {
+    case 32:
+      return copy_row<32>(out, in);
+    case 16:
+      return copy_row<16>(out, in);
+    case 12:
+      return copy_row<12>(out, in);
+    case 8:
+      return copy_row<8>(out, in);
+    case 6:
+      return copy_row<6>(out, in);
+    case 4:
+      return copy_row<4>(out, in);
+    default:
+      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
+  }
+}
+
 // Packs A[0:mc, 0:kc] into MR-row micro-panels, k-major, zero-padding the last panel.
 void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,
             int64_t MR, float* out) {
@@ -57,6 +83,9 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
     const int64_t m = std::min(MR, mc - i0);
     if (m == MR && fast) {
       t.sgemm_pack_a_rowmajor(kc, A + i0 * rsA, rsA, out);
+    } else if (m == MR && rsA == 1) {
+      // Transposed A (Aᵀ stored row-major): each k already holds the MR values side by side.
+      for (int64_t p = 0; p < kc; ++p) copy_tile_row(out + p * MR, A + i0 + p * csA, MR);
     } else if (m == MR && csA == 1) {
       // Row-major A: read each row contiguously, write with stride MR.
       for (int64_t i = 0; i < MR; ++i) {
@@ -76,17 +105,14 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
 // Rows ahead that packing prefetches (source rows are usually pages apart).
 constexpr int64_t kPackAhead = 4;
 
-// Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
-template <int64_t W>
-inline void copy_row(float* out, const float* in) {
-  for (int64_t j = 0; j < W; ++j) out[j] = in[j];
-}
-
 // Packs B[0:kc, 0:nc] into NR-column micro-panels, zero-padding the last panel.
-void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB, int64_t NR,
-            float* out) {
+void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
+            int64_t NR, float* out) {
   const int64_t full = nc / NR;  // full micro-panels
-  if (csB == 1) {
+  if (rsB == 1 && t.sgemm_pack_b_colmajor != nullptr && csB * NR < (int64_t(1) << 31)) {
+    for (int64_t jp = 0; jp < full; ++jp)
+      t.sgemm_pack_b_colmajor(kc, B + jp * NR * csB, csB, out + jp * NR * kc);
+  } else if (csB == 1) {
     // Row-major B: walk each source row once, left to right (one stream the prefetcher can
     // follow), and scatter its NR-wide pieces to the micro-panels.
     for (int64_t p = 0; p < kc; ++p) {
@@ -187,7 +213,8 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
       const bool accumulate = pc > 0 || beta != 0.f;
       int64_t b0, b1;
       share(col_panels, NR, nc, b0, b1);
-      if (b1 > b0) pack_b(kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
+      if (b1 > b0)
+        pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
       barrier.arrive_and_wait();  // the whole B panel is packed
       for (int64_t ic = r0; ic < r1; ic += MC) {
         const int64_t mc = std::min(MC, r1 - ic);

@@ -144,6 +144,7 @@ const KernelTable* neon_table() {
       {kMR, kNR, 256, 256, 768},
       sgemm_ukernel_neon_8x12,
       nullptr,  // pack A: the portable loop
+      nullptr,  // pack Bᵀ: the portable loop
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_neon,
   };

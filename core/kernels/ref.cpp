@@ -224,10 +224,13 @@ void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c,
 // Peak probe for the scalar path: 8 independent multiply-add chains (no FMA instruction is
 // assumed on the baseline target).
 double mul_add_probe_ref(int64_t iters) {
+  // Volatile operands: with constants the compiler may evaluate the chains at compile time.
+  volatile float vmul = 0.9999999f, vadd = 1e-7f;
+  const float mul = vmul, add = vadd;
   float acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = 1.f + 0.01f * static_cast<float>(i);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * mul + add;
   volatile float sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
   (void)sink;
   return double(iters) * 8 * 2;
@@ -373,6 +376,7 @@ extern const KernelTable kScalarTable = {
     "scalar",
     {kRefMR, kRefNR, 64, 128, 512},
     sgemm_ukernel_ref_4x8,
+    nullptr,
     nullptr,
     binary_ref,
     binary_rowbcast_ref,

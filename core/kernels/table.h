@@ -33,6 +33,9 @@ struct KernelTable {
   // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
   // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
   void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
+  // Optional, the same transposition for B stored transposed (row stride 1, column stride
+  // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
+  void (*sgemm_pack_b_colmajor)(int64_t kc, const float* B, int64_t csB, float* out);
   void (*binary)(BinOp, int64_t, const float*, const float*, float*);
   void (*binary_rowbcast)(BinOp, int64_t, int64_t, const float*, const float*, float*);
   void (*binary_scalar)(BinOp, int64_t, const float*, float, float*);
