@@ -174,7 +174,7 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
           for (bool accumulate : {false, true}) {
             const int64_t ldc = NR + 3;
             std::vector<float> c(MR * ldc, 0.5f);
-            t.sgemm_ukernel(kc, ap, bp, c.data(), ldc, m, n, accumulate);
+            t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
             for (int64_t i = 0; i < MR; ++i) {
               for (int64_t j = 0; j < ldc; ++j) {
                 double want = 0.5;

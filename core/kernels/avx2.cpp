@@ -34,14 +34,14 @@ __m256i lane_mask(int64_t n) {
 // Edge tiles: the full tile is computed from zero-padded panels; stores are clipped with
 // maskstore for n < 16 and a row bound for m < 6.
 constexpr int kMR = 6, kNR = 16;
-void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                             int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                             int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i);
@@ -49,7 +49,7 @@ void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* 
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += kMR;
-    b += kNR;
+    b += ldb;
   }
   if (m == kMR && n == kNR) {
 #pragma GCC unroll 6

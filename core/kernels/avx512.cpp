@@ -24,8 +24,8 @@ namespace {
 // clipped with a lane mask for n < 32 and a row bound for m < MR.
 constexpr int64_t kPrefetchB = 8;
 template <int MR>
-void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                          int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                          int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   __m512 acc[MR][2];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
@@ -36,10 +36,10 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, 
   }
   for (int64_t p = 0; p < kc; ++p) {
     // B streams from L2: ask for it kPrefetchB k-steps ahead (two 64-byte lines per step).
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32 + 16), _MM_HINT_T0);
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb + 16), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
@@ -47,7 +47,7 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, 
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += MR;
-    b += 32;
+    b += ldb;
   }
   if (m == MR && n == 32) {
 #pragma GCC unroll 16

@@ -176,6 +176,9 @@ namespace {
 
 // Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
+// A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
+// instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
+constexpr int64_t kDirectBElems = int64_t(1) << 16;
 
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
@@ -195,6 +198,7 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   thread_local Scratch a_buf;
   float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
   const int64_t row_panels = (M + MR - 1) / MR;
+  const bool direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool split_rows = row_panels >= 4 * team;  // else rows would balance badly: split columns
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
@@ -211,10 +215,15 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const bool accumulate = pc > 0 || beta != 0.f;
-      int64_t b0, b1;
-      share(col_panels, NR, nc, b0, b1);
-      if (b1 > b0)
-        pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
+      if (!direct_b) {
+        int64_t b0, b1;
+        share(col_panels, NR, nc, b0, b1);
+        if (b1 > b0)
+          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
+      } else if (tid == 0 && nc % NR != 0) {  // in place, except the zero-padded edge panel
+        const int64_t e = nc - nc % NR;
+        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bp + e * kc);
+      }
       barrier.arrive_and_wait();  // the whole B panel is packed
       for (int64_t ic = r0; ic < r1; ic += MC) {
         const int64_t mc = std::min(MC, r1 - ic);
@@ -224,7 +233,9 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
           const float* a = ap + ir * kc;
           for (int64_t jr = c0; jr < c1; jr += NR) {
             const int64_t n = std::min(NR, c1 - jr);
-            t.sgemm_ukernel(kc, a, bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+            const bool in_place = direct_b && n == NR;
+            t.sgemm_ukernel(kc, a, in_place ? B + pc * rsB + jc + jr : bp + jr * kc,
+                            in_place ? rsB : NR, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
                             accumulate);
           }
         }

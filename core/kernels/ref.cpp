@@ -210,12 +210,12 @@ void sum_cols_t(int64_t rows, int64_t cols, const T* x, T* out) {
 // A generic MR×NR micro-kernel for the scalar table (a local accumulator tile, k rank-1 updates;
 // the compiler may auto-vectorize the j loop).
 constexpr int64_t kRefMR = 4, kRefNR = 8;
-void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                           int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                           int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   float acc[kRefMR][kRefNR] = {};
   for (int64_t p = 0; p < kc; ++p)
     for (int64_t i = 0; i < kRefMR; ++i)
-      for (int64_t j = 0; j < kRefNR; ++j) acc[i][j] += a[p * kRefMR + i] * b[p * kRefNR + j];
+      for (int64_t j = 0; j < kRefNR; ++j) acc[i][j] += a[p * kRefMR + i] * b[p * ldb + j];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];

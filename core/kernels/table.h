@@ -13,10 +13,11 @@
 
 namespace tg::kernels {
 
-// c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j] for i < m, j < n. accumulate == false
-// overwrites C without reading it.
-using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                              int64_t m, int64_t n, bool accumulate);
+// c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*ldb + j] for i < m, j < n. accumulate == false
+// overwrites C without reading it. b is a packed micro-panel (ldb = NR) or, for small GEMMs,
+// NR columns of a row-major B read in place (ldb = its row stride; then n == NR).
+using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                              int64_t ldc, int64_t m, int64_t n, bool accumulate);
 
 struct GemmBlocking {
   int64_t mr, nr;  // micro-tile (registers)
