@@ -3,11 +3,13 @@
 //
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 //
-// Loop nest of sgemm_blocked (one thread's slice):
-//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2
+// Loop nest (gemm_nest):
+//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2 (small
+//                            row-major Bs are read in place instead)
 //    pc: K in steps of KC  ─ the first pc applies beta, later ones accumulate
 //     ic: M in steps of MC ─ A block mc×kc is packed
 //      ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
+//                               (BLIS's skx order with the operands' roles swapped)
 //       jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
 // Threads (sgemm): a team shares each packed B panel (every member packs a share), then splits
 // the rows of the ic/ir loops (or the jr columns when M is short). A C element is always computed
