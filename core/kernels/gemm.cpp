@@ -51,6 +51,9 @@ class Scratch {
   int64_t cap_ = 0;
 };
 
+// Rows ahead that packing prefetches (source rows are usually pages apart).
+constexpr int64_t kPackAhead = 4;
+
 // Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
 template <int64_t W>
 inline void copy_row(float* out, const float* in) {
@@ -81,13 +84,24 @@ inline void copy_tile_row(float* out, const float* in, int64_t w) {
 void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,
             int64_t MR, float* out) {
   const bool fast = t.sgemm_pack_a_rowmajor != nullptr && csA == 1 && rsA * MR < (int64_t(1) << 31);
-  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+  int64_t i0 = 0;
+  if (rsA == 1 && csA != 1) {
+    // Transposed A (Aᵀ stored row-major): row p of Aᵀ holds the block's mc values side by side.
+    // Walk it once, left to right, and hand MR-wide pieces to the micro-panels.
+    const int64_t full = mc / MR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* a = A + p * csA;
+      __builtin_prefetch(a + kPackAhead * csA);
+      for (int64_t ip = 0; ip < full; ++ip)
+        copy_tile_row(out + ip * MR * kc + p * MR, a + ip * MR, MR);
+    }
+    i0 = full * MR;
+    out += full * MR * kc;
+  }
+  for (; i0 < mc; i0 += MR) {
     const int64_t m = std::min(MR, mc - i0);
     if (m == MR && fast) {
       t.sgemm_pack_a_rowmajor(kc, A + i0 * rsA, rsA, out);
-    } else if (m == MR && rsA == 1) {
-      // Transposed A (Aᵀ stored row-major): each k already holds the MR values side by side.
-      for (int64_t p = 0; p < kc; ++p) copy_tile_row(out + p * MR, A + i0 + p * csA, MR);
     } else if (m == MR && csA == 1) {
       // Row-major A: read each row contiguously, write with stride MR.
       for (int64_t i = 0; i < MR; ++i) {
@@ -103,9 +117,6 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
     out += MR * kc;
   }
 }
-
-// Rows ahead that packing prefetches (source rows are usually pages apart).
-constexpr int64_t kPackAhead = 4;
 
 // Packs B[0:kc, 0:nc] into NR-column micro-panels, zero-padding the last panel.
 void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
