@@ -2,6 +2,7 @@
 // A broadcast operand's gradient is summed back to its own shape (sum_to).
 #include <cmath>
 
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -69,6 +70,17 @@ Tensor unary_map(const char* op, const Tensor& a, F f) {
   return wrap(out);
 }
 
+// y = kernel(x) for a contiguous floating tensor: k(n, const T* x, T* y).
+template <class K>
+Tensor unary_kernel(const Tensor& x, K k) {
+  Tensor out = empty(x.shape(), x.dtype());
+  detail::dispatch_float("unary", x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    k(x.numel(), x.data<T>(), out.data<T>());
+  });
+  return out;
+}
+
 // A Python scalar next to a tensor keeps the tensor's dtype (int tensors become float32 when the
 // scalar is fractional), as in PyTorch.
 Tensor scalar_like(const Tensor& a, double s) {
@@ -79,6 +91,39 @@ Tensor scalar_like(const Tensor& a, double s) {
 }
 
 enum class Arith { Add, Sub, Mul, Div };
+
+// The vector kernels take the layouts that dominate training: same-shape contiguous operands, a
+// row vector broadcast over a contiguous tensor (bias adds, LayerNorm's scale), and a scalar.
+// Elementwise IEEE arithmetic rounds the same in any lane, so these give the loop's exact results.
+// Returns an undefined tensor for any other layout.
+template <class T>
+Tensor arith_kernel(Arith kind, const Tensor& x, const Tensor& y, const Shape& shape, DType dt) {
+  const bool commutes = kind == Arith::Add || kind == Arith::Mul;
+  const bool x_full = x.shape() == shape && x.is_contiguous();
+  const bool y_full = y.shape() == shape && y.is_contiguous();
+  if (!x_full) return commutes && y_full ? arith_kernel<T>(kind, y, x, shape, dt) : Tensor();
+  const kernels::BinOp op = kind == Arith::Add   ? kernels::BinOp::add
+                            : kind == Arith::Sub ? kernels::BinOp::sub
+                            : kind == Arith::Mul ? kernels::BinOp::mul
+                                                 : kernels::BinOp::div;
+  const int64_t n = numel_of(shape);
+  Tensor out = empty(shape, dt);
+  if (y_full) {
+    kernels::binary(op, n, x.data<T>(), y.data<T>(), out.data<T>());
+    return out;
+  }
+  if (y.numel() == 1) {
+    kernels::binary_scalar(op, n, x.data<T>(), *y.data<T>(), out.data<T>());
+    return out;
+  }
+  const Shape sy = detail::broadcast_strides(*y.impl(), shape);
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  bool row = !shape.empty() && sy.back() == 1 && cols > 0;
+  for (size_t d = 0; row && d + 1 < sy.size(); ++d) row = sy[d] == 0;
+  if (!row) return Tensor();
+  kernels::binary_rowbcast(op, n / cols, cols, x.data<T>(), y.data<T>(), out.data<T>());
+  return out;
+}
 
 Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& b) {
   detail::check_defined(op, a);
@@ -92,6 +137,11 @@ Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& 
     if constexpr (std::is_same_v<T, bool>) {
       fail(op, "bool arithmetic is not supported");
     } else {
+      if constexpr (std::is_floating_point_v<T>) {
+        Tensor fast =
+            arith_kernel<T>(kind, x, y, detail::broadcast_shapes(op, x.shape(), y.shape()), dt);
+        if (fast.defined()) return fast;
+      }
       switch (kind) {
         case Arith::Add:
           return binary_map<T, T>(op, x, y, dt, [](T p, T q) { return T(p + q); });
@@ -192,7 +242,10 @@ Tensor pow(const Tensor& a, double e) {
 
 // --- exp: d(e^a) = y, the output itself ---
 Tensor exp(const Tensor& a) {
-  Tensor out = unary_map("exp", a, [](auto x) { return std::exp(x); });
+  Tensor out =
+      is_floating(a.dtype()) && a.is_contiguous()
+          ? unary_kernel(a, [](int64_t n, const auto* x, auto* y) { kernels::exp(n, x, y); })
+          : unary_map("exp", a, [](auto x) { return std::exp(x); });
   if (any_requires_grad({&a}))
     record("ExpBackward0", {a}, {out},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> { return {g * n.saved_tensor(0)}; },
@@ -238,26 +291,22 @@ Tensor tanh(const Tensor& a) {
 // --- GELU, tanh form (the book's GELU, §4.3):
 //   y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x³)
 //   dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) sqrt(2/pi) (1 + 3·0.044715 x²)
-namespace {
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluC = 0.044715;
-}  // namespace
-
 Tensor gelu(const Tensor& a) {
-  Tensor out = unary_map("gelu", a, [](auto x) {
-    using T = decltype(x);
-    return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x)));
-  });
+  detail::check_floating("gelu", a);
+  const Tensor x = a.detach().contiguous();
+  Tensor out =
+      unary_kernel(x, [](int64_t n, const auto* v, auto* y) { kernels::gelu_forward(n, v, y); });
   if (any_requires_grad({&a}))
-    record("GeluBackward0", {a}, {a},
+    record("GeluBackward0", {a}, {x},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             Tensor dydx = unary_map("gelu_backward", n.saved_tensor(0), [](auto x) {
-               using T = decltype(x);
-               const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x));
-               return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) *
-                                                (T(1) + T(3 * kGeluC) * x * x);
+             const Tensor& xs = n.saved_tensor(0);
+             const Tensor gc = g.contiguous();
+             Tensor dx = empty(xs.shape(), xs.dtype());
+             detail::dispatch_float("gelu", xs.dtype(), [&](auto z) {
+               using T = decltype(z);
+               kernels::gelu_backward(xs.numel(), xs.data<T>(), gc.data<T>(), dx.data<T>());
              });
-             return {g * dydx};
+             return {dx};
            },
            {&out});
   return out;

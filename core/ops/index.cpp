@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -22,7 +23,7 @@ Tensor check_mask(const char* op, const Tensor& a, const Tensor& mask) {
   if (detail::broadcast_shapes(op, a.shape(), mask.shape()) != a.shape())
     fail(op, "mask of shape ", shape_str(mask.shape()), " does not broadcast to the input's shape ",
          shape_str(a.shape()));
-  return mask.expand(a.shape());
+  return mask;  // broadcast where it is applied; saving it unexpanded keeps backward small
 }
 
 void check_value(const char* op, const Tensor& a, double value) {
@@ -30,8 +31,36 @@ void check_value(const char* op, const Tensor& a, double value) {
     fail(op, "cannot fill a ", dtype_name(a.dtype()), " tensor with ", value);
 }
 
+// The kernel's layout: dst contiguous, and the mask a contiguous block over dst's trailing dims,
+// repeated over the leading ones (a (T, T) causal mask over (B, H, T, T) scores).
+bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value) {
+  if (!is_floating(dst.dtype) || dst.strides != contiguous_strides(dst.shape) || dst.shape.empty())
+    return false;
+  const Tensor m = mask.contiguous();  // a sliced causal mask is small: copying it is cheap
+  if (m.numel() == 0) return false;
+  const Shape& ms = m.shape();
+  const size_t lead = dst.shape.size() - ms.size();
+  size_t first = 0;  // the mask's leading size-1 dims broadcast like missing ones
+  while (first < ms.size() && ms[first] == 1) ++first;
+  for (size_t i = first; i < ms.size(); ++i)
+    if (ms[i] != dst.shape[lead + i]) return false;
+  const int64_t cols = dst.shape.back();
+  if (cols == 0) return true;
+  const int64_t rows = numel_of(dst.shape) / cols, mask_rows = m.numel() / cols;
+  const auto* pm = reinterpret_cast<const uint8_t*>(m.data<bool>());
+  dispatch(dst.dtype, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* p = reinterpret_cast<T*>(dst.bytes());
+      kernels::masked_fill(rows, cols, p, pm, mask_rows, T(value), p);
+    }
+  });
+  return true;
+}
+
 // Writes `value` into dst wherever the (broadcast) mask is true.
 void fill_where(TensorImpl& dst, const Tensor& mask, double value) {
+  if (fill_where_kernel(dst, mask, value)) return;
   const Shape ms = detail::broadcast_strides(*mask.impl(), dst.shape);
   const bool* pm = mask.data<bool>();
   dispatch(dst.dtype, [&](auto z) {

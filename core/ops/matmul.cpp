@@ -37,18 +37,20 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
     T* pc = c.data<T>();
     const T beta = accumulate ? T(1) : T(0);
     // Batch dims are walked one matrix at a time; a run of the last batch dim is `cnt` matrices.
-    detail::for_each_run<3>(batch, {&sc, &sa, &sb}, {0, 0, 0},
-                            [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
-                              for (int64_t i = 0; i < cnt; ++i) {
-                                const T* A = pa + o[1] + i * st[1];
-                                const T* B = pb + o[2] + i * st[2];
-                                T* C = pc + o[0] + i * st[0];
-                                if constexpr (std::is_same_v<T, float>)
-                                  kernels::sgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-                                else
-                                  kernels::dgemm(n, m, k, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-                              }
-                            });
+    detail::for_each_run<3>(
+        batch, {&sc, &sa, &sb}, {0, 0, 0},
+        [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
+          if constexpr (std::is_same_v<T, float>) {
+            // One call per run, so the kernel can spread small per-head
+            // GEMMs over threads.
+            kernels::sgemm_batched(cnt, n, m, k, pa + o[1], st[1], rsA, csA, pb + o[2], st[2], rsB,
+                                   csB, beta, pc + o[0], st[0], ldc);
+          } else {
+            for (int64_t i = 0; i < cnt; ++i)
+              kernels::dgemm(n, m, k, pa + o[1] + i * st[1], rsA, csA, pb + o[2] + i * st[2], rsB,
+                             csB, beta, pc + o[0] + i * st[0], ldc);
+          }
+        });
   });
 }
 
@@ -155,7 +157,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
              Tensor gx, gw, gb;
              if (n.needs(0)) gx = matmul(g2, ws).reshape(xs.shape());
              if (n.needs(1)) gw = matmul(g2.T(), xs.reshape({-1, in}));
-             if (n.needs(2)) gb = sum(g2, 0);
+             if (n.needs(2)) {  // Σ over rows of a contiguous (rows, out) gradient
+               const Tensor gc = g2.contiguous();
+               gb = empty({outf}, gc.dtype());
+               detail::dispatch_float("linear", gc.dtype(), [&](auto z) {
+                 using T = decltype(z);
+                 kernels::sum_cols(gc.shape()[0], outf, gc.data<T>(), gb.data<T>());
+               });
+             }
              return {gx, gw, gb};
            },
            {&y});

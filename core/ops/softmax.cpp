@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -66,7 +67,10 @@ Tensor softmax_forward(const char* op, const Tensor& a, int64_t dim, bool log) {
   const Layout l = a.dim() == 0 ? Layout{} : layout_of(a.shape(), d);
   detail::dispatch_float(op, a.dtype(), [&](auto z) {
     using T = decltype(z);
-    softmax_rows<T>(x.data<T>(), y.data<T>(), l, log);
+    if (!log && l.inner == 1)  // the usual case, dim = -1: the fused row kernel
+      kernels::softmax_rows(l.outer, l.len, x.data<T>(), y.data<T>());
+    else
+      softmax_rows<T>(x.data<T>(), y.data<T>(), l, log);
   });
   return y;
 }
@@ -82,6 +86,17 @@ Tensor softmax(const Tensor& a, int64_t dim) {
     record("SoftmaxBackward0", {a}, {y},
            [dim](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& y = n.saved_tensor(0);
+             if (detail::wrap_dim("softmax", dim, y.dim()) == y.dim() - 1 && y.dim() > 0) {
+               const Tensor gc = g.contiguous();
+               Tensor dx = empty(y.shape(), y.dtype());
+               const int64_t cols = y.shape().back(), rows = cols ? y.numel() / cols : 0;
+               detail::dispatch_float("softmax", y.dtype(), [&](auto z) {
+                 using T = decltype(z);
+                 kernels::softmax_rows_backward(rows, cols, y.data<T>(), gc.data<T>(),
+                                                dx.data<T>());
+               });
+               return {dx};
+             }
              return {y * (g - sum(g * y, dim, /*keepdim=*/true))};
            },
            {&y});
