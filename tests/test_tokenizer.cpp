@@ -1,0 +1,286 @@
+// Tokenizer tests (§2.5): exact GPT-2 ids against npm tiktoken's goldens
+// (tests/golden/tokenizer_golden.txt, written by tests/golden/tiktoken/gen_tiktoken.mjs), the
+// pre-tokenizer by hand, both merge paths, round trips, special tokens and file errors.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/bpe_tokenizer.h"
+#include "data/pretokenize.h"
+
+using tg::data::SpecialSet;
+using tg::data::Tokenizer;
+using tg::data::VocabError;
+
+namespace {
+
+const std::string kSrc = TG_TEST_SOURCE_ROOT;
+const std::string kShared = TG_TEST_SHARED_DIR;
+
+const Tokenizer& gpt2() {
+  static const Tokenizer t = Tokenizer::gpt2(kSrc + "/third_party/gpt2");
+  return t;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::vector<int> parse_ids(std::istringstream& in) {
+  size_t n;
+  in >> n;
+  std::vector<int> ids(n);
+  for (auto& id : ids) in >> id;
+  return ids;
+}
+
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& content, const std::string& name = "tok") {
+    path = (std::filesystem::temp_directory_path() /
+            ("tg_test_" + name + "_" + std::to_string(std::random_device{}())))
+               .string();
+    std::ofstream(path, std::ios::binary) << content;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+// First index where a and b differ, for a readable failure.
+std::string first_diff(const std::vector<int>& a, const std::vector<int>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  std::ostringstream ss;
+  ss << "sizes " << a.size() << " vs " << b.size() << ", first difference at " << i;
+  if (i < a.size()) ss << ": ours " << a[i];
+  if (i < b.size()) ss << ", tiktoken " << b[i];
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("pre-tokenizer splits like GPT-2's regex") {
+  using tg::data::pretokenize_gpt2;
+  using V = std::vector<std::string_view>;
+  CHECK(pretokenize_gpt2("Hello world") == V{"Hello", " world"});
+  CHECK(pretokenize_gpt2("Hello  world") == V{"Hello", " ", " world"});
+  CHECK(pretokenize_gpt2("a\n\nb") == V{"a", "\n", "\n", "b"});  // \s+(?!\S) backs off by one
+  CHECK(pretokenize_gpt2("a   ") == V{"a", "   "});              // trailing run kept whole
+  CHECK(pretokenize_gpt2("I'm they're 'S") == V{"I", "'m", " they", "'re", " '", "S"});
+  CHECK(pretokenize_gpt2("x 123abc!!? ") == V{"x", " 123", "abc", "!!?", " "});
+  CHECK(pretokenize_gpt2("\t\tx") == V{"\t", "\t", "x"});
+  CHECK(pretokenize_gpt2("") == V{});
+  // Invalid UTF-8 bytes are "other" characters, so any byte string splits and tiles the input.
+  CHECK(pretokenize_gpt2("a\xff\xfe b") == V{"a", "\xff\xfe", " b"});
+  CHECK(pretokenize_gpt2("caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd") ==
+        V{"caf\xc3\xa9", " \xe4\xbd\xa0\xe5\xa5\xbd"});
+  CHECK(std::string(tg::data::unicode_version()) == "16.0.0");
+}
+
+TEST_CASE("GPT-2 ids equal npm tiktoken's on the golden corpus") {
+  const Tokenizer& tok = gpt2();
+  std::ifstream f(kSrc + "/tests/golden/tokenizer_golden.txt");
+  REQUIRE_MESSAGE(f.good(), "missing tests/golden/tokenizer_golden.txt");
+  std::string line, name, mode, text;
+  int cases = 0, decodes = 0, replaces = 0;
+  std::vector<int> pending_decode;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string kind;
+    in >> kind;
+    if (kind == "case") {
+      std::string h;
+      in >> name >> mode >> h;
+      text = unhex(h);
+    } else if (kind == "ids" || kind == "throws") {
+      ++cases;
+      std::vector<int> ours;
+      bool threw = false;
+      try {
+        if (mode == "ordinary") ours = tok.encode_ordinary(text);
+        if (mode == "all") ours = tok.encode(text, SpecialSet::All());
+        if (mode == "default") ours = tok.encode(text);
+      } catch (const std::invalid_argument&) {
+        threw = true;
+      }
+      INFO("case ", name, " ", mode);
+      if (kind == "throws") {
+        CHECK(threw);
+      } else {
+        const std::vector<int> want = parse_ids(in);
+        CHECK_MESSAGE(ours == want, first_diff(ours, want));
+        // Decoding gives back the exact text.
+        CHECK(tok.decode_bytes(want) == text);
+      }
+    } else if (kind == "decode") {
+      pending_decode = parse_ids(in);
+    } else if (kind == "text") {
+      std::string h;
+      in >> h;
+      ++decodes;
+      CHECK(tok.decode(pending_decode) == unhex(h));
+    } else if (kind == "replace") {
+      std::string a, b;
+      in >> a >> b;
+      ++replaces;
+      INFO("bytes ", a);
+      CHECK(tg::data::utf8_replace_invalid(unhex(a)) == unhex(b));
+    }
+  }
+  CHECK(cases > 90);
+  CHECK(decodes > 1000);
+  CHECK(replaces == 300);
+}
+
+TEST_CASE("the-verdict.txt gives the book's 5145 tokens") {
+  const std::string path = kShared + "/data/the-verdict.txt";
+  if (!std::filesystem::exists(path)) {
+    MESSAGE("skipped: " << path << " not found");
+    return;
+  }
+  const std::vector<int> ids = gpt2().encode(read(path));
+  REQUIRE(ids.size() == 5145);
+  CHECK(std::vector<int>(ids.begin(), ids.begin() + 5) ==
+        std::vector<int>{40, 367, 2885, 1464, 1807});
+  CHECK(gpt2().decode_bytes(ids) == read(path));
+}
+
+TEST_CASE("heap merge and tiktoken's scan agree on long and random chunks") {
+  Tokenizer scan = gpt2(), heap = gpt2();
+  scan.set_heap_threshold(64);
+  heap.set_heap_threshold(0);
+  std::mt19937 rng(7);
+  const std::string alphabet = "aaabbcdeeeinorst \xc3\xa9\xe4\xbd\xa0";
+  for (int k = 0; k < 300; ++k) {
+    std::string s;
+    const int n = 1 + static_cast<int>(rng() % 60);
+    for (int i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+    std::vector<int> a, b;
+    scan.encode_chunk(s, a);
+    heap.encode_chunk(s, b);
+    INFO("chunk '", s, "'");
+    CHECK(a == b);
+  }
+  const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
+  CHECK(scan.encode_ordinary(corpus) == heap.encode_ordinary(corpus));
+}
+
+TEST_CASE("any byte string round-trips, invalid UTF-8 included") {
+  const Tokenizer& tok = gpt2();
+  std::mt19937 rng(1);
+  for (int k = 0; k < 200; ++k) {
+    std::string s;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) s += static_cast<char>(rng() % 256);
+    CHECK(tok.decode_bytes(tok.encode_ordinary(s)) == s);
+  }
+  CHECK(tok.encode_ordinary("").empty());
+  CHECK(tok.encode_ordinary("!") == std::vector<int>{0});
+  CHECK(tok.decode(tok.encode_ordinary("\xff")) == "\xEF\xBF\xBD");
+}
+
+TEST_CASE("special tokens follow tiktoken's allowed/disallowed rules") {
+  const Tokenizer& tok = gpt2();
+  const std::string text = "Hello<|endoftext|> world";
+  CHECK_THROWS_AS(tok.encode(text), std::invalid_argument);
+  CHECK(tok.encode(text, SpecialSet::All()) == std::vector<int>{15496, 50256, 995});
+  CHECK(tok.encode(text, SpecialSet::Of({"<|endoftext|>"})) == std::vector<int>{15496, 50256, 995});
+  // Not disallowed: encoded as ordinary text, like encode_ordinary.
+  CHECK(tok.encode(text, SpecialSet::None(), SpecialSet::None()) == tok.encode_ordinary(text));
+  CHECK(tok.encode_ordinary(text).size() > 3);
+  CHECK_THROWS_AS(tok.encode(text, SpecialSet::Of({"<|nope|>"})), std::invalid_argument);
+  CHECK(tok.decode_bytes(std::vector<int>{50256}) == "<|endoftext|>");
+  CHECK(tok.n_vocab() == 50257);
+}
+
+TEST_CASE("decode rejects unknown ids") {
+  const Tokenizer& tok = gpt2();
+  CHECK_THROWS_WITH_AS(tok.decode(std::vector<int>{50257}),
+                       doctest::Contains("unknown token id 50257"), std::out_of_range);
+  CHECK_THROWS_AS(tok.decode(std::vector<int>{-1}), std::out_of_range);
+}
+
+TEST_CASE("tiktoken rank file round trip") {
+  const Tokenizer& tok = gpt2();
+  TempFile f("", "ranks");
+  tok.save_tiktoken(f.path);
+  const std::string first = read(f.path).substr(0, 10);
+  CHECK(first == "IQ== 0\nIg=");  // "!" has rank 0, as in tiktoken's gpt2 ranks
+  const Tokenizer back = Tokenizer::from_tiktoken_file(f.path, {{"<|endoftext|>", 50256}});
+  const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
+  CHECK(back.encode(corpus, SpecialSet::All()) == tok.encode(corpus, SpecialSet::All()));
+}
+
+TEST_CASE("vocabulary file errors name the file, the line and the reason") {
+  const std::string dir = kSrc + "/third_party/gpt2";
+  const auto err = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const VocabError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(err([] { Tokenizer::gpt2("/nonexistent"); }).find("make gpt2") != std::string::npos);
+  const std::string bpe = read(dir + "/vocab.bpe");
+  {
+    // Line 3 made into one token only.
+    std::string bad = bpe;
+    const size_t l3 = bad.find('\n', bad.find('\n') + 1) + 1;
+    bad.replace(l3, bad.find('\n', l3) - l3, "broken");
+    TempFile f(bad, "bpe");
+    const std::string e = err([&] { Tokenizer::from_gpt2_files(dir + "/encoder.json", f.path); });
+    CHECK(e.find(f.path + ":3: expected two tokens") != std::string::npos);
+  }
+  {
+    TempFile f("#version: 0.2\nx\xc4\xa0 zz\n", "bpe2");
+    const std::string e = err([&] { Tokenizer::from_gpt2_files(dir + "/encoder.json", f.path); });
+    CHECK(e.find(":2: merge of") != std::string::npos);
+  }
+  {
+    TempFile f("not a header\n", "bpe3");
+    CHECK(err([&] {
+            Tokenizer::from_gpt2_files(dir + "/encoder.json", f.path);
+          }).find(":1: expected the header") != std::string::npos);
+  }
+  {
+    std::string js = read(dir + "/encoder.json");
+    js.replace(js.find("\"#\": 2"), 6, "\"#\": 3");  // id 3 belongs to "$"
+    TempFile f(js, "json");
+    const std::string e = err([&] { Tokenizer::from_gpt2_files(f.path, dir + "/vocab.bpe"); });
+    CHECK(e.find(":1:") != std::string::npos);
+    CHECK(e.find("token id 3") != std::string::npos);
+  }
+  {
+    TempFile f("{\"!\": 0,\n \"#\" 2}", "json2");
+    const std::string e = err([&] { Tokenizer::from_gpt2_files(f.path, dir + "/vocab.bpe"); });
+    CHECK(e.find(":2:6: expected ':'") != std::string::npos);
+  }
+  {
+    TempFile f("IQ== 0\n!!! 1\n", "rank");
+    CHECK(err([&] { Tokenizer::from_tiktoken_file(f.path); }).find(":2: bad base64") !=
+          std::string::npos);
+  }
+  {
+    TempFile f("IQ== 0\n", "rank2");
+    CHECK(err([&] { Tokenizer::from_tiktoken_file(f.path); }).find("no token for byte 0x00") !=
+          std::string::npos);
+  }
+  CHECK(err([] { Tokenizer::load("/nonexistent/tok.bpe"); }).find("cannot open") !=
+        std::string::npos);
+}
