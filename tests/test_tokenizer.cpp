@@ -3,15 +3,18 @@
 // pre-tokenizer by hand, both merge paths, round trips, special tokens and file errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "data/bpe_train.h"
 #include "data/pretokenize.h"
 
 using tg::data::SpecialSet;
@@ -283,4 +286,130 @@ TEST_CASE("vocabulary file errors name the file, the line and the reason") {
   }
   CHECK(err([] { Tokenizer::load("/nonexistent/tok.bpe"); }).find("cannot open") !=
         std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+namespace {
+
+// minbpe's RegexTokenizer.train, step by step: recount all pairs each merge, in text order, and
+// take the first pair with the largest count (Python's max over an insertion-ordered dict).
+std::vector<std::pair<int, int>> reference_train(std::string_view text, int vocab_size) {
+  std::vector<std::vector<int>> chunks;
+  for (const auto c : tg::data::pretokenize_gpt2(text))
+    chunks.emplace_back(reinterpret_cast<const uint8_t*>(c.data()),
+                        reinterpret_cast<const uint8_t*>(c.data()) + c.size());
+  std::vector<std::pair<int, int>> merges;
+  for (int t = 256; t < vocab_size; ++t) {
+    std::vector<std::pair<std::pair<int, int>, long>> stats;  // insertion-ordered
+    std::map<std::pair<int, int>, size_t> where;
+    for (const auto& ids : chunks)
+      for (size_t i = 0; i + 1 < ids.size(); ++i) {
+        const std::pair<int, int> p{ids[i], ids[i + 1]};
+        const auto [it, fresh] = where.emplace(p, stats.size());
+        if (fresh) stats.push_back({p, 0});
+        ++stats[it->second].second;
+      }
+    if (stats.empty()) break;
+    size_t best = 0;
+    for (size_t k = 1; k < stats.size(); ++k)
+      if (stats[k].second > stats[best].second) best = k;
+    const auto [a, b] = stats[best].first;
+    merges.emplace_back(a, b);
+    for (auto& ids : chunks) {
+      std::vector<int> out;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i + 1 < ids.size() && ids[i] == a && ids[i + 1] == b) {
+          out.push_back(t);
+          ++i;
+        } else {
+          out.push_back(ids[i]);
+        }
+      }
+      ids = std::move(out);
+    }
+  }
+  return merges;
+}
+
+}  // namespace
+
+TEST_CASE("training: minbpe's aaabdaaabac example") {
+  // Wikipedia's example: aa -> Z (256), Za -> Y (257), Yb -> X (258); "XdXac".
+  const auto merges = tg::data::bpe_train_merges("aaabdaaabac", 256 + 3);
+  CHECK(merges == std::vector<std::pair<int, int>>{{97, 97}, {256, 97}, {257, 98}});
+  const Tokenizer tok = tg::data::bpe_train("aaabdaaabac", 256 + 3);
+  CHECK(tok.encode_ordinary("aaabdaaabac") == std::vector<int>{258, 100, 258, 97, 99});
+  CHECK(tok.decode(tok.encode_ordinary("aaabdaaabac")) == "aaabdaaabac");
+}
+
+TEST_CASE("training: incremental counts give minbpe's merges exactly") {
+  const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
+  CHECK(tg::data::bpe_train_merges(corpus, 256 + 150) == reference_train(corpus, 256 + 150));
+  std::mt19937 rng(3);
+  const std::string alphabet = "aaabbbcd  \n'!1";
+  for (int k = 0; k < 20; ++k) {
+    std::string s;
+    for (int i = 0; i < 300; ++i) s += alphabet[rng() % alphabet.size()];
+    INFO("text ", s);
+    CHECK(tg::data::bpe_train_merges(s, 256 + 40) == reference_train(s, 256 + 40));
+  }
+  // Stops when no pair is left.
+  CHECK(tg::data::bpe_train_merges("ab", 1000).size() == 1);
+  CHECK_THROWS_AS(tg::data::bpe_train_merges("ab", 255), std::invalid_argument);
+}
+
+TEST_CASE("training: special tokens are cut out and get the ids after the vocabulary") {
+  const std::string text = "hello world<|endoftext|>hello there<|endoftext|>";
+  tg::data::BpeTrainStats st;
+  const Tokenizer tok = tg::data::bpe_train(text, 256 + 10, {"<|endoftext|>"}, &st);
+  CHECK(st.merges == 10);
+  CHECK(tok.specials() == std::vector<std::pair<std::string, int>>{{"<|endoftext|>", 266}});
+  // No merge learned from inside the special token ("<|" never pairs).
+  for (int id = 256; id < 266; ++id) CHECK(tok.token_bytes(id).find('|') == std::string::npos);
+  const auto ids = tok.encode(text, SpecialSet::All());
+  CHECK(std::count(ids.begin(), ids.end(), 266) == 2);
+  CHECK(tok.decode_bytes(ids) == text);
+}
+
+TEST_CASE("training: save and load in our format and tiktoken's") {
+  const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
+  const Tokenizer tok = tg::data::bpe_train(corpus, 400, {"<|endoftext|>"});
+  TempFile ours("", "ours"), ranks("", "ranks");
+  tok.save(ours.path);
+  tok.save_tiktoken(ranks.path);
+  CHECK(read(ours.path).rfind("tapegrad-bpe v1\npattern gpt2\nmerges 144\n", 0) == 0);
+  const Tokenizer a = Tokenizer::load(ours.path);
+  const Tokenizer b = Tokenizer::load(ranks.path);
+  const auto want = tok.encode(corpus, SpecialSet::All());
+  CHECK(a.encode(corpus, SpecialSet::All()) == want);
+  CHECK(b.encode_ordinary(corpus) == tok.encode_ordinary(corpus));
+  CHECK(a.n_vocab() == 401);
+  for (int id = 256; id < 400; ++id) CHECK(a.merge_of(id) == tok.merge_of(id));
+  // GPT-2's byte order is not ours: it saves only in tiktoken's format.
+  CHECK_THROWS_AS(gpt2().save(ours.path), std::runtime_error);
+}
+
+TEST_CASE("our format's errors name the line") {
+  const auto err = [](const std::string& content) -> std::string {
+    TempFile f(content, "fmt");
+    try {
+      Tokenizer::from_tapegrad_file(f.path);
+    } catch (const VocabError& e) {
+      const std::string what = e.what();
+      return what.substr(what.find(':'));
+    }
+    return "(no error)";
+  };
+  CHECK(err("tapegrad-bpe v2\n").find(":1: unsupported version") == 0);
+  CHECK(err("hello\n").find(":1: not a tapegrad-bpe file") == 0);
+  CHECK(err("tapegrad-bpe v1\npattern cl100k\n").find(":2: expected 'pattern gpt2'") == 0);
+  CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges x\n").find(":3: expected 'merges") == 0);
+  CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 2\n97 97\n256 300\n")
+            .find(":5: merge uses id 300") == 0);
+  CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 1\n97 97\n").find(":5: unexpected end") == 0);
+  CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 1\n97 97\nspecials 1\n256 <|x|>\n")
+            .find("reuses id 256") != std::string::npos);
+  CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 0\nspecials 0\n") == "(no error)");
 }
