@@ -15,6 +15,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_train.h"
+#include "data/cli.h"
 #include "data/pretokenize.h"
 
 using tg::data::SpecialSet;
@@ -412,4 +413,121 @@ TEST_CASE("our format's errors name the line") {
   CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 1\n97 97\nspecials 1\n256 <|x|>\n")
             .find("reuses id 256") != std::string::npos);
   CHECK(err("tapegrad-bpe v1\npattern gpt2\nmerges 0\nspecials 0\n") == "(no error)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command line (tokenize_main / bpe_train_main)
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+Run run_cli(std::vector<std::string> args, const std::string& stdin_text = "") {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::istringstream in(stdin_text);
+  std::ostringstream out, err;
+  const int rc =
+      args[0] == "tokenize"
+          ? tg::data::tokenize_main(static_cast<int>(argv.size()), argv.data(), in, out, err)
+          : tg::data::bpe_train_main(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {rc, out.str(), err.str()};
+}
+
+// An error is exactly one line.
+bool one_line(const std::string& s) {
+  return !s.empty() && s.back() == '\n' && s.find('\n') == s.size() - 1;
+}
+
+}  // namespace
+
+TEST_CASE("tokenize command: ids, decode, specials") {
+  Run r = run_cli({"tokenize"}, "Hello world<|endoftext|> again\n");
+  CHECK(r.rc == 0);
+  CHECK(r.out == "15496 995 50256 757 198\n");
+  CHECK(r.err.empty());
+  r = run_cli({"tokenize", "--ordinary", "-"}, "a<|endoftext|>");
+  CHECK(r.out.find("50256") == std::string::npos);
+  r = run_cli({"tokenize", "--encoding", "gpt2", "--decode"}, "15496 995 50256\n757 198");
+  CHECK(r.rc == 0);
+  CHECK(r.out == "Hello world<|endoftext|> again\n");
+  // File input and the round trip through ids.
+  const std::string corpus_path = kSrc + "/tests/golden/tokenizer_corpus.txt";
+  r = run_cli({"tokenize", corpus_path});
+  REQUIRE(r.rc == 0);
+  CHECK(run_cli({"tokenize", "--decode"}, r.out).out == read(corpus_path));
+  CHECK(run_cli({"tokenize", "--help"}).rc == 0);
+}
+
+TEST_CASE("tokenize command: every bad input is one line and a non-zero exit") {
+  const auto bad = [](std::vector<std::string> args, const std::string& in, int rc,
+                      const std::string& text) {
+    const Run r = run_cli(std::move(args), in);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == rc);
+    CHECK(one_line(r.err));
+    CHECK(r.err.find(text) != std::string::npos);
+    CHECK(r.out.empty());
+  };
+  bad({"tokenize", "--bogus"}, "x", 2, "unknown option '--bogus'");
+  bad({"tokenize", "--encoding"}, "x", 2, "needs a value");
+  bad({"tokenize", "--encoding", "cl100k_base"}, "x", 2, "unknown encoding 'cl100k_base'");
+  bad({"tokenize", "--encoding", "gpt2", "--tokenizer", "f"}, "x", 2, "not both");
+  bad({"tokenize", "a", "b"}, "x", 2, "more than one input file");
+  bad({"tokenize", "/nonexistent/file.txt"}, "", 1, "/nonexistent/file.txt: no such file");
+  bad({"tokenize", "/"}, "", 1, "is a directory");
+  bad({"tokenize"}, "", 1, "empty input");
+  bad({"tokenize", "--decode"}, " \n", 1, "empty input");
+  bad({"tokenize", "--decode"}, "1 2 x3", 1, "'x3' is not a token id (id number 3)");
+  bad({"tokenize", "--decode"}, "1 50257", 1, "unknown token id 50257");
+  bad({"tokenize", "--decode"}, "-5", 1, "unknown token id -5");
+  bad({"tokenize", "--tokenizer", "/nonexistent.bpe"}, "x", 1, "/nonexistent.bpe: cannot open");
+  TempFile corrupt("tapegrad-bpe v1\npattern gpt2\nmerges 1\n97\n", "corrupt");
+  bad({"tokenize", "--tokenizer", corrupt.path}, "x", 1, corrupt.path + ":4: expected a merge");
+  TempFile ranks("IQ== 0\nnot-base64 1\n", "corrupt2");
+  bad({"tokenize", "--tokenizer", ranks.path}, "x", 1, ranks.path + ":2: bad base64");
+}
+
+TEST_CASE("bpe-train command: trains, writes atomically, rejects bad input") {
+  TempFile text(read(kSrc + "/tests/golden/tokenizer_corpus.txt"), "text");
+  const std::string out_path = text.path + ".bpe";
+  Run r = run_cli({"bpe-train", "--vocab-size", "300", "-o", out_path, "--special", "<|endoftext|>",
+                   text.path});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("44 merges") != std::string::npos);
+  REQUIRE(std::filesystem::exists(out_path));
+  r = run_cli({"tokenize", "--tokenizer", out_path, text.path});
+  CHECK(r.rc == 0);
+  CHECK(run_cli({"tokenize", "--tokenizer", out_path, "--decode"}, r.out).out == read(text.path));
+  // tiktoken format.
+  r = run_cli(
+      {"bpe-train", "--vocab-size", "300", "-o", out_path, "--format", "tiktoken", text.path});
+  CHECK(r.rc == 0);
+  CHECK(read(out_path).rfind("AA== 0\n", 0) == 0);
+  std::filesystem::remove(out_path);
+
+  const auto bad = [](std::vector<std::string> args, int rc, const std::string& text) {
+    const Run r = run_cli(std::move(args));
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == rc);
+    CHECK(one_line(r.err));
+    CHECK(r.err.find(text) != std::string::npos);
+  };
+  bad({"bpe-train", "-o", "x", "t"}, 2, "missing --vocab-size");
+  bad({"bpe-train", "--vocab-size", "100", "-o", "x", "t"}, 2, "256..1000000, got '100'");
+  bad({"bpe-train", "--vocab-size", "3k", "-o", "x", "t"}, 2, "got '3k'");
+  bad({"bpe-train", "--vocab-size", "300", "t"}, 2, "missing -o FILE");
+  bad({"bpe-train", "--vocab-size", "300", "-o", "x"}, 2, "missing the TEXT");
+  bad({"bpe-train", "--vocab-size", "300", "-o", "x", "--format", "json", "t"}, 2,
+      "unknown --format");
+  bad({"bpe-train", "--vocab-size", "300", "-o", "x", "/nonexistent.txt"}, 1, "no such file");
+  TempFile empty("", "empty");
+  bad({"bpe-train", "--vocab-size", "300", "-o", "x", empty.path}, 1, "empty input");
+  // An unwritable destination fails cleanly and leaves no temp file behind.
+  const std::string dir = std::filesystem::temp_directory_path() / "tg_test_no_such_dir";
+  bad({"bpe-train", "--vocab-size", "300", "-o", dir + "/v.bpe", text.path}, 1, "cannot open");
+  CHECK(!std::filesystem::exists(dir));
 }
