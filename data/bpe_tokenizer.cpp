@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <queue>
@@ -137,15 +138,18 @@ std::string utf8_replace_invalid(std::string_view s) {
 Tokenizer::Tokenizer(std::vector<std::string> ranks,
                      std::vector<std::pair<std::string, int>> specials, std::string name)
     : name_(std::move(name)), ranks_(std::move(ranks)), specials_(std::move(specials)) {
-  encoder_.reserve(ranks_.size() * 2);
+  size_t cap = 16;
+  while (cap < ranks_.size() * 2) cap *= 2;
+  slots_.assign(cap, 0);
+  mask_ = cap - 1;
   std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
   for (size_t id = 0; id < ranks_.size(); ++id) {
     const std::string& t = ranks_[id];
     if (t.empty()) continue;  // a gap in the ranks (allowed by tiktoken's format)
-    if (!encoder_.emplace(t, static_cast<int>(id)).second)
+    if (const int old = lookup(t); old >= 0)
       throw VocabError("vocabulary: token '" + show(t) + "' appears twice (ids " +
-                       std::to_string(encoder_.find(t)->second) + " and " + std::to_string(id) +
-                       ")");
+                       std::to_string(old) + " and " + std::to_string(id) + ")");
+    insert(t, static_cast<int>(id));
     if (t.size() == 1) byte_id_[static_cast<uint8_t>(t[0])] = static_cast<int>(id);
   }
   for (int b = 0; b < 256; ++b)
@@ -704,9 +708,46 @@ void Tokenizer::save_tiktoken(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
+namespace {
+// A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
+uint64_t hash_bytes(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+  }
+  h ^= h >> 29;
+  h *= 0x94D049BB133111EBull;
+  return h ^ (h >> 32);
+}
+}  // namespace
+
+void Tokenizer::insert(std::string_view bytes, int id) {
+  const uint64_t h = hash_bytes(bytes);
+  uint64_t i = h & mask_;
+  while (slots_[i] != 0) i = (i + 1) & mask_;
+  slots_[i] = (h & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(id + 1);
+}
+
 int Tokenizer::lookup(std::string_view bytes) const {
-  const auto it = encoder_.find(bytes);
-  return it == encoder_.end() ? -1 : it->second;
+  const uint64_t h = hash_bytes(bytes);
+  const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+  for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+    const uint64_t e = slots_[i];
+    if (e == 0) return -1;
+    if ((e & 0xFFFFFFFF00000000ull) == tag) {
+      const int id = static_cast<int>(e & 0xFFFFFFFFu) - 1;
+      if (ranks_[id] == bytes) return id;
+    }
+  }
 }
 
 int Tokenizer::pair_rank(int a, int b) const {
@@ -783,6 +824,10 @@ void Tokenizer::encode_chunk(std::string_view chunk, std::vector<int>& out) cons
     out.push_back(id);
     return;
   }
+  merge_chunk(chunk, out);
+}
+
+void Tokenizer::merge_chunk(std::string_view chunk, std::vector<int>& out) const {
   if (chunk.size() <= std::min<size_t>(heap_threshold_, 64)) {
     merge_small(chunk, out);
   } else {
@@ -807,7 +852,7 @@ std::vector<int> Tokenizer::encode_ordinary(std::string_view text) const {
       return;
     }
     const size_t at = out.size();
-    encode_chunk(chunk, out);
+    merge_chunk(chunk, out);
     cache.emplace(
         chunk, std::make_pair(static_cast<uint32_t>(at), static_cast<uint32_t>(out.size() - at)));
   });

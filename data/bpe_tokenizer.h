@@ -99,18 +99,21 @@ class Tokenizer {
   void set_heap_threshold(size_t n) { heap_threshold_ = n; }
 
  private:
+  void merge_chunk(std::string_view chunk, std::vector<int>& out) const;  // no whole-token check
   void merge_small(std::string_view chunk, std::vector<int>& out) const;
   void merge_heap(std::string_view chunk, std::vector<int>& out) const;
   int pair_rank(int a, int b) const;
   int lookup(std::string_view bytes) const;  // -1 if not a token
 
-  struct SvHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  void insert(std::string_view bytes, int id);
+
   std::string name_;
-  std::vector<std::string> ranks_;                                         // id -> bytes
-  std::unordered_map<std::string, int, SvHash, std::equal_to<>> encoder_;  // bytes -> id
+  std::vector<std::string> ranks_;  // id -> bytes
+  // bytes -> id: open addressing, linear probing; a slot is (hash high bits << 32) | (id + 1),
+  // 0 = empty. Flat slots keep the hot lookup in one cache line (a node-based map was the
+  // encoder's main cost).
+  std::vector<uint64_t> slots_;
+  uint64_t mask_ = 0;
   std::unordered_map<uint64_t, int> pairs_;  // (left id, right id) -> id of the concatenation
   int byte_id_[256];
   std::vector<std::pair<std::string, int>> specials_;
