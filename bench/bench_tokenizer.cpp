@@ -110,7 +110,10 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> texts = {
       {"the-verdict x N", repeat_to(verdict, bytes)}, {"mixed", repeat_to(mixed, bytes)}};
   std::vector<Row> rows;
-  for (const auto& [name, text] : texts) {
+  for (const auto& entry : texts) {
+    // (Named copies: clang 14 cannot capture structured bindings in a lambda.)
+    const std::string& name = entry.first;
+    const std::string& text = entry.second;
     if (text.empty()) {
       std::fprintf(stderr, "bench_tokenizer: no text for %s (is ../shared/data there?)\n",
                    name.c_str());
