@@ -2,7 +2,7 @@
 // a mixed corpus, against npm tiktoken (WASM) on the same text when node and the package are
 // present; BPE training time for vocab 1024 and 4096 on 1 MB. Checks before timing: our token
 // count must equal tiktoken's.
-//   bench_tokenizer [--json] [--mb N]
+//   bench_tokenizer [--json] [--mb N] [--no-tiktoken]
 // Targets (issue 5): >= 10x tiktoken's WASM, >= 20 MB/s; training 4096 on 1 MB < 5 s.
 #include <algorithm>
 #include <chrono>
@@ -85,16 +85,18 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool json = false;
+  bool json = false, use_tiktoken = true;
   double mb = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json") {
       json = true;
+    } else if (a == "--no-tiktoken") {
+      use_tiktoken = false;
     } else if (a == "--mb" && i + 1 < argc) {
       mb = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_tokenizer [--json] [--mb N]\n");
+      std::fprintf(stderr, "usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken]\n");
       return 2;
     }
   }
@@ -126,7 +128,7 @@ int main(int argc, char** argv) {
     std::ofstream(path, std::ios::binary) << text;
     size_t n_tik = 0;
     double tik = 0;
-    if (tiktoken_mbps(path, tik, n_tik)) {
+    if (use_tiktoken && tiktoken_mbps(path, tik, n_tik)) {
       if (n_tik != n) {
         std::fprintf(stderr, "bench_tokenizer: MISMATCH on %s: %zu tokens, tiktoken %zu\n",
                      name.c_str(), n, n_tik);

@@ -143,6 +143,11 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
   while (cap < ranks_.size() * 2) cap *= 2;
   slots_.assign(cap, 0);
   mask_ = cap - 1;
+  offset_.assign(1, 0);
+  for (const std::string& t : ranks_) {
+    arena_ += t;
+    offset_.push_back(static_cast<uint32_t>(arena_.size()));
+  }
   std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
   for (size_t id = 0; id < ranks_.size(); ++id) {
     const std::string& t = ranks_[id];
@@ -731,22 +736,31 @@ uint64_t hash_bytes(std::string_view s) {
 }
 }  // namespace
 
+namespace {
+constexpr uint64_t kTagMask = 0xFFFFFF0000000000ull;
+// The slot's tag and length bits for a key (lengths over 255 share the value 255).
+uint64_t slot_key(uint64_t h, size_t len) {
+  return (h & kTagMask) | (static_cast<uint64_t>(std::min<size_t>(len, 255)) << 32);
+}
+}  // namespace
+
 void Tokenizer::insert(std::string_view bytes, int id) {
   const uint64_t h = hash_bytes(bytes);
   uint64_t i = h & mask_;
   while (slots_[i] != 0) i = (i + 1) & mask_;
-  slots_[i] = (h & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(id + 1);
+  slots_[i] = slot_key(h, bytes.size()) | static_cast<uint32_t>(id + 1);
 }
 
 int Tokenizer::lookup(std::string_view bytes) const {
   const uint64_t h = hash_bytes(bytes);
-  const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+  const uint64_t key = slot_key(h, bytes.size());
   for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
     const uint64_t e = slots_[i];
     if (e == 0) return -1;
-    if ((e & 0xFFFFFFFF00000000ull) == tag) {
+    if ((e & 0xFFFFFFFF00000000ull) == key) {
       const int id = static_cast<int>(e & 0xFFFFFFFFu) - 1;
-      if (ranks_[id] == bytes) return id;
+      const uint32_t at = offset_[id], len = offset_[id + 1] - at;
+      if (len == bytes.size() && std::memcmp(arena_.data() + at, bytes.data(), len) == 0) return id;
     }
   }
 }

@@ -109,11 +109,15 @@ class Tokenizer {
 
   std::string name_;
   std::vector<std::string> ranks_;  // id -> bytes
-  // bytes -> id: open addressing, linear probing; a slot is (hash high bits << 32) | (id + 1),
-  // 0 = empty. Flat slots keep the hot lookup in one cache line (a node-based map was the
-  // encoder's main cost).
+  // bytes -> id: open addressing, linear probing; a slot is (hash tag: 24 bits, length: 8 bits,
+  // id + 1: 32 bits), 0 = empty. Flat slots keep the hot lookup in one cache line (a node-based map
+  // was the encoder's main cost).
   std::vector<uint64_t> slots_;
   uint64_t mask_ = 0;
+  // All token bytes back to back (token id at arena_[offset_[id] .. offset_[id + 1])): the
+  // compare after a tag match reads this compact buffer, not scattered std::strings.
+  std::string arena_;
+  std::vector<uint32_t> offset_;
   std::unordered_map<uint64_t, int> pairs_;  // (left id, right id) -> id of the concatenation
   int byte_id_[256];
   std::vector<std::pair<std::string, int>> specials_;
