@@ -165,14 +165,24 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
       throw VocabError(buf);
     }
   // Every way to write a token as (token, token): the pair table that merging consults.
+  std::vector<std::pair<uint64_t, int>> found;
   for (size_t id = 0; id < ranks_.size(); ++id) {
     const std::string_view t = ranks_[id];
     for (size_t k = 1; k < t.size(); ++k) {
       const int a = lookup(t.substr(0, k)), b = lookup(t.substr(k));
       if (a >= 0 && b >= 0)
-        pairs_.emplace((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b),
-                       static_cast<int>(id));
+        found.emplace_back((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b),
+                           static_cast<int>(id));
     }
+  }
+  size_t pcap = 16;
+  while (pcap < found.size() * 2) pcap *= 2;
+  pair_slots_.assign(pcap, PairSlot{kNoPair, 0});
+  pair_mask_ = pcap - 1;
+  for (const auto& [key, id] : found) {
+    uint64_t i = pair_hash(key) & pair_mask_;
+    while (pair_slots_[i].key != kNoPair) i = (i + 1) & pair_mask_;
+    pair_slots_[i] = {key, id};
   }
   n_vocab_ = static_cast<int>(ranks_.size());
   for (const auto& [s, id] : specials_) {
@@ -751,8 +761,9 @@ void Tokenizer::insert(std::string_view bytes, int id) {
   slots_[i] = slot_key(h, bytes.size()) | static_cast<uint32_t>(id + 1);
 }
 
-int Tokenizer::lookup(std::string_view bytes) const {
-  const uint64_t h = hash_bytes(bytes);
+int Tokenizer::lookup(std::string_view bytes) const { return lookup(bytes, hash_bytes(bytes)); }
+
+int Tokenizer::lookup(std::string_view bytes, uint64_t h) const {
   const uint64_t key = slot_key(h, bytes.size());
   for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
     const uint64_t e = slots_[i];
@@ -766,8 +777,12 @@ int Tokenizer::lookup(std::string_view bytes) const {
 }
 
 int Tokenizer::pair_rank(int a, int b) const {
-  const auto it = pairs_.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
-  return it == pairs_.end() ? INT_MAX : it->second;
+  const uint64_t key = (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+  for (uint64_t i = pair_hash(key) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    const PairSlot& e = pair_slots_[i];
+    if (e.key == key) return e.id;
+    if (e.key == kNoPair) return INT_MAX;
+  }
 }
 
 // Short chunks: tiktoken's own loop (find the lowest-ranked pair, join it, update the two
@@ -853,23 +868,32 @@ void Tokenizer::merge_chunk(std::string_view chunk, std::vector<int>& out) const
 std::vector<int> Tokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int> out;
   out.reserve(text.size() / 3);
-  // Repeated chunks (the same words again and again) are looked up instead of merged again:
-  // the cache maps a chunk to where its ids already sit in `out`.
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+  // Repeated chunks (the same words again and again) are copied instead of merged again. The
+  // cache is direct-mapped (a colliding chunk evicts the old one) and points at the chunk's first
+  // encoding in `out`, so it never allocates per chunk and stays small.
+  struct Cached {
+    const char* p = nullptr;
+    uint32_t len = 0, at = 0, n = 0;
+  };
+  size_t cap = 16;
+  while (cap < 4096 && cap * 16 < text.size()) cap *= 2;
+  std::vector<Cached> cache(cap);
   pretokenize_gpt2(text, [&](std::string_view chunk) {
-    if (const int id = lookup(chunk); id >= 0) {
+    const uint64_t h = hash_bytes(chunk);
+    if (const int id = lookup(chunk, h); id >= 0) {
       out.push_back(id);
       return;
     }
-    if (const auto it = cache.find(chunk); it != cache.end()) {
-      const auto [at, len] = it->second;
-      for (uint32_t k = 0; k < len; ++k) out.push_back(out[at + k]);
+    Cached& c = cache[(h >> 40) & (cap - 1)];  // other bits than the token table's index
+    if (c.p && c.len == chunk.size() && std::memcmp(c.p, chunk.data(), c.len) == 0) {
+      for (uint32_t k = 0; k < c.n; ++k) out.push_back(out[c.at + k]);
       return;
     }
     const size_t at = out.size();
     merge_chunk(chunk, out);
-    cache.emplace(
-        chunk, std::make_pair(static_cast<uint32_t>(at), static_cast<uint32_t>(out.size() - at)));
+    if (out.size() < UINT32_MAX && chunk.size() < UINT32_MAX)  // offsets fit the entry
+      c = {chunk.data(), static_cast<uint32_t>(chunk.size()), static_cast<uint32_t>(at),
+           static_cast<uint32_t>(out.size() - at)};
   });
   return out;
 }

@@ -104,6 +104,7 @@ class Tokenizer {
   void merge_heap(std::string_view chunk, std::vector<int>& out) const;
   int pair_rank(int a, int b) const;
   int lookup(std::string_view bytes) const;  // -1 if not a token
+  int lookup(std::string_view bytes, uint64_t hash) const;
 
   void insert(std::string_view bytes, int id);
 
@@ -118,7 +119,18 @@ class Tokenizer {
   // compare after a tag match reads this compact buffer, not scattered std::strings.
   std::string arena_;
   std::vector<uint32_t> offset_;
-  std::unordered_map<uint64_t, int> pairs_;  // (left id, right id) -> id of the concatenation
+  // (left id << 32 | right id) -> id of the concatenation; flat, linear probing.
+  struct PairSlot {
+    uint64_t key;
+    int id;
+  };
+  static constexpr uint64_t kNoPair = ~0ull;  // ids are < 2^31, so no real key is all ones
+  static uint64_t pair_hash(uint64_t k) {
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 29);
+  }
+  std::vector<PairSlot> pair_slots_;
+  uint64_t pair_mask_ = 0;
   int byte_id_[256];
   std::vector<std::pair<std::string, int>> specials_;
   std::vector<std::pair<int, int>> merges_;  // from from_merges(), for save()
