@@ -726,6 +726,20 @@ void Tokenizer::save_tiktoken(const std::string& path) const {
 
 namespace {
 // A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
+// memcmp(a, b, n) == 0 for short strings, without a library call.
+bool bytes_equal(const char* a, const char* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 uint64_t hash_bytes(std::string_view s) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
   size_t i = 0;
@@ -771,7 +785,7 @@ int Tokenizer::lookup(std::string_view bytes, uint64_t h) const {
     if ((e & 0xFFFFFFFF00000000ull) == key) {
       const int id = static_cast<int>(e & 0xFFFFFFFFu) - 1;
       const uint32_t at = offset_[id], len = offset_[id + 1] - at;
-      if (len == bytes.size() && std::memcmp(arena_.data() + at, bytes.data(), len) == 0) return id;
+      if (len == bytes.size() && bytes_equal(arena_.data() + at, bytes.data(), len)) return id;
     }
   }
 }
@@ -868,32 +882,45 @@ void Tokenizer::merge_chunk(std::string_view chunk, std::vector<int>& out) const
 std::vector<int> Tokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int> out;
   out.reserve(text.size() / 3);
-  // Repeated chunks (the same words again and again) are copied instead of merged again. The
-  // cache is direct-mapped (a colliding chunk evicts the old one) and points at the chunk's first
-  // encoding in `out`, so it never allocates per chunk and stays small.
+  // Repeated chunks (the same words again and again) are answered from a small direct-mapped
+  // cache before the token table: a colliding chunk evicts the old one, nothing is allocated per
+  // chunk, and the hot words stay in L1/L2. A one-token chunk keeps its id in the entry; a longer
+  // one points at its first encoding in `out`.
   struct Cached {
     const char* p = nullptr;
-    uint32_t len = 0, at = 0, n = 0;
+    uint32_t len = 0, n = 0;
+    uint32_t at = 0;  // n > 1: out[at .. at + n)
+    int id = -1;      // n == 1
   };
   size_t cap = 16;
   while (cap < 4096 && cap * 16 < text.size()) cap *= 2;
   std::vector<Cached> cache(cap);
   pretokenize_gpt2(text, [&](std::string_view chunk) {
     const uint64_t h = hash_bytes(chunk);
-    if (const int id = lookup(chunk, h); id >= 0) {
-      out.push_back(id);
+    Cached& c = cache[(h >> 40) & (cap - 1)];  // other bits than the token table's index
+    if (c.len == chunk.size() && c.p && bytes_equal(c.p, chunk.data(), c.len)) {
+      if (c.n == 1) {
+        out.push_back(c.id);
+      } else {
+        for (uint32_t k = 0; k < c.n; ++k) out.push_back(out[c.at + k]);
+      }
       return;
     }
-    Cached& c = cache[(h >> 40) & (cap - 1)];  // other bits than the token table's index
-    if (c.p && c.len == chunk.size() && std::memcmp(c.p, chunk.data(), c.len) == 0) {
-      for (uint32_t k = 0; k < c.n; ++k) out.push_back(out[c.at + k]);
+    if (chunk.size() >= UINT32_MAX || out.size() >= UINT32_MAX) {  // too big for an entry
+      encode_chunk(chunk, out);
+      return;
+    }
+    const auto len = static_cast<uint32_t>(chunk.size());
+    // A chunk that is a token is used as is (tiktoken does the same).
+    if (const int id = lookup(chunk, h); id >= 0) {
+      out.push_back(id);
+      c = {chunk.data(), len, 1, 0, id};
       return;
     }
     const size_t at = out.size();
     merge_chunk(chunk, out);
-    if (out.size() < UINT32_MAX && chunk.size() < UINT32_MAX)  // offsets fit the entry
-      c = {chunk.data(), static_cast<uint32_t>(chunk.size()), static_cast<uint32_t>(at),
-           static_cast<uint32_t>(out.size() - at)};
+    const auto n = static_cast<uint32_t>(out.size() - at);
+    c = {chunk.data(), len, n, static_cast<uint32_t>(at), n == 1 ? out[at] : -1};
   });
   return out;
 }
