@@ -63,22 +63,28 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Alternates f and g (g may be empty) so both see the same background load, for `reps` rounds or
-// until ~min_time seconds have passed; returns the best time of each.
+// Alternates f and g (g may be skipped) so both see the same background load, for `reps` rounds
+// or until ~min_time seconds have passed; returns the best time per call of each. A sample repeats
+// the call enough times to last ~2 ms, so small GEMMs are timed warm and above clock resolution.
 template <class F, class G>
 std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool run_g) {
+  auto t0 = Clock::now();
+  f();
+  const double once = std::max(seconds_since(t0), 1e-7);
+  const int inner = static_cast<int>(std::clamp(2e-3 / once, 1.0, 10000.0));
+  auto sample = [&](auto& fn) {
+    const auto s0 = Clock::now();
+    for (int i = 0; i < inner; ++i) fn();
+    return seconds_since(s0);
+  };
   double best_f = 1e30, best_g = 1e30, total = 0;
   for (int r = 0; r < reps || (total < min_time && r < 50); ++r) {
-    auto t0 = Clock::now();
-    f();
-    double t = seconds_since(t0);
-    best_f = std::min(best_f, t);
+    double t = sample(f);
+    best_f = std::min(best_f, t / inner);
     total += t;
     if (run_g) {
-      t0 = Clock::now();
-      g();
-      t = seconds_since(t0);
-      best_g = std::min(best_g, t);
+      t = sample(g);
+      best_g = std::min(best_g, t / inner);
       total += t;
     }
     if (r >= 1 && total > 4 * min_time) break;
