@@ -271,8 +271,17 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
       k::max_rows(n / 1024, 1024, x.data(), mx.data());
+      // Attention-like batch: 6 heads of (64 × 64) · (64 × 96)ᵀ.
+      std::vector<float> bc(6 * 64 * 96);
+      k::sgemm_batched(6, 64, 96, 64, A.data(), 64 * 64, 64, 1, B.data(), 96 * 64, 1, 64, 0.f,
+                       bc.data(), 64 * 96, 96);
+      std::vector<float> ln(n), mean(n / 1024), rstd(n / 1024), ad = x, am(n, 0.f), av(n, 0.f);
+      k::layernorm_forward(n / 1024, 1024, x.data(), y.data(), y.data(), 1e-5f, ln.data(),
+                           mean.data(), rstd.data());
+      k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx}) all.insert(all.end(), v->begin(), v->end());
+      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+        all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }
     check_equal(outs[1], outs[0], "2 threads vs 1");
