@@ -180,6 +180,7 @@ const KernelTable* avx2_table() {
       "avx2",
       {kMR, kNR, 240, 256, 1024},
       sgemm_ukernel_avx2_6x16,
+      nullptr,  // no in-place-A micro-kernel
       sgemm_pack_a_avx2_6,
       sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,
