@@ -171,10 +171,22 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
       std::memcpy(bp, b.data(), b.size() * 4);
       for (int64_t m : {MR, MR - 1, int64_t(1)}) {
         for (int64_t n : {NR, NR - 1, int64_t(1)}) {
-          for (bool accumulate : {false, true}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            // variants: packed A / in-place row-major A (when the table has it), × accumulate.
+            const bool accumulate = variant & 1, row_a = variant & 2;
+            if (row_a && t.sgemm_ukernel_rowa == nullptr) continue;
             const int64_t ldc = NR + 3;
             std::vector<float> c(MR * ldc, 0.5f);
-            t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
+            if (row_a) {
+              // Exactly m rows of lda = kc + 3: rows >= m must not be read (ASan checks).
+              const int64_t lda = kc + 3;
+              std::vector<float> arow(m * lda);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = 0; p < kc; ++p) arow[i * lda + p] = a[p * MR + i];
+              t.sgemm_ukernel_rowa(kc, arow.data(), lda, bp, NR, c.data(), ldc, m, n, accumulate);
+            } else {
+              t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
+            }
             for (int64_t i = 0; i < MR; ++i) {
               for (int64_t j = 0; j < ldc; ++j) {
                 double want = 0.5;
@@ -183,7 +195,8 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
                   for (int64_t p = 0; p < kc; ++p) s += double(a[p * MR + i]) * b[p * NR + j];
                   want = accumulate ? 0.5 + s : s;
                 }
-                INFO("kc=" << kc << " m=" << m << " n=" << n << " i=" << i << " j=" << j);
+                INFO("kc=" << kc << " m=" << m << " n=" << n << " i=" << i << " j=" << j
+                           << " variant=" << variant);
                 CHECK(std::fabs(c[i * ldc + j] - want) <= 4 * (kc + 2) * FLT_EPSILON);
               }
             }
