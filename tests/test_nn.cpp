@@ -102,6 +102,29 @@ TEST_CASE("rand, randn, uniform_ and normal_ draw as torch 1.13 (§11.2, §11.3)
   CHECK_THROWS_WITH(normal_(strided), doctest::Contains("contiguous"));
 }
 
+// The core change this branch needed: float32 sums add in float in PyTorch's order (ilp-4
+// partials, 4-level cascade, 8-lane vectors), so printed sums match torch's. Bits from torch
+// 1.13.1, one thread: manual_seed(n); (torch.rand(n) - 0.5).sum().
+TEST_CASE("float32 sum rounds as torch's (the notebook's Sum: tensor(1.0000))") {
+  const std::vector<std::pair<int64_t, uint32_t>> want = {
+      {1, 0x3e83e84a},     {6, 0x3ecf3dc2},     {7, 0xbf15d3d1},   {8, 0x3f41e8ab},
+      {9, 0x3f944324},     {33, 0x3e60d1bc},    {257, 0x4055ce01}, {5000, 0x40cea425},
+      {70001, 0xc23322c2}, {600000, 0x43b05643}};
+  for (auto [n, bits] : want) {
+    CAPTURE(n);
+    manual_seed(uint64_t(n));
+    CHECK(std::bit_cast<uint32_t>((rand({n}) - 0.5).sum().item<float>()) == bits);
+  }
+  manual_seed(1);
+  std::vector<uint32_t> rows;
+  for (float v : (rand({5, 37}) - 0.5).sum(-1).to_vector<float>())
+    rows.push_back(std::bit_cast<uint32_t>(v));
+  CHECK(rows == std::vector<uint32_t>{0x3f130c32, 0x3f4f13bd, 0x3ecbefdc, 0x3ff40a9a, 0xbeafe41c});
+  const Tensor s =
+      tensor({0.954400063, 1.49500012, 1.47540009, 0.843400002, 0.707000017, 1.08650005});
+  CHECK((s / s.sum()).sum().str() == "tensor(1.0000)");
+}
+
 TEST_CASE("F.dropout: masks, scaling, and the no-draw cases") {
   manual_seed(123);
   const Tensor y = tg::dropout(ones({6, 6}), 0.5);
