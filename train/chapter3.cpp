@@ -4,6 +4,7 @@
 // line against the notebook (tests/golden/diff_ch03.py does that). Every printed tensor is computed
 // here; nothing is pasted in.
 //
+// --notebook mha replays multihead-attention.ipynb instead (shapes only; see replay_mha_notebook).
 // With --cell N only cell N's output is printed; the earlier cells still run (silently), because
 // later cells use their variables and their random draws.
 //
@@ -28,6 +29,8 @@
 #include "nn/causal_attention.h"
 #include "nn/causal_mask.h"
 #include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/self_attention.h"
@@ -58,21 +61,93 @@ constexpr int kFirstCell = 2, kLastCell = 38;
 
 }  // namespace
 
+// The multi-head attention notebook's variant of the wrapper (multihead-attention.ipynb In [5]):
+// the chapter's MultiHeadAttentionWrapper plus an output projection, drawn after the heads.
+class WrapperWithProjection : public nn::Module {
+ public:
+  WrapperWithProjection(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
+                        int64_t num_heads)
+      : Module("MultiHeadAttentionWrapper") {
+    wrapper = std::make_shared<nn::MultiHeadAttentionWrapper>(d_in, d_out, context_length, dropout,
+                                                              num_heads);
+    add_child("wrapper", wrapper.get());
+    register_module("out_proj", &out_proj,
+                    std::make_shared<nn::Linear>(d_out * num_heads, d_out * num_heads));
+  }
+  Tensor forward(const Tensor& x) override { return (*out_proj)((*wrapper)(x)); }
+  std::shared_ptr<nn::MultiHeadAttentionWrapper> wrapper;
+  std::shared_ptr<nn::Linear> out_proj;
+};
+
+// multihead-attention.ipynb, In [2]..In [8]. It prints only shapes. Its inputs come from
+// tiktoken's GPT-2 encoding of small-text-sample.txt, neither of which is in this branch, so the
+// token ids here are a stand-in (consecutive windows of ids 0, 1, 2, ...); the shapes, the
+// layers and their draws are the notebook's.
+int replay_mha_notebook(int only, std::ostream& null_stream) {
+  auto cell = [&](int n) -> std::ostream& {
+    if (only != 0 && n != only) return null_stream;
+    if (only == 0) std::cout << (n > 2 ? "\n" : "") << "In [" << n << "]:\n";
+    return std::cout;
+  };
+  cell(2);
+  const int64_t vocab_size = 50257, output_dim = 256, max_len = 1024;
+  const int64_t context_length = max_len;
+  nn::Embedding token_embedding_layer(vocab_size, output_dim);
+  nn::Embedding pos_embedding_layer(context_length, output_dim);
+  const int64_t max_length = 4, batch_size = 8;
+
+  cell(3);  // the first batch: 8 windows of max_length ids (stand-in ids, see above)
+  const Tensor x = arange(batch_size * max_length).view({batch_size, max_length});
+  const Tensor token_embeddings = token_embedding_layer(x);
+  const Tensor pos_embeddings = pos_embedding_layer(arange(max_length));
+  const Tensor input_embeddings = token_embeddings + pos_embeddings;
+  cell(4) << torch_size(input_embeddings.shape()) << "\n";
+
+  cell(5);
+  {
+    manual_seed(123);
+    const int64_t d_in = output_dim, num_heads = 2, d_out = d_in / num_heads;
+    WrapperWithProjection mha(d_in, d_out, max_length, 0.0, num_heads);
+    const Tensor context_vecs = mha(input_embeddings);
+    cell(6) << "context_vecs.shape: " << torch_size(context_vecs.shape()) << "\n";
+  }
+  cell(7);
+  {
+    manual_seed(123);
+    const int64_t d_in = output_dim, d_out = d_in;
+    nn::MultiHeadAttention mha(d_in, d_out, max_length, 0.0, 2);
+    const Tensor context_vecs = mha(input_embeddings);
+    cell(8) << "context_vecs.shape: " << torch_size(context_vecs.shape()) << "\n";
+  }
+  return 0;
+}
+
 int chapter3_main(int argc, char** argv) {
   int only = 0;  // 0: every cell
+  bool mha_notebook = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::cout << "usage: tapegrad chapter3 [--cell N]\n\n"
-                   "Replays the chapter-3 notebook's code cells In [2]..In [38] and prints their "
-                   "output as PyTorch does.\n  --cell N   print only cell N (the earlier cells "
-                   "still run, silently)\n";
+      std::cout << "usage: tapegrad chapter3 [--notebook ch03|mha] [--cell N]\n\n"
+                   "Replays the chapter-3 notebook's code cells In [2]..In [38] (or the "
+                   "multihead-attention notebook's In [2]..In [8]) and prints their output as "
+                   "PyTorch does.\n  --cell N   print only cell N (the earlier cells still run, "
+                   "silently)\n";
       return 0;
+    }
+    if (a == "--notebook" && i + 1 < argc) {
+      const std::string nb = argv[++i];
+      if (nb != "ch03" && nb != "mha") {
+        std::cerr << "tapegrad chapter3: --notebook expects ch03 or mha, got '" << nb << "'\n";
+        return 2;
+      }
+      mha_notebook = nb == "mha";
+      continue;
     }
     if (a == "--cell" && i + 1 < argc) {
       char* end = nullptr;
       const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < kFirstCell || n > kLastCell) {
+      if (*end != '\0' || n < 2 || n > kLastCell) {
         std::cerr << "tapegrad chapter3: --cell expects a number from " << kFirstCell << " to "
                   << kLastCell << ", got '" << argv[i] << "'\n";
         return 2;
@@ -85,6 +160,14 @@ int chapter3_main(int argc, char** argv) {
   }
 
   std::ostream null_stream(nullptr);  // swallows the output of cells not asked for
+  if (mha_notebook) {
+    if (only > 8) {
+      std::cerr << "tapegrad chapter3: the mha notebook has cells 2 to 8, got --cell " << only
+                << "\n";
+      return 2;
+    }
+    return replay_mha_notebook(only, null_stream);
+  }
   int last_printed = 0;
   // The notebook's cell N: returns where its print() calls go.
   auto cell = [&](int n) -> std::ostream& {

@@ -9,9 +9,11 @@ are spelled torch.tensor(...). Items are compared in order, per cell, as exact t
 
 usage: tests/golden/diff_ch03.py [NOTEBOOK_TXT] [TAPEGRAD_BINARY]
   defaults: /work/shared/seeds/ch03-notebook.txt and build/nn/train/tapegrad
+  (a notebook file named multihead-attention* is replayed with `chapter3 --notebook mha`)
 Exit status 0 when every item matches. Needs only the Python standard library.
 """
 import difflib
+import os
 import re
 import subprocess
 import sys
@@ -75,8 +77,10 @@ def main():
     exe = sys.argv[2] if len(sys.argv) > 2 else "build/nn/train/tapegrad"
     with open(nb_path, encoding="utf-8") as f:
         notebook = cells(f.read())
-    ours = cells(subprocess.run([exe, "chapter3"], check=True, capture_output=True,
-                                text=True).stdout)
+    args = [exe, "chapter3"]
+    if "multihead" in os.path.basename(nb_path):  # multihead-attention.ipynb's replay
+        args += ["--notebook", "mha"]
+    ours = cells(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
     total = matched = 0
     for n in sorted(notebook):
         want = items(notebook[n])
