@@ -92,4 +92,16 @@ Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen =
 // The same with a given mask of 0 / scale values (broadcastable to a); for tests and replay.
 Tensor dropout_with_mask(const Tensor& a, const Tensor& mask);
 
+// --- random creation and in-place initialisation (ops/random.cpp) ---
+// Values drawn in storage order from `gen` (the global generator when null), bit for bit as
+// PyTorch 1.13 draws them (core/rng.h). Float types only; never on the tape.
+Tensor rand(const Shape& shape, Generator* gen = nullptr, DType dtype = DType::Float32);
+Tensor randn(const Shape& shape, Generator* gen = nullptr, DType dtype = DType::Float32);
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+// t.uniform_(from, to) / t.normal_(mean, std) on a contiguous float tensor, off the tape (as
+// nn.init does under no_grad).
+Tensor& uniform_(Tensor& t, double from, double to, Generator* gen = nullptr);
+Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+
 }  // namespace tg

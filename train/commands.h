@@ -5,5 +5,6 @@
 namespace tg::cli {
 
 int demo_main(int argc, char** argv);
+int chapter3_main(int argc, char** argv);  // train/chapter3.cpp
 
 }  // namespace tg::cli

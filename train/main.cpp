@@ -17,6 +17,8 @@ struct Command {
 const Command kCommands[] = {
     {"demo", "the chapter's section 3.3 on the engine: attention weights and context vectors",
      tg::cli::demo_main},
+    {"chapter3", "replays the chapter-3 notebook's cells, printing what PyTorch prints",
+     tg::cli::chapter3_main},
 };
 
 int usage(std::ostream& os) {

@@ -1,7 +1,10 @@
 // Reductions along dims (negative dims allowed, keepdim) and over the whole tensor: sum, mean,
 // max (values and indices), var, argmax. The reduced dims are moved last and made contiguous, so
-// every kernel here walks plain rows; float32 sums accumulate in double.
+// every kernel here walks plain rows. float32 sums over the trailing dims of a contiguous tensor
+// add in float in PyTorch's order (torch_float_row_sum), so that printed sums match torch's;
+// other float32 sums accumulate in double.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -65,8 +68,93 @@ Shape all_dims(const Tensor& a) {
   return d;
 }
 
+// PyTorch's CPU float sum of one contiguous row (aten/src/ATen/native/cpu/SumKernel.cpp, 1.13 and
+// 2.x, AVX2 build): accumulation in float, 4 interleaved partial sums (row_sum, "ilp_factor"), each
+// a 4-level cascade (multi_row_sum); rows of 8 or more run the same on 8-lane vectors, and the
+// lanes are added last (vectorized_inner_sum). Its rounding differs from a double accumulation:
+// the notebook's `(s / s.sum()).sum()` prints tensor(1.0000) in torch, not tensor(1.).
+template <int L>
+struct Lanes {
+  float v[L] = {};
+  void add(const Lanes& o) {
+    for (int l = 0; l < L; ++l) v[l] += o.v[l];
+  }
+};
+template <int L>
+Lanes<L> load_lanes(const float* p) {
+  Lanes<L> x;
+  for (int l = 0; l < L; ++l) x.v[l] = p[l];
+  return x;
+}
+int64_t ceil_log2(int64_t x) {  // c10::utils::CeilLog2
+  if (x <= 2) return 1;
+  int64_t b = 0;
+  for (uint64_t y = uint64_t(x - 1); y; y >>= 1) ++b;
+  return b;
+}
+// multi_row_sum<acc, 4>: element (i, k) sits at p[(i * row_stride + k * col_stride) * L].
+template <int L>
+std::array<Lanes<L>, 4> multi_row_sum(const float* p, int64_t row_stride, int64_t col_stride,
+                                      int64_t size) {
+  constexpr int kLevels = 4;
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2(size) / kLevels);
+  const int64_t level_step = int64_t(1) << level_power;
+  const int64_t level_mask = level_step - 1;
+  Lanes<L> acc[kLevels][4];
+  auto load = [&](int64_t i, int k) {
+    return load_lanes<L>(p + (i * row_stride + k * col_stride) * L);
+  };
+  int64_t i = 0;
+  while (i + level_step <= size) {
+    for (int64_t j = 0; j < level_step; ++j, ++i)
+      for (int k = 0; k < 4; ++k) acc[0][k].add(load(i, k));
+    for (int j = 1; j < kLevels; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        acc[j][k].add(acc[j - 1][k]);
+        acc[j - 1][k] = Lanes<L>{};
+      }
+      if ((i & (level_mask << (j * level_power))) != 0) break;
+    }
+  }
+  for (; i < size; ++i)
+    for (int k = 0; k < 4; ++k) acc[0][k].add(load(i, k));
+  for (int j = 1; j < kLevels; ++j)
+    for (int k = 0; k < 4; ++k) acc[0][k].add(acc[j][k]);
+  return {acc[0][0], acc[0][1], acc[0][2], acc[0][3]};
+}
+// row_sum<acc>: `size` items of L floats, contiguous.
+template <int L>
+Lanes<L> row_sum(const float* p, int64_t size) {
+  const int64_t size_ilp = size / 4;
+  auto partial = multi_row_sum<L>(p, 4, 1, size_ilp);
+  for (int64_t i = size_ilp * 4; i < size; ++i) partial[0].add(load_lanes<L>(p + i * L));
+  for (int k = 1; k < 4; ++k) partial[0].add(partial[k]);
+  return partial[0];
+}
+float torch_float_row_sum(const float* row, int64_t n) {
+  constexpr int kVec = 8;  // Vectorized<float>::size() with AVX2
+  if (n < kVec) return row_sum<1>(row, n).v[0];
+  const int64_t vec_size = n / kVec;
+  const Lanes<kVec> vec_acc = row_sum<kVec>(row, vec_size);
+  float final_acc = 0;
+  for (int64_t k = vec_size * kVec; k < n; ++k) final_acc += row[k];
+  for (int l = 0; l < kVec; ++l) final_acc += vec_acc.v[l];
+  return final_acc;
+}
+
+// Are `dims` the trailing dims of a contiguous `a`? Then torch reduces contiguous rows.
+bool trailing_contiguous(const Tensor& a, Shape dims) {
+  if (!a.is_contiguous()) return false;
+  for (auto& d : dims) d = detail::wrap_dim("sum", d, a.dim());
+  std::sort(dims.begin(), dims.end());
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] != a.dim() - int64_t(dims.size()) + int64_t(k)) return false;
+  return true;
+}
+
 Tensor sum_impl(const Tensor& a, const Shape& dims, bool keepdim, const char* name) {
   Rows r = to_rows("sum", a, dims, keepdim);
+  const bool torch_order = a.dtype() == DType::Float32 && trailing_contiguous(a, dims);
   const DType out_dt = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
   Tensor out = empty(r.out_shape, out_dt);
   dispatch(a.dtype(), [&](auto z) {
@@ -76,6 +164,12 @@ Tensor sum_impl(const Tensor& a, const Shape& dims, bool keepdim, const char* na
     const T* p = r.data.template data<T>();
     Out* o = out.data<Out>();
     for (int64_t i = 0; i < r.outer; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (torch_order) {
+          o[i] = torch_float_row_sum(p + i * r.inner, r.inner);
+          continue;
+        }
+      }
       Acc acc = 0;
       const T* row = p + i * r.inner;
       for (int64_t j = 0; j < r.inner; ++j) acc += Acc(row[j]);

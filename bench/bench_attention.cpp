@@ -1,0 +1,337 @@
+// bench_attention: forward and forward+backward time of chapter 3's MultiHeadAttention and
+// MultiHeadAttentionWrapper at GPT-2-124M sizes (d_in = d_out = 768, 12 heads, the wrapper with
+// 12 heads of 64), for B=8,T=256 and B=2,T=1024, at 1 and 2 threads (TAPEGRAD_THREADS), with the
+// peak memory of each run; and, when /usr/bin/python3 has torch, the book's PyTorch
+// MultiHeadAttention on the same input, with our time as a ratio of torch's.
+//
+// Every measurement runs in its own child process (this binary with --child), so peak RSS
+// (getrusage of the child) belongs to one configuration and TAPEGRAD_THREADS is read fresh.
+// Before timing, each child prints a checksum of its output: torch builds the same weights and
+// input from the same seed (the generator is bit-exact), so the checksums must agree; the table
+// shows both. Times are the best of --reps runs. Compare timings within one machine only.
+//
+// usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] [--no-torch]
+//
+// Not here: dropout (p = 0, as the notebook's examples), a fused attention kernel.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "nn/multihead_attention.h"
+#include "nn/multihead_wrapper.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace tg;
+
+constexpr int64_t kD = 768, kHeads = 12;
+constexpr uint64_t kSeed = 123;
+
+struct Measure {
+  std::string impl;  // MultiHeadAttention | MultiHeadAttentionWrapper | torch MultiHeadAttention
+  int64_t B = 0, T = 0;
+  int threads = 0;
+  double fwd_ms = NAN, fwdbwd_ms = NAN;
+  double checksum = NAN;  // sum of the output
+  long peak_rss_kb = 0;
+  std::string error;
+};
+
+// ---- child: one configuration in this process ----
+
+int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
+  manual_seed(kSeed);
+  std::unique_ptr<nn::Module> m;
+  if (impl == "MultiHeadAttention")
+    m = std::make_unique<nn::MultiHeadAttention>(kD, kD, T, 0.0, kHeads);
+  else
+    m = std::make_unique<nn::MultiHeadAttentionWrapper>(kD, kD / kHeads, T, 0.0, kHeads);
+  const Tensor x = randn({B, T, kD});  // drawn after the weights, as the torch script does
+  using clock = std::chrono::steady_clock;
+  double best_fwd = INFINITY, best_fb = INFINITY, checksum = 0;
+  for (int r = 0; r < reps; ++r) {
+    m->zero_grad();
+    const auto t0 = clock::now();
+    const Tensor y = (*m)(x);
+    const auto t1 = clock::now();
+    y.sum().backward();
+    const auto t2 = clock::now();
+    best_fwd = std::min(best_fwd, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    best_fb = std::min(best_fb, std::chrono::duration<double, std::milli>(t2 - t0).count());
+    if (r == 0) {
+      NoGradGuard ng;
+      checksum = y.to(DType::Float64).sum().item<double>();
+    }
+  }
+  std::printf("%.3f %.3f %.9g\n", best_fwd, best_fb, checksum);
+  return 0;
+}
+
+// ---- the book's MultiHeadAttention in PyTorch, same seed, same order of draws ----
+
+const char* kTorchScript = R"PY(
+import sys, time, torch, torch.nn as nn
+B, T, threads, reps = map(int, sys.argv[1:5])
+torch.set_num_threads(threads)
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+    def forward(self, x):
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        attn_scores = queries @ keys.transpose(2, 3)
+        attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+        attn_weights = self.dropout(torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1))
+        context_vec = (attn_weights @ values).transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
+        return self.out_proj(context_vec)
+torch.manual_seed(123)
+m = MultiHeadAttention(768, 768, T, 0.0, 12)
+x = torch.randn(B, T, 768)
+best_f = best_fb = float("inf")
+for r in range(reps):
+    m.zero_grad()
+    t0 = time.perf_counter(); y = m(x); t1 = time.perf_counter()
+    y.sum().backward(); t2 = time.perf_counter()
+    best_f, best_fb = min(best_f, (t1 - t0) * 1e3), min(best_fb, (t2 - t0) * 1e3)
+    if r == 0: checksum = y.detach().double().sum().item()
+print("%.3f %.3f %.9g" % (best_f, best_fb, checksum))
+)PY";
+
+// Runs argv with TAPEGRAD_THREADS=threads; returns its stdout, status and peak RSS.
+bool spawn_and_wait(const std::vector<std::string>& args, int threads, std::string& out,
+                    long& peak_rss_kb, std::string& err) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) {
+    err = "pipe failed";
+    return false;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, pipefd[0]);
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TAPEGRAD_THREADS=", 17) != 0) env_store.emplace_back(*e);
+  env_store.push_back("TAPEGRAD_THREADS=" + std::to_string(threads));
+  env_store.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  std::vector<char*> envp, argv;
+  for (auto& s : env_store) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args_copy = args;
+  for (auto& s : args_copy) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(pipefd[1]);
+  if (rc != 0) {
+    close(pipefd[0]);
+    err = std::string("cannot run ") + argv[0] + ": " + std::strerror(rc);
+    return false;
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  close(pipefd[0]);
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  peak_rss_kb = ru.ru_maxrss;  // kilobytes on Linux
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    err = std::string(argv[0]) + " failed (status " + std::to_string(status) + ")";
+    return false;
+  }
+  return true;
+}
+
+void parse_child(const std::string& out, Measure& m) {
+  std::istringstream is(out);
+  if (!(is >> m.fwd_ms >> m.fwdbwd_ms >> m.checksum)) m.error = "unreadable output: " + out;
+}
+
+bool torch_available() {
+  if (access("/usr/bin/python3", X_OK) != 0) return false;
+  std::string out, err;
+  long rss = 0;
+  return spawn_and_wait({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
+}
+
+std::vector<int> parse_ints(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
+  return v;
+}
+
+std::string json_num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false, want_torch = true;
+  int reps = 2;
+  std::vector<int> threads = {1, 2};
+  std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--child" && i + 4 < argc)
+      return run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
+                       std::atoi(argv[i + 4]));
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--no-torch") {
+      want_torch = false;
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = parse_ints(argv[++i]);
+    } else if (a == "--sizes" && i + 1 < argc) {
+      sizes.clear();
+      std::stringstream ss(argv[++i]);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        const auto x = item.find('x');
+        if (x == std::string::npos) {
+          std::cerr << "bench_attention: --sizes expects BxT[,BxT...], got '" << item << "'\n";
+          return 2;
+        }
+        sizes.emplace_back(std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1)));
+      }
+    } else {
+      std::cerr << "usage: bench_attention [--json] [--reps N] [--threads 1,2] "
+                   "[--sizes 8x256,2x1024] [--no-torch]\n";
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    std::cerr << "bench_attention: cannot find its own executable\n";
+    return 1;
+  }
+  self[len] = '\0';
+  const bool torch = want_torch && torch_available();
+#if __has_include("core/threadpool.h")
+  const char* threading = "thread pool (TAPEGRAD_THREADS)";
+#else
+  const char* threading =
+      "single-threaded build: the thread pool (branch kernels) is not merged here, so "
+      "TAPEGRAD_THREADS has no effect on tapegrad's rows";
+#endif
+
+  std::vector<Measure> results;
+  for (int t : threads)
+    for (auto [B, T] : sizes) {
+      for (const char* impl : {"MultiHeadAttention", "MultiHeadAttentionWrapper"}) {
+        Measure m;
+        m.impl = impl, m.B = B, m.T = T, m.threads = t;
+        std::string out;
+        if (spawn_and_wait(
+                {self, "--child", impl, std::to_string(B), std::to_string(T), std::to_string(reps)},
+                t, out, m.peak_rss_kb, m.error))
+          parse_child(out, m);
+        results.push_back(m);
+        if (!json) std::cerr << "." << std::flush;
+      }
+      if (torch) {
+        Measure m;
+        m.impl = "torch MultiHeadAttention", m.B = B, m.T = T, m.threads = t;
+        std::string out;
+        if (spawn_and_wait({"/usr/bin/python3", "-c", kTorchScript, std::to_string(B),
+                            std::to_string(T), std::to_string(t), std::to_string(reps)},
+                           t, out, m.peak_rss_kb, m.error))
+          parse_child(out, m);
+        results.push_back(m);
+      }
+    }
+  if (!json) std::cerr << "\n";
+
+  // Our MultiHeadAttention's time over torch's at the same size and thread count.
+  auto torch_of = [&](const Measure& m) -> const Measure* {
+    for (const Measure& r : results)
+      if (r.impl.rfind("torch", 0) == 0 && r.B == m.B && r.T == m.T && r.threads == m.threads)
+        return &r;
+    return nullptr;
+  };
+
+  if (json) {
+    std::cout << "{\n  \"bench\": \"attention\", \"d_in\": " << kD << ", \"d_out\": " << kD
+              << ", \"num_heads\": " << kHeads << ", \"reps\": " << reps << ", \"threading\": \""
+              << threading << "\",\n  \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Measure& m = results[i];
+      const Measure* tr = torch_of(m);
+      std::cout << "    {\"impl\": \"" << m.impl << "\", \"B\": " << m.B << ", \"T\": " << m.T
+                << ", \"threads\": " << m.threads << ", \"fwd_ms\": " << json_num(m.fwd_ms)
+                << ", \"fwd_bwd_ms\": " << json_num(m.fwdbwd_ms)
+                << ", \"peak_rss_mb\": " << json_num(m.peak_rss_kb / 1024.0)
+                << ", \"checksum\": " << json_num(m.checksum) << ", \"ratio_to_torch_fwd_bwd\": "
+                << json_num(tr && m.impl.rfind("torch", 0) != 0 ? m.fwdbwd_ms / tr->fwdbwd_ms : NAN)
+                << (m.error.empty() ? "" : ", \"error\": \"" + m.error + "\"") << "}"
+                << (i + 1 < results.size() ? "," : "") << "\n";
+    }
+    std::cout << "  ]\n}\n";
+  } else {
+    std::printf("attention, d_in = d_out = %lld, %lld heads, best of %d; %s\n", (long long)kD,
+                (long long)kHeads, reps, threading);
+    if (!torch)
+      std::printf("(no torch comparison: /usr/bin/python3 with torch not found or --no-torch)\n");
+    std::printf("%-27s %5s %5s %3s %11s %11s %9s %8s %14s\n", "impl", "B", "T", "thr", "fwd ms",
+                "fwd+bwd ms", "peak MB", "x torch", "checksum");
+    for (const Measure& m : results) {
+      if (!m.error.empty()) {
+        std::printf("%-27s %5lld %5lld %3d  error: %s\n", m.impl.c_str(), (long long)m.B,
+                    (long long)m.T, m.threads, m.error.c_str());
+        continue;
+      }
+      const Measure* tr = torch_of(m);
+      char ratio[32] = "-";
+      if (tr && m.impl.rfind("torch", 0) != 0 && tr->error.empty())
+        std::snprintf(ratio, sizeof ratio, "%.2f", m.fwdbwd_ms / tr->fwdbwd_ms);
+      std::printf("%-27s %5lld %5lld %3d %11.1f %11.1f %9.1f %8s %14.7g\n", m.impl.c_str(),
+                  (long long)m.B, (long long)m.T, m.threads, m.fwd_ms, m.fwdbwd_ms,
+                  m.peak_rss_kb / 1024.0, ratio, m.checksum);
+    }
+    std::printf(
+        "x torch = our fwd+bwd time / torch's at the same size and threads; the "
+        "checksums (sum of the output) of ours and torch's MultiHeadAttention agree when "
+        "both built the same weights and input.\n");
+  }
+  return 0;
+}

@@ -1,0 +1,16 @@
+// Input checks shared by the chapter-3 attention modules. PyTorch would fail deep inside a matmul
+// or view with a message about some intermediate; these name the module, what the book expects
+// and the shape that came in, so the fix is obvious.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tg::nn::detail {
+
+// x must be (num_tokens, d_in) when rank == 2 or (b, num_tokens, d_in) when rank == 3, with
+// num_tokens <= context_length when context_length >= 0. Throws std::invalid_argument.
+void check_attention_input(const char* module, const Tensor& x, int64_t rank, int64_t d_in,
+                           int64_t context_length = -1);
+
+}  // namespace tg::nn::detail

@@ -1,0 +1,41 @@
+// §3.6.2 multi-head attention with weight splits: one projection of width d_out for all heads,
+// split into num_heads heads of head_dim = d_out / num_heads by view + transpose, then an output
+// projection.
+//
+// Python reference: pkg/llms_from_scratch/ch03.py (MultiHeadAttention); ch03.ipynb cell 36.
+//   keys = W_key(x).view(b, num_tokens, num_heads, head_dim).transpose(1, 2)
+//                                                       (b, num_heads, num_tokens, head_dim)
+//   attn_scores = queries @ keys.transpose(2, 3)        (b, num_heads, num_tokens, num_tokens)
+//   masked_fill_(-inf), softmax(/ sqrt(head_dim)), dropout
+//   context_vec = (attn_weights @ values).transpose(1, 2)   (b, num_tokens, num_heads, head_dim)
+//                 .contiguous().view(b, num_tokens, d_out)
+//   out_proj(context_vec)                               (b, num_tokens, d_out)
+//
+// Equal to MultiHeadAttentionWrapper(d_out = head_dim) when W_query stacks the heads' weights and
+// out_proj is the identity with zero bias (tested).
+//
+// Not here: a fused kernel, grouped-query attention, KV caches.
+#pragma once
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace tg::nn {
+
+class MultiHeadAttention : public Module {
+ public:
+  // Throws std::invalid_argument "d_out must be divisible by num_heads" (the book's assert).
+  // Draws W_query, W_key, W_value, out_proj in that order.
+  MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
+                     int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr);
+  // x (b, num_tokens, d_in), num_tokens <= context_length -> (b, num_tokens, d_out)
+  Tensor forward(const Tensor& x) override;
+
+  int64_t d_in, d_out, context_length, num_heads, head_dim;
+  std::shared_ptr<Linear> W_query, W_key, W_value;
+  std::shared_ptr<Linear> out_proj;  // New: combines the heads' outputs
+  std::shared_ptr<Dropout> dropout;
+  Tensor mask;  // buffer triu(ones(context_length, context_length), 1)
+};
+
+}  // namespace tg::nn
