@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <queue>
+#include <random>
 #include <sstream>
 
 #include "data/pretokenize.h"
@@ -659,7 +660,7 @@ std::pair<int, int> Tokenizer::merge_of(int id) const {
 namespace {
 void write_atomically(const std::string& path, const std::string& data) {
   // Write a sibling temp file, then rename over the target: readers never see half a file.
-  const std::string tmp = path + ".tmp" + std::to_string(std::rand());
+  const std::string tmp = path + ".tmp" + std::to_string(std::random_device{}());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw std::runtime_error(path + ": cannot open '" + tmp + "' for writing");
