@@ -8,6 +8,8 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 RELEASE := build/release
 TESTDIR := build/test
 ASANDIR := build/asan
+NEONDIR := build/neon
+QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
 .PHONY: demo test deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary
 
@@ -52,8 +54,34 @@ test-asan: deps $(ASANDIR)/build.ninja
 
 test: deps gpt2
 	@rm -f build/test-counts.txt
-	$(MAKE) --no-print-directory test-release test-asan check-format
+	$(MAKE) --no-print-directory test-release test-asan test-neon check-format
 	@tests/run.sh --summary
+
+# --- NEON: cross-compile the kernel tests for aarch64, run them under qemu-user ---------------
+neon-deps:
+	@missing=""; \
+	command -v aarch64-linux-gnu-g++ >/dev/null || missing="$$missing g++-aarch64-linux-gnu"; \
+	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing$$missing"; \
+	  $(APT) update -q && $(APT) install -y -q $$missing; \
+	fi
+
+# The cross compiler does not search /usr/include, so header-only doctest gets a private
+# include dir that holds nothing else (no host glibc headers leak into the aarch64 build).
+$(NEONDIR)/build.ninja: | deps neon-deps
+	mkdir -p build/neon-inc && ln -sfn /usr/include/doctest build/neon-inc/doctest
+	meson setup $(NEONDIR) --cross-file cross/aarch64.ini --buildtype=release -Dwerror=true \
+	  -Dcpp_args=-I$(CURDIR)/build/neon-inc
+
+# run.sh runs binaries directly; without binfmt_misc that needs a wrapper script that calls qemu.
+test-neon: deps neon-deps $(NEONDIR)/build.ninja
+	meson compile -C $(NEONDIR) tests/test_kernels
+	@mkdir -p build/neon-run/tests
+	@printf '#!/bin/sh\nexec $(QEMU_AARCH64) $(CURDIR)/$(NEONDIR)/tests/test_kernels "$$@"\n' \
+	  >build/neon-run/tests/test_kernels
+	@chmod +x build/neon-run/tests/test_kernels
+	tests/run.sh neon build/neon-run
 
 # --- formatting ------------------------------------------------------------------------------
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)

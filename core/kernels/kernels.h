@@ -1,24 +1,168 @@
 // Kernel entry points used by core/ops. Everything above this header is ISA-agnostic; the
-// implementations choose a path (scalar reference, AVX2+FMA, AVX-512, NEON) at one dispatch point.
+// implementations choose a path (scalar reference, AVX2+FMA, AVX-512, NEON) at one dispatch point
+// (dispatch.cpp). Every float entry has a `_ref` twin with the same signature in ref.cpp: the
+// specification, the fallback and the test oracle. float64 overloads always take the reference
+// path (they exist for gradient checks, not speed).
 //
-// Shape legend: C[M, N] (+)= A[M, K] · B[K, N]. Every operand is addressed by a row stride and a
-// column stride (in elements), so transposed views (Aᵀ, Bᵀ) need no copy.
+// Shape legend (all buffers are dense, row-major, in elements; no aliasing unless stated):
+//   GEMM        C[M, N] (+)= A[M, K] · B[K, N]; A and B are addressed by a row stride and a column
+//               stride, so transposed views (Aᵀ, Bᵀ) need no copy.
+//   rows, cols  a 2-D view [rows, cols] of a contiguous buffer; "row" ops work along cols.
+//   n           number of elements of a flat buffer.
+// Outputs may alias their same-shaped input (out == a) for the elementwise ops, exp, gelu_forward,
+// masked_fill and softmax_rows; they may not alias anything else.
+//
+// Threads: the float entries split large problems over the pool in core/threadpool.h. Results are
+// bit-identical whatever the thread count: GEMM splits only along M or N (never K), and the other
+// ops split only across independent elements or rows.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tg::kernels {
 
-// C = A·B when beta == 0, C = C + A·B when beta == 1 (gradient accumulation). Other betas scale C.
-// C is addressed as C[i*ldc + j]; it must not alias A or B.
+// ---- GEMM ---------------------------------------------------------------------------------------
+// C = A·B when beta == 0 (C is not read, NaNs in it are ignored), C = C + A·B when beta == 1
+// (gradient accumulation). Other betas scale C first. C is addressed as C[i*ldc + j]; it must not
+// alias A or B.
 void sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
            const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
 void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
            const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc);
 
-// The scalar references: the oracle every faster path is tested against.
+// Strided batched GEMM (attention heads): for b in [0, batch),
+//   C + b*strideC = (A + b*strideA) · (B + b*strideB)   with the strides/ldc of sgemm.
+// Splits over the batch when it has enough entries, otherwise over M/N inside each GEMM.
+void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t strideA,
+                   int64_t rsA, int64_t csA, const float* B, int64_t strideB, int64_t rsB,
+                   int64_t csB, float beta, float* C, int64_t strideC, int64_t ldc);
+
+// ---- elementwise binary ops ---------------------------------------------------------------------
+enum class BinOp { add, sub, mul, div };
+// out[i] = a[i] op b[i]                    (contiguous, n elements)
+void binary(BinOp op, int64_t n, const float* a, const float* b, float* out);
+// out[r, c] = a[r, c] op b[c]              (row broadcast: a, out are [rows, cols], b is [cols])
+void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
+                     float* out);
+// out[i] = a[i] op s                       (scalar right operand)
+void binary_scalar(BinOp op, int64_t n, const float* a, float s, float* out);
+
+// ---- exp ----------------------------------------------------------------------------------------
+// y[i] = exp(x[i]). Max relative error 2e-7 against std::exp (in double) over the normal range;
+// exp(-inf) = 0, results below FLT_MIN flush to 0 (absolute error < 1.2e-38), x > 88.72 gives
+// +inf, NaN stays NaN. Valid range: all floats.
+void exp(int64_t n, const float* x, float* y);
+
+// ---- softmax over rows --------------------------------------------------------------------------
+// y[r, :] = exp(x[r, :] - max) / sum. A row that is all -inf gives a row of NaN (as PyTorch).
+void softmax_rows(int64_t rows, int64_t cols, const float* x, float* y);
+// From the saved output y: dx[r, :] = y[r, :] ⊙ (dy[r, :] - <y[r, :], dy[r, :]>). Overwrites dx.
+void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const float* dy, float* dx);
+
+// ---- masked_fill --------------------------------------------------------------------------------
+// x, out are [rows, cols]; mask is [mask_rows, cols] and row r uses mask row r % mask_rows, so a
+// (T, T) causal mask broadcasts over (B, H, T, T) with mask_rows = T.
+// out[r, c] = mask[r % mask_rows, c] ? value : x[r, c].
+void masked_fill(int64_t rows, int64_t cols, const float* x, const uint8_t* mask, int64_t mask_rows,
+                 float value, float* out);
+
+// ---- LayerNorm (llm.c / the book: eps inside the sqrt, biased variance) -----------------------
+// x, out are [rows, C]; weight, bias are [C]; mean, rstd are [rows] (saved for backward).
+// out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps).
+void layernorm_forward(int64_t rows, int64_t C, const float* x, const float* weight,
+                       const float* bias, float eps, float* out, float* mean, float* rstd);
+// ACCUMULATES (+=) into dx [rows, C], dweight [C] and dbias [C], like llm.c.
+void layernorm_backward(int64_t rows, int64_t C, const float* dout, const float* x,
+                        const float* weight, const float* mean, const float* rstd, float* dx,
+                        float* dweight, float* dbias);
+
+// ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---------------------------
+void gelu_forward(int64_t n, const float* x, float* out);
+// dx = dout * gelu'(x). Overwrites dx.
+void gelu_backward(int64_t n, const float* x, const float* dout, float* dx);
+
+// ---- row reductions -----------------------------------------------------------------------------
+// out[r] = sum_c x[r, c] (x is [rows, cols], out is [rows]).
+void sum_rows(int64_t rows, int64_t cols, const float* x, float* out);
+// out[r] = max_c x[r, c]; -inf for an empty row; NaN if the row holds a NaN.
+void max_rows(int64_t rows, int64_t cols, const float* x, float* out);
+// out[c] = sum_r x[r, c] (bias gradients; out is [cols]). Overwrites out.
+void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
+
+// ---- AdamW (PyTorch semantics), one step over n parameters
+// --------------------------------------- step is the 1-based step count after increment. In order,
+// per element (torch.optim.AdamW):
+//   p *= 1 - lr*wd;  m += (1-b1)*(g - m);  v = b2*v + (1-b2)*g*g;
+//   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps)
+// Bit-identical on every path (no FMA contraction, correctly rounded sqrt and division).
+void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+           float beta2, float eps, float weight_decay, int64_t step);
+
+// ---- scalar references (same signatures) --------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
 void dgemm_ref(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
                const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc);
+void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                       int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
+                       int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,
+                       int64_t ldc);
+void binary_ref(BinOp op, int64_t n, const float* a, const float* b, float* out);
+void binary_rowbcast_ref(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
+                         float* out);
+void binary_scalar_ref(BinOp op, int64_t n, const float* a, float s, float* out);
+void exp_ref(int64_t n, const float* x, float* y);
+void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y);
+void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
+                               float* dx);
+void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
+                     int64_t mask_rows, float value, float* out);
+void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
+                           const float* bias, float eps, float* out, float* mean, float* rstd);
+void layernorm_backward_ref(int64_t rows, int64_t C, const float* dout, const float* x,
+                            const float* weight, const float* mean, const float* rstd, float* dx,
+                            float* dweight, float* dbias);
+void gelu_forward_ref(int64_t n, const float* x, float* out);
+void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx);
+void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
+void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
+void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out);
+void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t step);
+
+// ---- float64: always the reference path
+// ----------------------------------------------------------
+void binary(BinOp op, int64_t n, const double* a, const double* b, double* out);
+void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const double* a, const double* b,
+                     double* out);
+void binary_scalar(BinOp op, int64_t n, const double* a, double s, double* out);
+void exp(int64_t n, const double* x, double* y);
+void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y);
+void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
+                           double* dx);
+void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
+                 int64_t mask_rows, double value, double* out);
+void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,
+                       const double* bias, double eps, double* out, double* mean, double* rstd);
+void layernorm_backward(int64_t rows, int64_t C, const double* dout, const double* x,
+                        const double* weight, const double* mean, const double* rstd, double* dx,
+                        double* dweight, double* dbias);
+void gelu_forward(int64_t n, const double* x, double* out);
+void gelu_backward(int64_t n, const double* x, const double* dout, double* dx);
+void sum_rows(int64_t rows, int64_t cols, const double* x, double* out);
+void max_rows(int64_t rows, int64_t cols, const double* x, double* out);
+void sum_cols(int64_t rows, int64_t cols, const double* x, double* out);
+
+// ---- dispatch -----------------------------------------------------------------------------------
+// Paths compiled into this binary AND supported by this CPU, slowest first ("scalar" always).
+std::vector<std::string> available_isas();
+// The active path. Chosen once: TAPEGRAD_ISA if set, else the fastest available.
+std::string active_isa();
+// Switch the active path (tests, benchmarks). Throws std::invalid_argument for an unknown name
+// and std::runtime_error for a known path this binary/CPU cannot run.
+void set_isa(const std::string& name);
+// Re-reads TAPEGRAD_ISA (unset or empty: the fastest path), with set_isa's errors; for tests.
+void set_isa_from_env();
 
 }  // namespace tg::kernels

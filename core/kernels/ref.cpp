@@ -1,9 +1,19 @@
 // Scalar reference kernels: the specification, the fallback, and the test oracle.
-#include "core/kernels/kernels.h"
+// Plain loops in the order the header documents; templates so float64 (gradient checks) shares
+// the exact same code. Also defines the "scalar" KernelTable, whose GEMM runs the portable
+// blocked driver (gemm.cpp) over a plain C++ micro-kernel so that the driver is exercised even on
+// a machine without SIMD paths.
+// Shape legend: see kernels.h.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/kernels/table.h"
 
 namespace tg::kernels {
 
 namespace {
+
 // i-k-j order so the inner loop walks B and C along a row; accumulate in T.
 template <class T>
 void gemm_ref(int64_t M, int64_t N, int64_t K, const T* A, int64_t rsA, int64_t csA, const T* B,
@@ -22,8 +32,211 @@ void gemm_ref(int64_t M, int64_t N, int64_t K, const T* A, int64_t rsA, int64_t 
     }
   }
 }
+
+template <class T>
+T apply(BinOp op, T a, T b) {
+  switch (op) {
+    case BinOp::add:
+      return a + b;
+    case BinOp::sub:
+      return a - b;
+    case BinOp::mul:
+      return a * b;
+    case BinOp::div:
+      return a / b;
+  }
+  return a;
+}
+
+template <class T>
+void binary_t(BinOp op, int64_t n, const T* a, const T* b, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = apply(op, a[i], b[i]);
+}
+template <class T>
+void binary_rowbcast_t(BinOp op, int64_t rows, int64_t cols, const T* a, const T* b, T* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = apply(op, a[r * cols + c], b[c]);
+}
+template <class T>
+void binary_scalar_t(BinOp op, int64_t n, const T* a, T s, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = apply(op, a[i], s);
+}
+
+template <class T>
+void exp_t(int64_t n, const T* x, T* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+// softmax_forward / softmax_backward, side by side.
+template <class T>
+void softmax_rows_t(int64_t rows, int64_t cols, const T* x, T* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+      // exp(-inf - (-inf)) = exp(NaN): PyTorch returns a NaN row; say so explicitly.
+      for (int64_t c = 0; c < cols; ++c) yr[c] = std::numeric_limits<T>::quiet_NaN();
+      continue;
+    }
+    T sum = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      yr[c] = std::exp(xr[c] - mx);
+      sum += yr[c];
+    }
+    for (int64_t c = 0; c < cols; ++c) yr[c] /= sum;
+  }
+}
+// y = softmax(x) so dL/dx_i = y_i (dy_i - sum_j y_j dy_j).
+template <class T>
+void softmax_rows_backward_t(int64_t rows, int64_t cols, const T* y, const T* dy, T* dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* yr = y + r * cols;
+    const T* dyr = dy + r * cols;
+    T dot = 0;
+    for (int64_t c = 0; c < cols; ++c) dot += yr[c] * dyr[c];
+    for (int64_t c = 0; c < cols; ++c) dx[r * cols + c] = yr[c] * (dyr[c] - dot);
+  }
+}
+
+template <class T>
+void masked_fill_t(int64_t rows, int64_t cols, const T* x, const uint8_t* mask, int64_t mask_rows,
+                   T value, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* mr = mask + (r % mask_rows) * cols;
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = mr[c] ? value : x[r * cols + c];
+  }
+}
+
+// layernorm_forward / layernorm_backward (llm.c's formulation), side by side.
+template <class T>
+void layernorm_forward_t(int64_t rows, int64_t C, const T* x, const T* weight, const T* bias, T eps,
+                         T* out, T* mean, T* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    T m = 0;
+    for (int64_t i = 0; i < C; ++i) m += xr[i];
+    m = m / T(C);
+    T v = 0;
+    for (int64_t i = 0; i < C; ++i) v += (xr[i] - m) * (xr[i] - m);
+    v = v / T(C);  // biased variance, as torch.nn.LayerNorm
+    const T s = T(1) / std::sqrt(v + eps);
+    for (int64_t i = 0; i < C; ++i) out[r * C + i] = (xr[i] - m) * s * weight[i] + bias[i];
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+template <class T>
+void layernorm_backward_t(int64_t rows, int64_t C, const T* dout, const T* x, const T* weight,
+                          const T* mean, const T* rstd, T* dx, T* dweight, T* dbias) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dr = dout + r * C;
+    const T* xr = x + r * C;
+    const T m = mean[r], s = rstd[r];
+    // in the forward pass: norm = (x - mean) * rstd, out = norm * weight + bias
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int64_t i = 0; i < C; ++i) {
+      const T norm = (xr[i] - m) * s;
+      const T dnorm = weight[i] * dr[i];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean = dnorm_mean / T(C);
+    dnorm_norm_mean = dnorm_norm_mean / T(C);
+    for (int64_t i = 0; i < C; ++i) {
+      const T norm = (xr[i] - m) * s;
+      const T dnorm = weight[i] * dr[i];
+      dbias[i] += dr[i];
+      dweight[i] += norm * dr[i];
+      dx[r * C + i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+    }
+  }
+}
+
+// gelu_forward / gelu_backward, side by side.
+constexpr double kGeluS = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kGeluC = 0.044715;
+template <class T>
+void gelu_forward_t(int64_t n, const T* x, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T u = T(kGeluS) * (v + T(kGeluC) * v * v * v);
+    out[i] = T(0.5) * v * (T(1) + std::tanh(u));
+  }
+}
+template <class T>
+void gelu_backward_t(int64_t n, const T* x, const T* dout, T* dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T u = T(kGeluS) * (v + T(kGeluC) * v * v * v);
+    const T th = std::tanh(u);
+    const T sech2 = T(1) - th * th;  // 1/cosh² without overflowing cosh
+    const T du = T(kGeluS) * (T(1) + T(3 * kGeluC) * v * v);
+    dx[i] = dout[i] * (T(0.5) * (T(1) + th) + T(0.5) * v * sech2 * du);
+  }
+}
+
+template <class T>
+void sum_rows_t(int64_t rows, int64_t cols, const T* x, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+    out[r] = s;
+  }
+}
+template <class T>
+void max_rows_t(int64_t rows, int64_t cols, const T* x, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) {
+      const T v = x[r * cols + c];
+      if (std::isnan(v)) {
+        m = v;
+        break;
+      }
+      m = std::max(m, v);
+    }
+    out[r] = m;
+  }
+}
+template <class T>
+void sum_cols_t(int64_t rows, int64_t cols, const T* x, T* out) {
+  for (int64_t c = 0; c < cols; ++c) out[c] = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c] += x[r * cols + c];
+}
+
+// A generic MR×NR micro-kernel for the scalar table (a local accumulator tile, k rank-1 updates;
+// the compiler may auto-vectorize the j loop).
+constexpr int64_t kRefMR = 4, kRefNR = 8;
+void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                           int64_t m, int64_t n, bool accumulate) {
+  float acc[kRefMR][kRefNR] = {};
+  for (int64_t p = 0; p < kc; ++p)
+    for (int64_t i = 0; i < kRefMR; ++i)
+      for (int64_t j = 0; j < kRefNR; ++j) acc[i][j] += a[p * kRefMR + i] * b[p * kRefNR + j];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+// Peak probe for the scalar path: 8 independent multiply-add chains (no FMA instruction is
+// assumed on the baseline target).
+double mul_add_probe_ref(int64_t iters) {
+  float acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = 1.f + 0.01f * static_cast<float>(i);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+  volatile float sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+  (void)sink;
+  return double(iters) * 8 * 2;
+}
+
 }  // namespace
 
+// ---- float / double references
+// --------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
@@ -32,15 +245,151 @@ void dgemm_ref(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, in
                const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc) {
   gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
 }
-
-// Until the dispatched kernels land, the public entry points are the references.
-void sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
-           const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
-  sgemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
+                       int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
+                       int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,
+                       int64_t ldc) {
+  for (int64_t b = 0; b < batch; ++b)
+    gemm_ref(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta, C + b * strideC,
+             ldc);
 }
+
+void binary_ref(BinOp op, int64_t n, const float* a, const float* b, float* out) {
+  binary_t(op, n, a, b, out);
+}
+void binary_rowbcast_ref(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
+                         float* out) {
+  binary_rowbcast_t(op, rows, cols, a, b, out);
+}
+void binary_scalar_ref(BinOp op, int64_t n, const float* a, float s, float* out) {
+  binary_scalar_t(op, n, a, s, out);
+}
+void exp_ref(int64_t n, const float* x, float* y) { exp_t(n, x, y); }
+void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y) {
+  softmax_rows_t(rows, cols, x, y);
+}
+void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
+                               float* dx) {
+  softmax_rows_backward_t(rows, cols, y, dy, dx);
+}
+void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
+                     int64_t mask_rows, float value, float* out) {
+  masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
+}
+void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
+                           const float* bias, float eps, float* out, float* mean, float* rstd) {
+  layernorm_forward_t(rows, C, x, weight, bias, eps, out, mean, rstd);
+}
+void layernorm_backward_ref(int64_t rows, int64_t C, const float* dout, const float* x,
+                            const float* weight, const float* mean, const float* rstd, float* dx,
+                            float* dweight, float* dbias) {
+  layernorm_backward_t(rows, C, dout, x, weight, mean, rstd, dx, dweight, dbias);
+}
+void gelu_forward_ref(int64_t n, const float* x, float* out) { gelu_forward_t(n, x, out); }
+void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx) {
+  gelu_backward_t(n, x, dout, dx);
+}
+void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out) {
+  sum_rows_t(rows, cols, x, out);
+}
+void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out) {
+  max_rows_t(rows, cols, x, out);
+}
+void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out) {
+  sum_cols_t(rows, cols, x, out);
+}
+// PyTorch's single-tensor AdamW, step by step (torch/optim/adamw.py, _single_tensor_adamw): the
+// bias corrections are Python floats (double), the tensor math is float.
+void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t step) {
+  const float decay = static_cast<float>(1.0 - double(lr) * double(weight_decay));
+  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
+  const float step_size = static_cast<float>(double(lr) / bc1);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  const float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = p[i] * decay;                       // param.mul_(1 - lr * wd)
+    m[i] = m[i] + w1 * (g[i] - m[i]);          // exp_avg.lerp_(grad, 1 - beta1)
+    v[i] = v[i] * beta2 + w2 * (g[i] * g[i]);  // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1-beta2)
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] - step_size * (m[i] / denom);  // param.addcdiv_(exp_avg, denom, -step_size)
+  }
+}
+
+// ---- float64 public entries: always the reference ---------------------------------------------
 void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
            const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc) {
-  dgemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+  gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
 }
+void binary(BinOp op, int64_t n, const double* a, const double* b, double* out) {
+  binary_t(op, n, a, b, out);
+}
+void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const double* a, const double* b,
+                     double* out) {
+  binary_rowbcast_t(op, rows, cols, a, b, out);
+}
+void binary_scalar(BinOp op, int64_t n, const double* a, double s, double* out) {
+  binary_scalar_t(op, n, a, s, out);
+}
+void exp(int64_t n, const double* x, double* y) { exp_t(n, x, y); }
+void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y) {
+  softmax_rows_t(rows, cols, x, y);
+}
+void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
+                           double* dx) {
+  softmax_rows_backward_t(rows, cols, y, dy, dx);
+}
+void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
+                 int64_t mask_rows, double value, double* out) {
+  masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
+}
+void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,
+                       const double* bias, double eps, double* out, double* mean, double* rstd) {
+  layernorm_forward_t(rows, C, x, weight, bias, eps, out, mean, rstd);
+}
+void layernorm_backward(int64_t rows, int64_t C, const double* dout, const double* x,
+                        const double* weight, const double* mean, const double* rstd, double* dx,
+                        double* dweight, double* dbias) {
+  layernorm_backward_t(rows, C, dout, x, weight, mean, rstd, dx, dweight, dbias);
+}
+void gelu_forward(int64_t n, const double* x, double* out) { gelu_forward_t(n, x, out); }
+void gelu_backward(int64_t n, const double* x, const double* dout, double* dx) {
+  gelu_backward_t(n, x, dout, dx);
+}
+void sum_rows(int64_t rows, int64_t cols, const double* x, double* out) {
+  sum_rows_t(rows, cols, x, out);
+}
+void max_rows(int64_t rows, int64_t cols, const double* x, double* out) {
+  max_rows_t(rows, cols, x, out);
+}
+void sum_cols(int64_t rows, int64_t cols, const double* x, double* out) {
+  sum_cols_t(rows, cols, x, out);
+}
+
+// ---- the scalar table -------------------------------------------------------------------------
+// Block sizes only matter for cache reuse here; kc small enough to make KC+1 tests cheap.
+extern const KernelTable kScalarTable = {
+    "scalar",
+    {kRefMR, kRefNR, 64, 128, 512},
+    sgemm_ukernel_ref_4x8,
+    nullptr,
+    binary_ref,
+    binary_rowbcast_ref,
+    binary_scalar_ref,
+    exp_ref,
+    softmax_rows_ref,
+    softmax_rows_backward_ref,
+    masked_fill_ref,
+    layernorm_forward_ref,
+    layernorm_backward_ref,
+    gelu_forward_ref,
+    gelu_backward_ref,
+    sum_rows_ref,
+    max_rows_ref,
+    sum_cols_ref,
+    adamw_ref,
+    mul_add_probe_ref,
+};
 
 }  // namespace tg::kernels

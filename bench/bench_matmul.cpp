@@ -1,0 +1,269 @@
+// bench_matmul: sgemm GFLOP/s per kernel path and thread count, on square sizes and on GPT-2
+// (124M) training shapes, next to OpenBLAS's cblas_sgemm when meson found it, and as a fraction
+// of the machine's FMA peak (measured by each path's built-in probe).
+//
+// Every path is checked against sgemm_ref before it is timed (llm.c dev/cpu/matmul_forward.c):
+// whole-matrix for small shapes, sampled rows for big ones. Times are the best of several runs.
+//
+// Usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] [--shapes
+//        square|gpt2|all] [--blocking MC,KC,NC (tuning: overrides every path's cache blocking)]
+// Compare timings only within one machine, and expect noise when other jobs share the cores.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
+#include "core/threadpool.h"
+
+#if TAPEGRAD_HAVE_OPENBLAS
+#include <cblas.h>
+constexpr bool kHaveOpenBlas = true;
+void openblas_sgemm(int threads, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                    int64_t ldc) {
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              int(M), int(N), int(K), 1.f, A, int(lda), B, int(ldb), 0.f, C, int(ldc));
+}
+#else
+constexpr bool kHaveOpenBlas = false;
+void openblas_sgemm(int, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                    int64_t, float*, int64_t) {}
+#endif
+
+namespace k = tg::kernels;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  std::string name;
+  int64_t M, N, K;
+  bool transA, transB;  // A stored [K, M] / B stored [N, K], read through strides
+};
+
+struct Options {
+  bool json = false, quick = false;
+  std::string isa;  // empty: every available path
+  std::vector<int> threads{1, 2};
+  int reps = 5;
+  std::string shapes = "all";
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Alternates f and g (g may be empty) so both see the same background load, for `reps` rounds or
+// until ~min_time seconds have passed; returns the best time of each.
+template <class F, class G>
+std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool run_g) {
+  double best_f = 1e30, best_g = 1e30, total = 0;
+  for (int r = 0; r < reps || (total < min_time && r < 50); ++r) {
+    auto t0 = Clock::now();
+    f();
+    double t = seconds_since(t0);
+    best_f = std::min(best_f, t);
+    total += t;
+    if (run_g) {
+      t0 = Clock::now();
+      g();
+      t = seconds_since(t0);
+      best_g = std::min(best_g, t);
+      total += t;
+    }
+    if (r >= 1 && total > 4 * min_time) break;
+  }
+  return {best_f, best_g};
+}
+
+// FMA peak of the active path on `threads` threads, in GFLOP/s.
+double probe_peak(int threads) {
+  const k::KernelTable& t = k::active_table();
+  const int64_t iters = 4'000'000;
+  std::vector<double> flops(threads, 0);
+  double best = 1e30;
+  for (int r = 0; r < 9; ++r) {
+    const auto t0 = Clock::now();
+    tg::parallel_for(threads, [&](int64_t i) { flops[i] = t.fma_probe(iters); });
+    best = std::min(best, seconds_since(t0));
+  }
+  double total = 0;
+  for (double f : flops) total += f;
+  return total / best * 1e-9;
+}
+
+// Compares the fast result with sgemm_ref on all rows (small) or three sampled rows (big).
+bool check_against_ref(const Shape& s, const float* A, int64_t rsA, int64_t csA, const float* B,
+                       int64_t rsB, int64_t csB, const float* C) {
+  std::vector<int64_t> rows;
+  if (s.M * s.N * s.K <= (int64_t(1) << 27)) {
+    for (int64_t i = 0; i < s.M; ++i) rows.push_back(i);
+  } else {
+    rows = {0, s.M / 2, s.M - 1};
+  }
+  std::vector<float> r(s.N);
+  double worst = 0;
+  for (int64_t i : rows) {
+    k::sgemm_ref(1, s.N, s.K, A + i * rsA, rsA, csA, B, rsB, csB, 0.f, r.data(), s.N);
+    for (int64_t j = 0; j < s.N; ++j)
+      worst = std::max(worst, double(std::fabs(r[j] - C[i * s.N + j])));
+  }
+  // Inputs in [-1, 1]: |sum| <= K, error ~ K·eps·K/3 at worst; use a generous bound.
+  const double tol = 4.0 * s.K * 1.2e-7 * std::sqrt(double(s.K)) + 1e-5;
+  if (worst > tol) {
+    std::fprintf(stderr, "bench_matmul: %s on %s differs from sgemm_ref by %g (tol %g)\n",
+                 k::active_isa().c_str(), s.name.c_str(), worst, tol);
+    return false;
+  }
+  return true;
+}
+
+std::vector<Shape> make_shapes(const Options& o) {
+  std::vector<Shape> v;
+  if (o.shapes == "all" || o.shapes == "square") {
+    for (int64_t n : {64, 128, 256, 512, 1024, 2048}) {
+      if (o.quick && n > 1024) continue;
+      v.push_back({"square " + std::to_string(n), n, n, n, false, false});
+    }
+  }
+  if (o.shapes == "all" || o.shapes == "gpt2") {
+    // GPT-2 124M, B·T = 512 tokens, C = 768: forward X·W, backward dX = dY·Wᵀ, dW = Xᵀ·dY.
+    const int64_t BT = 512, C = 768;
+    for (int64_t n : {2304, 3072, 50257}) {
+      if (o.quick && n == 50257) continue;
+      const std::string tag = std::to_string(n);
+      v.push_back({"fwd X.W " + tag, BT, n, C, false, false});
+      v.push_back({"bwd dY.W^T " + tag, BT, C, n, false, true});
+      v.push_back({"bwd X^T.dY " + tag, C, n, BT, true, false});
+    }
+  }
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_matmul: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--json") {
+      o.json = true;
+    } else if (a == "--quick") {
+      o.quick = true, o.reps = 3;
+    } else if (a == "--isa") {
+      o.isa = next();
+    } else if (a == "--reps") {
+      o.reps = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--blocking") {
+      long mc = 0, kc = 0, nc = 0;
+      if (std::sscanf(next().c_str(), "%ld,%ld,%ld", &mc, &kc, &nc) != 3 || mc < 1 || kc < 1 ||
+          nc < 1) {
+        std::fprintf(stderr, "bench_matmul: --blocking wants MC,KC,NC, e.g. 240,384,1024\n");
+        std::exit(2);
+      }
+      k::set_sgemm_blocking_override(mc, kc, nc);
+    } else if (a == "--shapes") {
+      o.shapes = next();
+    } else if (a == "--threads") {
+      o.threads.clear();
+      std::string s = next();
+      for (size_t p = 0; p < s.size();) {
+        const size_t q = s.find(',', p);
+        o.threads.push_back(std::max(1, std::atoi(s.substr(p, q - p).c_str())));
+        p = q == std::string::npos ? s.size() : q + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] "
+                   "[--reps N] [--shapes square|gpt2|all] [--blocking MC,KC,NC]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  std::vector<std::string> isas =
+      o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
+  const std::vector<Shape> shapes = make_shapes(o);
+  std::mt19937 g(1);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  bool ok = true;
+  bool first_json = true;
+  if (o.json)
+    std::printf("[\n");
+  else
+    std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s\n", "isa", "thr", "shape", "M", "N",
+                "K", "GFLOP/s", "OpenBLAS", "ratio", "%peak");
+  for (int threads : o.threads) {
+    tg::set_num_threads(threads);
+    for (const std::string& isa : isas) {
+      k::set_isa(isa);
+      const double peak = probe_peak(threads);
+      if (!o.json)
+        std::printf("# %s, %d thread(s): FMA peak probe %.1f GFLOP/s\n", isa.c_str(), threads,
+                    peak);
+      for (const Shape& s : shapes) {
+        // The scalar path is only the oracle: time it on small sizes only.
+        if (isa == "scalar" && s.M * s.N * s.K > (int64_t(1) << 27)) continue;
+        std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N), Cb(s.M * s.N);
+        for (auto& x : A) x = d(g);
+        for (auto& x : B) x = d(g);
+        const int64_t rsA = s.transA ? 1 : s.K, csA = s.transA ? s.M : 1;
+        const int64_t rsB = s.transB ? 1 : s.N, csB = s.transB ? s.K : 1;
+        auto run = [&] {
+          k::sgemm(s.M, s.N, s.K, A.data(), rsA, csA, B.data(), rsB, csB, 0.f, C.data(), s.N);
+        };
+        run();
+        if (!check_against_ref(s, A.data(), rsA, csA, B.data(), rsB, csB, C.data())) {
+          ok = false;
+          continue;
+        }
+        const double flop = 2.0 * s.M * s.N * s.K;
+        const double min_time = o.quick ? 0.05 : 0.25;
+        auto run_blas = [&] {
+          openblas_sgemm(threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
+                         B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
+        };
+        const auto [t_ours, t_blas] = best_times(o.reps, min_time, run, run_blas, kHaveOpenBlas);
+        const double gf = flop / t_ours * 1e-9;
+        const double blas = kHaveOpenBlas ? flop / t_blas * 1e-9 : 0;
+        const double ratio = blas > 0 ? gf / blas : 0;
+        if (o.json) {
+          std::printf(
+              "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
+              "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
+              "\"peak_gflops\": %.2f, \"peak_fraction\": %.3f}",
+              first_json ? "" : ",\n", isa.c_str(), threads, s.name.c_str(), (long long)s.M,
+              (long long)s.N, (long long)s.K, gf, blas, ratio, peak, gf / peak);
+          first_json = false;
+        } else {
+          std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %6.1f%%\n", isa.c_str(),
+                      threads, s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, gf,
+                      blas, ratio, 100.0 * gf / peak);
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (o.json) std::printf("\n]\n");
+  return ok ? 0 : 1;
+}

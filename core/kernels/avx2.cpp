@@ -1,0 +1,178 @@
+// AVX2 + FMA kernels, compiled with -mavx2 -mfma only; dispatch.cpp calls them only after
+// cpu_x86.cpp found AVX2, FMA and OS support for the ymm state.
+// Contents: the sgemm micro-kernel, the vector type V for simd_generic.h, and the table.
+// Shape legend: see kernels.h; packed panel layout: see table.h.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "core/kernels/table.h"
+
+namespace tg::kernels {
+
+namespace {
+
+// Lane masks for maskload/maskstore: row `n` enables the first n of 8 lanes.
+alignas(32) constexpr int32_t kLaneMask[9][8] = {
+    {0, 0, 0, 0, 0, 0, 0, 0},         {-1, 0, 0, 0, 0, 0, 0, 0},
+    {-1, -1, 0, 0, 0, 0, 0, 0},       {-1, -1, -1, 0, 0, 0, 0, 0},
+    {-1, -1, -1, -1, 0, 0, 0, 0},     {-1, -1, -1, -1, -1, 0, 0, 0},
+    {-1, -1, -1, -1, -1, -1, 0, 0},   {-1, -1, -1, -1, -1, -1, -1, 0},
+    {-1, -1, -1, -1, -1, -1, -1, -1},
+};
+__m256i lane_mask(int64_t n) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kLaneMask[n < 0 ? 0 : n > 8 ? 8 : n]));
+}
+
+// ---- sgemm micro-kernel, 6 × 16 ----------------------------------------------------------------
+// Register allocation: ymm0-11 hold the 6×16 tile of C (row i in acc[i][0], acc[i][1]), two ymm
+// hold the current row of the packed B micro-panel (16 floats), one ymm the broadcast A value:
+// 15 of the 16 ymm registers. Per k: 2 loads + 6 broadcasts feed 12 FMAs.
+// Edge tiles: the full tile is computed from zero-padded panels; stores are clipped with
+// maskstore for n < 16 and a row bound for m < 6.
+constexpr int kMR = 6, kNR = 16;
+void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                             int64_t m, int64_t n, bool accumulate) {
+  __m256 acc[kMR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_load_ps(b);
+    const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  if (m == kMR && n == kNR) {
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+      }
+      _mm256_storeu_ps(ci, acc[i][0]);
+      _mm256_storeu_ps(ci + 8, acc[i][1]);
+    }
+    return;
+  }
+  const __m256i k0 = lane_mask(n), k1 = lane_mask(n - 8);
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= m) break;
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_maskload_ps(ci, k0));
+      acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_maskload_ps(ci + 8, k1));
+    }
+    _mm256_maskstore_ps(ci, k0, acc[i][0]);
+    _mm256_maskstore_ps(ci + 8, k1, acc[i][1]);
+  }
+}
+
+// Packs one 6×kc micro-panel of row-major A: per k one masked gather of the 6 row values
+// (indices 0, rsA, …, 5·rsA) and one masked store.
+void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0),
+                                         _mm256_set1_epi32(static_cast<int32_t>(rsA)));
+  const __m256i rows = lane_mask(kMR);
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 v =
+        _mm256_mask_i32gather_ps(_mm256_setzero_ps(), A + p, idx, _mm256_castsi256_ps(rows), 4);
+    _mm256_maskstore_ps(out + p * kMR, rows, v);
+  }
+}
+
+// ---- V: 8 floats in a ymm ----------------------------------------------------------------------
+struct V {
+  using T = __m256;
+  using M = __m256;  // all-ones / all-zeros lanes
+  static constexpr int W = 8;
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T set1(float f) { return _mm256_set1_ps(f); }
+  static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T div(T a, T b) { return _mm256_div_ps(a, b); }
+  static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static T sqrt(T a) { return _mm256_sqrt_ps(a); }
+  static T min(T a, T b) { return _mm256_min_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }
+  static T round_nearest(T a) {
+    return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // y · 2^n as y · 2^(n>>1) · 2^(n − (n>>1)): each factor is a normal float for n in [-150, 128].
+  static T ldexp_int(T y, T n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1);
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const T s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const T s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+  }
+  static float hsum(T v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(T v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static M is_nan(T v) { return _mm256_cmp_ps(v, v, _CMP_UNORD_Q); }
+  static M lt(T a, T b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static T select(M m, T a, T b) { return _mm256_blendv_ps(b, a, m); }
+  static M mask_u8(const uint8_t* p) {
+    const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i zero = _mm256_cmpeq_epi32(w, _mm256_setzero_si256());
+    return _mm256_castsi256_ps(_mm256_xor_si256(zero, _mm256_set1_epi32(-1)));
+  }
+};
+
+#include "core/kernels/simd_generic.h"
+
+// Peak probe: 12 independent FMA chains (more than 2 ports × 4-cycle latency = 8 in flight).
+double fma_probe_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.f + 0.01f * i);
+  const __m256 mul = _mm256_set1_ps(0.9999999f), add = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  volatile float sink = V::hsum(s);
+  (void)sink;
+  return double(iters) * 12 * 8 * 2;
+}
+
+}  // namespace
+
+// Blocking: A micro-panel 6×256 floats = 6 KiB in L1, B panel 256×1024 floats = 1 MiB in L2.
+const KernelTable* avx2_table() {
+  static const KernelTable t = {
+      "avx2",
+      {kMR, kNR, 240, 256, 1024},
+      sgemm_ukernel_avx2_6x16,
+      sgemm_pack_a_avx2_6,
+      TG_GENERIC_TABLE_ENTRIES,
+      fma_probe_avx2,
+  };
+  return &t;
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,12 @@
+// CPU detection for aarch64 (compiled only there): Advanced SIMD (NEON) is mandatory in ARMv8-A.
+#include "core/kernels/table.h"
+
+namespace tg::kernels {
+
+void native_isas(IsaEntry out[3]) {
+  out[0] = {"avx2", nullptr, "this binary is built for aarch64, not x86-64"};
+  out[1] = {"avx512", nullptr, "this binary is built for aarch64, not x86-64"};
+  out[2] = {"neon", neon_table(), ""};
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,12 @@
+// CPU detection for targets without a SIMD path: only the scalar reference runs.
+#include "core/kernels/table.h"
+
+namespace tg::kernels {
+
+void native_isas(IsaEntry out[3]) {
+  out[0] = {"avx2", nullptr, "this binary is not built for x86-64"};
+  out[1] = {"avx512", nullptr, "this binary is not built for x86-64"};
+  out[2] = {"neon", nullptr, "this binary is not built for aarch64"};
+}
+
+}  // namespace tg::kernels

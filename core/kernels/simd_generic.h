@@ -1,0 +1,327 @@
+// Vector algorithms written once over a vector type V, compiled once per ISA (simdjson's
+// src/generic/ pattern). avx2.cpp, avx512.cpp and neon.cpp each define `struct V` (below) and
+// then include this file inside an anonymous namespace, so every ISA gets its own copy built with
+// its own flags. No intrinsics here, and no #includes: the ISA file provides <cstring>, <cmath>,
+// <cstdint>, <limits> and table.h before including it.
+//
+// V provides (W lanes of float; M is its lane-mask type):
+//   load(p) store(p, v) set1(f) add sub mul div fma(a, b, c) = a*b + c  sqrt  min max
+//   round_nearest(v)  ldexp_int(y, n) = y * 2^n for integer-valued n in [-150, 128]
+//   hsum(v) hmax(v)   is_nan(v) -> M   lt(a, b) -> M   select(M, a, b) = M ? a : b
+//   mask_u8(p) -> M (lane i set when p[i] != 0)
+// min(c, x) and max(c, x) must return x when x is NaN (x86 minps/maxps return the second operand
+// for a NaN; NEON propagates NaN), which keeps NaN inputs NaN through exp's clamp.
+//
+// Tails: the last n % W elements are copied into a W-wide stack buffer, processed with the same
+// vector code, and copied back, so each element's result does not depend on its position.
+//
+// Shape legend: see kernels.h.
+
+template <class F>
+inline void for_each_vec(int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) f(i, V::W);
+  if (i < n) f(i, n - i);
+}
+
+// Loads `cnt` lanes (cnt <= W) from p, padding the rest with `pad`.
+inline V::T load_n(const float* p, int64_t cnt, float pad = 0.f) {
+  if (cnt == V::W) return V::load(p);
+  float buf[V::W];
+  for (int i = 0; i < V::W; ++i) buf[i] = i < cnt ? p[i] : pad;
+  return V::load(buf);
+}
+inline void store_n(float* p, V::T v, int64_t cnt) {
+  if (cnt == V::W) return V::store(p, v);
+  float buf[V::W];
+  V::store(buf, v);
+  std::memcpy(p, buf, static_cast<size_t>(cnt) * sizeof(float));
+}
+inline V::M mask_n(const uint8_t* p, int64_t cnt) {
+  if (cnt == V::W) return V::mask_u8(p);
+  uint8_t buf[V::W] = {};
+  std::memcpy(buf, p, static_cast<size_t>(cnt));
+  return V::mask_u8(buf);
+}
+
+// ---- binary ops -----------------------------------------------------------------------------
+inline V::T apply_op(BinOp op, V::T a, V::T b) {
+  switch (op) {
+    case BinOp::add:
+      return V::add(a, b);
+    case BinOp::sub:
+      return V::sub(a, b);
+    case BinOp::mul:
+      return V::mul(a, b);
+    case BinOp::div:
+      return V::div(a, b);
+  }
+  return a;
+}
+// The switch sits outside the loop: one specialised loop per op.
+template <BinOp OP>
+void binary_op(int64_t n, const float* a, const float* b, float* out) {
+  for_each_vec(n, [&](int64_t i, int64_t c) {
+    store_n(out + i, apply_op(OP, load_n(a + i, c, 1.f), load_n(b + i, c, 1.f)), c);
+  });
+}
+template <BinOp OP>
+void binary_scalar_op(int64_t n, const float* a, float s, float* out) {
+  const V::T vs = V::set1(s);
+  for_each_vec(n, [&](int64_t i, int64_t c) {
+    store_n(out + i, apply_op(OP, load_n(a + i, c, 1.f), vs), c);
+  });
+}
+void binary_simd(BinOp op, int64_t n, const float* a, const float* b, float* out) {
+  switch (op) {
+    case BinOp::add:
+      return binary_op<BinOp::add>(n, a, b, out);
+    case BinOp::sub:
+      return binary_op<BinOp::sub>(n, a, b, out);
+    case BinOp::mul:
+      return binary_op<BinOp::mul>(n, a, b, out);
+    case BinOp::div:
+      return binary_op<BinOp::div>(n, a, b, out);
+  }
+}
+void binary_rowbcast_simd(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
+                          float* out) {
+  for (int64_t r = 0; r < rows; ++r) binary_simd(op, cols, a + r * cols, b, out + r * cols);
+}
+void binary_scalar_simd(BinOp op, int64_t n, const float* a, float s, float* out) {
+  switch (op) {
+    case BinOp::add:
+      return binary_scalar_op<BinOp::add>(n, a, s, out);
+    case BinOp::sub:
+      return binary_scalar_op<BinOp::sub>(n, a, s, out);
+    case BinOp::mul:
+      return binary_scalar_op<BinOp::mul>(n, a, s, out);
+    case BinOp::div:
+      return binary_scalar_op<BinOp::div>(n, a, s, out);
+  }
+}
+
+// ---- exp --------------------------------------------------------------------------------------
+// exp(x) = 2^n · exp(r), n = round(x / ln2), r = x - n·ln2 in [-ln2/2, ln2/2] (ln2 split in two
+// parts so n·ln2_hi is exact). exp(r) is Cephes' degree-7 polynomial (1 + r + r²·P(r)); the
+// scale 2^n is applied in two halves so results down to the smallest denormal round correctly
+// and n = 128 does not overflow early. Max relative error 2e-7 (tested against std::exp).
+inline V::T exp_v(V::T x) {
+  const V::T lo = V::set1(-104.f), hi = V::set1(89.f);  // beyond these, 0 and +inf
+  x = V::max(lo, V::min(hi, x));                        // x second: NaN stays NaN
+  const V::T n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
+  V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
+  r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
+  V::T p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
+  return V::ldexp_int(y, n);
+}
+void exp_simd(int64_t n, const float* x, float* y) {
+  for_each_vec(n, [&](int64_t i, int64_t c) { store_n(y + i, exp_v(load_n(x + i, c)), c); });
+}
+
+// ---- softmax --------------------------------------------------------------------------------
+// softmax_forward: three passes over the row (max; exp and sum; scale by 1/sum).
+void softmax_rows_simd(int64_t rows, int64_t cols, const float* x, float* y) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    V::T vmax = V::set1(ninf);
+    for_each_vec(cols, [&](int64_t i, int64_t c) { vmax = V::max(vmax, load_n(xr + i, c, ninf)); });
+    const float mx = V::hmax(vmax);
+    if (mx == ninf) {  // all -inf: PyTorch gives NaN
+      for (int64_t c = 0; c < cols; ++c) yr[c] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    const V::T vm = V::set1(mx);
+    V::T vsum = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      V::T e = exp_v(V::sub(load_n(xr + i, c, ninf), vm));  // padded lanes give exp(-inf) = 0
+      store_n(yr + i, e, c);
+      vsum = V::add(vsum, e);
+    });
+    const V::T inv = V::set1(1.f / V::hsum(vsum));
+    for_each_vec(cols,
+                 [&](int64_t i, int64_t c) { store_n(yr + i, V::mul(load_n(yr + i, c), inv), c); });
+  }
+}
+// softmax_backward: dx = y ⊙ (dy − <y, dy>), from the saved output y.
+void softmax_rows_backward_simd(int64_t rows, int64_t cols, const float* y, const float* dy,
+                                float* dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * cols;
+    const float* dyr = dy + r * cols;
+    V::T vdot = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      vdot = V::fma(load_n(yr + i, c), load_n(dyr + i, c), vdot);
+    });
+    const V::T dot = V::set1(V::hsum(vdot));
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      store_n(dx + r * cols + i, V::mul(load_n(yr + i, c), V::sub(load_n(dyr + i, c), dot)), c);
+    });
+  }
+}
+
+// ---- masked_fill ----------------------------------------------------------------------------
+void masked_fill_simd(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
+                      int64_t mask_rows, float value, float* out) {
+  const V::T vv = V::set1(value);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* mr = mask + (r % mask_rows) * cols;
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      store_n(out + r * cols + i, V::select(mask_n(mr + i, c), vv, load_n(x + r * cols + i, c)), c);
+    });
+  }
+}
+
+// ---- LayerNorm ------------------------------------------------------------------------------
+// layernorm_forward: mean, biased variance (two passes, like the reference), normalise.
+void layernorm_forward_simd(int64_t rows, int64_t C, const float* x, const float* weight,
+                            const float* bias, float eps, float* out, float* mean, float* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    V::T vs = V::set1(0.f);
+    for_each_vec(C, [&](int64_t i, int64_t c) { vs = V::add(vs, load_n(xr + i, c)); });
+    const float m = V::hsum(vs) / static_cast<float>(C);
+    const V::T vm = V::set1(m);
+    V::T vv = V::set1(0.f);
+    for_each_vec(C, [&](int64_t i, int64_t c) {
+      const V::T d = V::sub(load_n(xr + i, c, m), vm);  // padding with m adds 0
+      vv = V::fma(d, d, vv);
+    });
+    const float s = 1.f / std::sqrt(V::hsum(vv) / static_cast<float>(C) + eps);
+    const V::T vr = V::set1(s);
+    for_each_vec(C, [&](int64_t i, int64_t c) {
+      const V::T norm = V::mul(V::sub(load_n(xr + i, c), vm), vr);
+      store_n(out + r * C + i, V::fma(norm, load_n(weight + i, c), load_n(bias + i, c)), c);
+    });
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+// layernorm_backward (llm.c): dnorm = w ⊙ dout; dx += (dnorm − mean(dnorm) − norm·mean(dnorm ⊙
+// norm)) · rstd; dweight += norm ⊙ dout; dbias += dout.
+void layernorm_backward_simd(int64_t rows, int64_t C, const float* dout, const float* x,
+                             const float* weight, const float* mean, const float* rstd, float* dx,
+                             float* dweight, float* dbias) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dr = dout + r * C;
+    const float* xr = x + r * C;
+    const V::T vm = V::set1(mean[r]), vr = V::set1(rstd[r]);
+    V::T a = V::set1(0.f), b = V::set1(0.f);
+    for_each_vec(C, [&](int64_t i, int64_t c) {
+      const V::T norm = V::mul(V::sub(load_n(xr + i, c), vm), vr);
+      const V::T dnorm = V::mul(load_n(weight + i, c), load_n(dr + i, c));
+      a = V::add(a, dnorm);
+      b = V::fma(dnorm, norm, b);
+    });
+    const V::T dnorm_mean = V::set1(V::hsum(a) / static_cast<float>(C));
+    const V::T dnorm_norm_mean = V::set1(V::hsum(b) / static_cast<float>(C));
+    for_each_vec(C, [&](int64_t i, int64_t c) {
+      const V::T d = load_n(dr + i, c);
+      const V::T norm = V::mul(V::sub(load_n(xr + i, c), vm), vr);
+      const V::T dnorm = V::mul(load_n(weight + i, c), d);
+      store_n(dbias + i, V::add(load_n(dbias + i, c), d), c);
+      store_n(dweight + i, V::fma(norm, d, load_n(dweight + i, c)), c);
+      const V::T g = V::mul(V::sub(V::sub(dnorm, dnorm_mean), V::mul(norm, dnorm_norm_mean)), vr);
+      store_n(dx + r * C + i, V::add(load_n(dx + r * C + i, c), g), c);
+    });
+  }
+}
+
+// ---- GELU (tanh form) -----------------------------------------------------------------------
+// 0.5·(1 + tanh(u)) = sigmoid(2u), so gelu(x) = x / (1 + exp(−2u)) with no cancellation for
+// negative x; gelu'(x) = s + 2·x·s·(1 − s)·du/dx with s = sigmoid(2u).
+inline V::T gelu_sigmoid(V::T x) {
+  const V::T x3 = V::mul(V::mul(x, x), x);
+  const V::T u = V::mul(V::set1(0.7978845608028654f), V::fma(V::set1(0.044715f), x3, x));
+  const V::T e = exp_v(V::mul(V::set1(-2.f), u));
+  return V::div(V::set1(1.f), V::add(V::set1(1.f), e));
+}
+void gelu_forward_simd(int64_t n, const float* x, float* out) {
+  for_each_vec(n, [&](int64_t i, int64_t c) {
+    const V::T v = load_n(x + i, c);
+    store_n(out + i, V::mul(v, gelu_sigmoid(v)), c);
+  });
+}
+void gelu_backward_simd(int64_t n, const float* x, const float* dout, float* dx) {
+  const V::T one = V::set1(1.f);
+  for_each_vec(n, [&](int64_t i, int64_t c) {
+    const V::T v = load_n(x + i, c);
+    const V::T s = gelu_sigmoid(v);
+    const V::T du =
+        V::mul(V::set1(0.7978845608028654f), V::fma(V::set1(3.f * 0.044715f), V::mul(v, v), one));
+    const V::T t = V::mul(V::mul(V::set1(2.f), v), V::mul(s, V::sub(one, s)));
+    store_n(dx + i, V::mul(load_n(dout + i, c), V::fma(t, du, s)), c);
+  });
+}
+
+// ---- reductions -----------------------------------------------------------------------------
+void sum_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    V::T s = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) { s = V::add(s, load_n(x + r * cols + i, c)); });
+    out[r] = V::hsum(s);
+  }
+}
+void max_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    V::T m = V::set1(ninf), nan = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      const V::T v = load_n(x + r * cols + i, c, ninf);
+      m = V::max(m, v);
+      nan = V::select(V::is_nan(v), v, nan);  // remember a NaN: max may drop it
+    });
+    const float mx = V::hmax(m);
+    const float nv = V::hsum(nan);
+    out[r] = std::isnan(nv) ? nv : mx;
+  }
+}
+// Column sums walk rows in order, so each out[c] sees the reference's summation order.
+void sum_cols_simd(int64_t rows, int64_t cols, const float* x, float* out) {
+  for_each_vec(cols, [&](int64_t i, int64_t c) {
+    V::T s = V::set1(0.f);
+    for (int64_t r = 0; r < rows; ++r) s = V::add(s, load_n(x + r * cols + i, c));
+    store_n(out + i, s, c);
+  });
+}
+
+// ---- AdamW ----------------------------------------------------------------------------------
+// The reference's operations in the reference's order, no FMA: bit-identical to adamw_ref.
+void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t step) {
+  const float decay = static_cast<float>(1.0 - double(lr) * double(weight_decay));
+  const double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  const double bc2 = 1.0 - std::pow(double(beta2), double(step));
+  const V::T vdecay = V::set1(decay);
+  const V::T step_size = V::set1(static_cast<float>(double(lr) / bc1));
+  const V::T bc2_sqrt = V::set1(static_cast<float>(std::sqrt(bc2)));
+  const V::T w1 = V::set1(1.f - beta1), w2 = V::set1(1.f - beta2), b2 = V::set1(beta2);
+  const V::T veps = V::set1(eps);
+  for_each_vec(n, [&](int64_t i, int64_t c) {
+    const V::T gi = load_n(g + i, c);
+    V::T pi = V::mul(load_n(p + i, c), vdecay);
+    V::T mi = load_n(m + i, c);
+    mi = V::add(mi, V::mul(w1, V::sub(gi, mi)));
+    const V::T vi = V::add(V::mul(load_n(v + i, c), b2), V::mul(w2, V::mul(gi, gi)));
+    const V::T denom = V::add(V::div(V::sqrt(vi), bc2_sqrt), veps);
+    pi = V::sub(pi, V::mul(step_size, V::div(mi, denom)));
+    store_n(p + i, pi, c);
+    store_n(m + i, mi, c);
+    store_n(v + i, vi, c);
+  });
+}
+
+// The elementwise part of a KernelTable, filled with this ISA's copies.
+#define TG_GENERIC_TABLE_ENTRIES                                                      \
+  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd, \
+      softmax_rows_backward_simd, masked_fill_simd, layernorm_forward_simd,           \
+      layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd, sum_rows_simd,  \
+      max_rows_simd, sum_cols_simd, adamw_simd

@@ -1,0 +1,86 @@
+// KernelTable: one plain struct of function pointers per ISA, plus the GEMM block sizes.
+// Each ISA file (ref.cpp's scalar table, avx2.cpp, avx512.cpp, neon.cpp) defines one table;
+// dispatch.cpp picks the active one. Internal to core/kernels.
+//
+// Packed GEMM layout (see gemm.cpp): a packed A micro-panel holds MR rows × kc columns stored
+// k-major (a[p*MR + i]); a packed B micro-panel holds kc rows × NR columns (b[p*NR + j]). Edge
+// panels are zero-padded, so a micro-kernel always computes a full MR×NR tile and only its store
+// is clipped to m ≤ MR rows and n ≤ NR columns.
+#pragma once
+#include <cstdint>
+
+#include "core/kernels/kernels.h"
+
+namespace tg::kernels {
+
+// c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j] for i < m, j < n. accumulate == false
+// overwrites C without reading it.
+using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                              int64_t m, int64_t n, bool accumulate);
+
+struct GemmBlocking {
+  int64_t mr, nr;  // micro-tile (registers)
+  int64_t mc;      // rows of A packed per block (A block mc×kc)
+  int64_t kc;      // depth of one rank-kc update (A micro-panel mr×kc stays in L1)
+  int64_t nc;      // columns of B packed per block (B panel kc×nc stays in L2)
+};
+
+struct KernelTable {
+  const char* name;
+  GemmBlocking sgemm_blocking;
+  SgemmUkernel sgemm_ukernel;
+  // Optional (nullptr: the portable loop): packs one full MR×kc micro-panel of a row-major A
+  // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
+  // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
+  void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
+  void (*binary)(BinOp, int64_t, const float*, const float*, float*);
+  void (*binary_rowbcast)(BinOp, int64_t, int64_t, const float*, const float*, float*);
+  void (*binary_scalar)(BinOp, int64_t, const float*, float, float*);
+  void (*exp)(int64_t, const float*, float*);
+  void (*softmax_rows)(int64_t, int64_t, const float*, float*);
+  void (*softmax_rows_backward)(int64_t, int64_t, const float*, const float*, float*);
+  void (*masked_fill)(int64_t, int64_t, const float*, const uint8_t*, int64_t, float, float*);
+  void (*layernorm_forward)(int64_t, int64_t, const float*, const float*, const float*, float,
+                            float*, float*, float*);
+  void (*layernorm_backward)(int64_t, int64_t, const float*, const float*, const float*,
+                             const float*, const float*, float*, float*, float*);
+  void (*gelu_forward)(int64_t, const float*, float*);
+  void (*gelu_backward)(int64_t, const float*, const float*, float*);
+  void (*sum_rows)(int64_t, int64_t, const float*, float*);
+  void (*max_rows)(int64_t, int64_t, const float*, float*);
+  void (*sum_cols)(int64_t, int64_t, const float*, float*);
+  void (*adamw)(int64_t, float*, const float*, float*, float*, float, float, float, float, float,
+                int64_t);
+  // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
+  // ISA's FMA units (the machine's peak) and returns the flops executed.
+  double (*fma_probe)(int64_t iters);
+};
+
+// Defined by the file of each ISA; only the ones meson compiled for this target exist.
+extern const KernelTable kScalarTable;  // ref.cpp
+const KernelTable* avx2_table();        // avx2.cpp
+const KernelTable* avx512_table();      // avx512.cpp
+const KernelTable* neon_table();        // neon.cpp
+
+// Tables compiled for this target and supported by this CPU (cpu_x86.cpp / cpu_arm.cpp /
+// cpu_other.cpp, chosen by meson), fastest last; excludes the scalar table.
+struct IsaEntry {
+  const char* name;
+  const KernelTable* table;  // nullptr: known name, but this binary or CPU cannot run it
+  const char* why_not;       // when table == nullptr: one clause saying why
+};
+void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in that order
+
+// Tuning aid for bench_matmul --blocking: replaces every table's MC/KC/NC (all > 0), or restores
+// the tables' own values when mc == 0. Not for production code paths.
+void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc);
+
+// The active table (dispatch.cpp).
+const KernelTable& active_table();
+
+// Blocked GEMM driver over one table's micro-kernel (gemm.cpp), single-threaded on its slice.
+void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
+                   int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
+                   float* C, int64_t ldc);
+
+}  // namespace tg::kernels

@@ -1,0 +1,23 @@
+// A persistent pool of std::threads for the kernels (no OpenMP). The calling thread takes part in
+// every job, so num_threads() == 1 means "no worker threads at all".
+//
+// The count comes from TAPEGRAD_THREADS when set (a positive integer), else from
+// std::thread::hardware_concurrency(); set_num_threads() changes it at run time.
+// Not here: work stealing, priorities, futures. A parallel_for issued from inside a task, or while
+// another thread's job is running, runs serially on the caller.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace tg {
+
+// Threads a parallel_for may use (>= 1). Throws std::invalid_argument on the first call when
+// TAPEGRAD_THREADS is set but is not a positive integer.
+int num_threads();
+// n >= 1; joins or starts workers as needed. Call only while no parallel_for is running.
+void set_num_threads(int n);
+// Runs fn(i) for every i in [0, n_tasks) on up to num_threads() threads and returns when all are
+// done. Which thread runs which task is unspecified, so tasks must not depend on it.
+void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+
+}  // namespace tg

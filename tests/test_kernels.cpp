@@ -1,0 +1,506 @@
+// Kernel tests: every entry of kernels.h on every path this machine runs (available_isas()),
+// against the scalar `_ref` oracle, on shapes that hit every tail (0, 1, primes, tile ± 1,
+// KC + 1). Float tolerances scale with the reduction length; ops made of correctly rounded IEEE
+// operations in the reference's order (binary, masked_fill, sum_cols, max_rows, adamw) must match
+// bit for bit. Also: thread-count bit-identity, the exp error bound, dispatch errors.
+#include <doctest/doctest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
+#include "core/threadpool.h"
+
+namespace k = tg::kernels;
+
+namespace {
+
+std::vector<float> randv(std::mt19937& g, int64_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// Runs body once per available path with that path active; restores the default afterwards.
+template <class F>
+void for_each_isa(F body) {
+  const std::string before = k::active_isa();
+  for (const std::string& isa : k::available_isas()) {
+    k::set_isa(isa);
+    INFO("isa = " << isa);
+    body(isa);
+  }
+  k::set_isa(before);
+}
+
+// |got - want| <= tol[i]; reports the first few failures with their index.
+void check_close(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::vector<double>& tol, const char* what) {
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(want[i]));
+    const bool ok =
+        d <= tol[i] || (std::isnan(got[i]) && std::isnan(want[i])) || (got[i] == want[i]);
+    if (!ok && bad++ < 3) {
+      INFO(what << "[" << i << "]: got " << got[i] << " want " << want[i] << " tol " << tol[i]);
+      CHECK(ok);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements out of tolerance");
+}
+
+void check_equal(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && bad++ == 0) first = i;
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ, first at " << first << " ("
+                               << (bad ? got[first] : 0.f) << " vs " << (bad ? want[first] : 0.f)
+                               << ")");
+}
+
+const int64_t kLens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 127, 1000};
+
+// ---- GEMM ---------------------------------------------------------------------------------------
+struct GemmCase {
+  int64_t M, N, K;
+  int layout;  // 0: A·B, 1: A·Bᵀ, 2: Aᵀ·B, 3: Aᵀ·Bᵀ, 4: both with non-unit strides
+  float beta;
+};
+
+void run_gemm_case(const GemmCase& gc, std::mt19937& g) {
+  const int64_t M = gc.M, N = gc.N, K = gc.K;
+  INFO("M=" << M << " N=" << N << " K=" << K << " layout=" << gc.layout << " beta=" << gc.beta);
+  const int64_t pad = 3;  // extra elements per row for layout 4 (strided, non-contiguous)
+  // Room for the widest layout (4): rows of 2·(cols + pad) elements.
+  std::vector<float> A = randv(g, (M + 1) * (K + pad + 1) * 2);
+  std::vector<float> B = randv(g, (K + 1) * (N + pad + 1) * 2);
+  int64_t rsA = K, csA = 1, rsB = N, csB = 1;
+  switch (gc.layout) {
+    case 1:
+      rsB = 1, csB = K;
+      break;
+    case 2:
+      rsA = 1, csA = M;
+      break;
+    case 3:
+      rsA = 1, csA = M, rsB = 1, csB = K;
+      break;
+    case 4:
+      rsA = 2 * (K + pad), csA = 2, rsB = 1 * (N + pad) * 2, csB = 2;
+      break;
+    default:
+      break;
+  }
+  const int64_t ldc = N + 5;
+  std::vector<float> C0 = randv(g, std::max<int64_t>(M * ldc, 1));
+  std::vector<float> C = C0, R = C0;
+  k::sgemm(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, gc.beta, C.data(), ldc);
+  k::sgemm_ref(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, gc.beta, R.data(), ldc);
+  // Error bound of a length-K dot product: ~K·eps·Σ|a||b|, for each of the two results.
+  std::vector<float> absA(A.size()), absB(B.size()), S(C0.size(), 0.f);
+  for (size_t i = 0; i < A.size(); ++i) absA[i] = std::fabs(A[i]);
+  for (size_t i = 0; i < B.size(); ++i) absB[i] = std::fabs(B[i]);
+  k::sgemm_ref(M, N, K, absA.data(), rsA, csA, absB.data(), rsB, csB, 0.f, S.data(), ldc);
+  std::vector<double> tol(C0.size());
+  for (size_t i = 0; i < tol.size(); ++i)
+    tol[i] = 2.0 * (K + 2) * FLT_EPSILON * (S[i] + std::fabs(C0[i]) + 1e-30);
+  check_close(C, R, tol, "sgemm");
+}
+
+}  // namespace
+
+TEST_CASE("dispatch: scalar is always available, the default is the fastest path") {
+  const auto isas = k::available_isas();
+  REQUIRE(!isas.empty());
+  CHECK(isas.front() == "scalar");
+  MESSAGE("available kernel paths: " <<
+          [&] {
+            std::string s;
+            for (auto& i : isas) s += i + " ";
+            return s;
+          }() << "(active: " << k::active_isa()
+                                     << ")");
+}
+
+TEST_CASE("dispatch: unknown names and unavailable paths are distinct errors") {
+  const std::string before = k::active_isa();
+  CHECK_THROWS_AS(k::set_isa("sse9"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(k::set_isa("sse9"), doctest::Contains("unknown kernel path 'sse9'"),
+                       std::invalid_argument);
+  const auto isas = k::available_isas();
+  for (const char* name : {"avx2", "avx512", "neon"}) {
+    if (std::find(isas.begin(), isas.end(), name) != isas.end()) continue;
+    CHECK_THROWS_WITH_AS(k::set_isa(name), doctest::Contains("is not available"),
+                         std::runtime_error);
+  }
+  const char* old = std::getenv("TAPEGRAD_ISA");
+  const std::string saved = old ? old : "";
+  setenv("TAPEGRAD_ISA", "bogus", 1);
+  CHECK_THROWS_WITH_AS(k::set_isa_from_env(), doctest::Contains("TAPEGRAD_ISA"),
+                       std::invalid_argument);
+  setenv("TAPEGRAD_ISA", "scalar", 1);
+  k::set_isa_from_env();
+  CHECK(k::active_isa() == "scalar");
+  if (old)
+    setenv("TAPEGRAD_ISA", saved.c_str(), 1);
+  else
+    unsetenv("TAPEGRAD_ISA");
+  k::set_isa(before);
+}
+
+TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precision sum") {
+  std::mt19937 g(7);
+  for_each_isa([&](const std::string&) {
+    const k::KernelTable& t = k::active_table();
+    const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
+    for (int64_t kc : {1, 2, 37}) {
+      std::vector<float> a = randv(g, MR * kc), b = randv(g, NR * kc);
+      // 64-byte aligned copies: micro-kernels may use aligned loads of the packed B panel.
+      float* ap = static_cast<float*>(std::aligned_alloc(64, ((MR * kc * 4 + 63) / 64) * 64));
+      float* bp = static_cast<float*>(std::aligned_alloc(64, ((NR * kc * 4 + 63) / 64) * 64));
+      std::memcpy(ap, a.data(), a.size() * 4);
+      std::memcpy(bp, b.data(), b.size() * 4);
+      for (int64_t m : {MR, MR - 1, int64_t(1)}) {
+        for (int64_t n : {NR, NR - 1, int64_t(1)}) {
+          for (bool accumulate : {false, true}) {
+            const int64_t ldc = NR + 3;
+            std::vector<float> c(MR * ldc, 0.5f);
+            t.sgemm_ukernel(kc, ap, bp, c.data(), ldc, m, n, accumulate);
+            for (int64_t i = 0; i < MR; ++i) {
+              for (int64_t j = 0; j < ldc; ++j) {
+                double want = 0.5;
+                if (i < m && j < n) {
+                  double s = 0;
+                  for (int64_t p = 0; p < kc; ++p) s += double(a[p * MR + i]) * b[p * NR + j];
+                  want = accumulate ? 0.5 + s : s;
+                }
+                INFO("kc=" << kc << " m=" << m << " n=" << n << " i=" << i << " j=" << j);
+                CHECK(std::fabs(c[i * ldc + j] - want) <= 4 * (kc + 2) * FLT_EPSILON);
+              }
+            }
+          }
+        }
+      }
+      std::free(ap);
+      std::free(bp);
+    }
+  });
+}
+
+TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/other") {
+  std::mt19937 g(42);
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    const int64_t dims[] = {0, 1, 2, 7, 13, bk.mr - 1, bk.mr + 1, bk.nr + 1, 31, 67};
+    const int64_t ks[] = {0, 1, 5, 16, 61, bk.kc + 1};
+    std::uniform_int_distribution<int> pick(0, 9), pk(0, 5), pl(0, 4), pb(0, 2);
+    const float betas[] = {0.f, 1.f, 0.5f};
+    for (int t = 0; t < 60; ++t) {
+      GemmCase c{dims[pick(g)], dims[pick(g)], ks[pk(g)], pl(g), betas[pb(g)]};
+      run_gemm_case(c, g);
+    }
+    // A wide and a tall case crossing MC and NC block edges.
+    run_gemm_case({bk.mc + 3, 40, 33, 0, 1.f}, g);
+    run_gemm_case({9, bk.nc + 5, 20, 1, 0.f}, g);
+  });
+}
+
+TEST_CASE("sgemm ignores NaN in C when beta == 0") {
+  for_each_isa([&](const std::string&) {
+    std::vector<float> a(6 * 4, 1.f), b(4 * 5, 1.f), c(6 * 5, std::nanf(""));
+    k::sgemm(6, 5, 4, a.data(), 4, 1, b.data(), 5, 1, 0.f, c.data(), 5);
+    for (float x : c) CHECK(x == 4.f);
+  });
+}
+
+TEST_CASE("sgemm_batched matches the reference per batch entry") {
+  std::mt19937 g(3);
+  for_each_isa([&](const std::string&) {
+    const int64_t batch = 5, M = 17, N = 19, K = 23;
+    // Q·Kᵀ-like: B transposed, batches strided.
+    std::vector<float> A = randv(g, batch * M * K), B = randv(g, batch * N * K);
+    std::vector<float> C(batch * M * N, 0.f), R(batch * M * N, 0.f);
+    k::sgemm_batched(batch, M, N, K, A.data(), M * K, K, 1, B.data(), N * K, 1, K, 0.f, C.data(),
+                     M * N, N);
+    k::sgemm_batched_ref(batch, M, N, K, A.data(), M * K, K, 1, B.data(), N * K, 1, K, 0.f,
+                         R.data(), M * N, N);
+    check_close(C, R, std::vector<double>(C.size(), 4.0 * (K + 2) * FLT_EPSILON * K), "batched");
+  });
+}
+
+TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
+  std::mt19937 g(11);
+  const int before = tg::num_threads();
+  const int64_t M = 301, N = 517, K = 211, n = (1 << 17) + 33;
+  std::vector<float> A = randv(g, M * K), B = randv(g, K * N), x = randv(g, n, -5.f, 5.f);
+  std::vector<float> y = randv(g, n);
+  for_each_isa([&](const std::string&) {
+    std::vector<std::vector<float>> outs;
+    for (int t : {1, 2, 3}) {
+      tg::set_num_threads(t);
+      std::vector<float> C(M * N), Cb(M * N, 1.f), e(n), sm(n), gl(n), mx(n / 1024);
+      k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C.data(), N);
+      k::sgemm(M, N, K, A.data(), 1, M, B.data(), 1, K, 1.f, Cb.data(), N);  // Aᵀ·Bᵀ, beta 1
+      k::exp(n, x.data(), e.data());
+      k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
+      k::gelu_forward(n, x.data(), gl.data());
+      k::max_rows(n / 1024, 1024, x.data(), mx.data());
+      std::vector<float> all;
+      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx}) all.insert(all.end(), v->begin(), v->end());
+      outs.push_back(std::move(all));
+    }
+    check_equal(outs[1], outs[0], "2 threads vs 1");
+    check_equal(outs[2], outs[0], "3 threads vs 1");
+  });
+  tg::set_num_threads(before);
+}
+
+TEST_CASE("binary ops: contiguous, row broadcast and scalar match the reference exactly") {
+  std::mt19937 g(5);
+  for_each_isa([&](const std::string&) {
+    for (k::BinOp op : {k::BinOp::add, k::BinOp::sub, k::BinOp::mul, k::BinOp::div}) {
+      for (int64_t n : kLens) {
+        INFO("op=" << int(op) << " n=" << n);
+        std::vector<float> a = randv(g, n), b = randv(g, n, 0.5f, 2.f), o(n), r(n);
+        k::binary(op, n, a.data(), b.data(), o.data());
+        k::binary_ref(op, n, a.data(), b.data(), r.data());
+        check_equal(o, r, "binary");
+        k::binary_scalar(op, n, a.data(), 1.7f, o.data());
+        k::binary_scalar_ref(op, n, a.data(), 1.7f, r.data());
+        check_equal(o, r, "binary_scalar");
+        const int64_t rows = 3;
+        std::vector<float> m = randv(g, rows * n), mo(rows * n), mr(rows * n);
+        k::binary_rowbcast(op, rows, n, m.data(), b.data(), mo.data());
+        k::binary_rowbcast_ref(op, rows, n, m.data(), b.data(), mr.data());
+        check_equal(mo, mr, "binary_rowbcast");
+      }
+    }
+  });
+}
+
+TEST_CASE("exp: max relative error <= 2e-7 against std::exp over the whole float range") {
+  // The sweep: every input step over the normal-result range, then denormal results, then the
+  // special values.
+  std::vector<float> xs;
+  for (double x = -87.33; x <= 88.72; x += 0.00137) xs.push_back(static_cast<float>(x));
+  std::mt19937 g(9);
+  for (int i = 0; i < 20000; ++i) xs.push_back(randv(g, 1, -87.3f, 88.7f)[0]);
+  for (float x = -1e-3f; x <= 1e-3f; x += 1.3e-6f) xs.push_back(x);  // around exp's fixed point
+  const size_t n_normal = xs.size();
+  for (double x = -103.9; x <= -87.34; x += 0.013) xs.push_back(static_cast<float>(x));
+  const size_t n_checked = xs.size();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {-inf,   inf,    std::nanf(""), 0.f,  -0.f,  1e-40f, -1e-40f, 1e-45f,
+                            -200.f, -1e30f, 88.73f,        89.f, 100.f, 1e30f,  88.72f};
+  for (float s : specials) xs.push_back(s);
+  for_each_isa([&](const std::string&) {
+    std::vector<float> y(xs.size());
+    k::exp(static_cast<int64_t>(xs.size()), xs.data(), y.data());
+    double worst = 0;
+    float worst_x = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n_checked; ++i) {
+      const double want = std::exp(double(xs[i]));
+      const double err = std::fabs(double(y[i]) - want);
+      if (i < n_normal) {
+        if (err / want > worst) worst = err / want, worst_x = xs[i];
+        if (err > 2e-7 * want) ++bad;
+      } else if (err > 2e-7 * want + 1.5e-45) {  // denormal results: at most one denormal ulp
+        ++bad;
+      }
+    }
+    MESSAGE("exp worst relative error " << worst << " at x = " << worst_x);
+    CHECK(bad == 0);
+    CHECK(worst <= 2e-7);
+    const float* s = y.data() + n_checked;
+    CHECK(s[0] == 0.f);
+    CHECK(s[1] == inf);
+    CHECK(std::isnan(s[2]));
+    CHECK(s[3] == 1.f);
+    CHECK(s[4] == 1.f);
+    CHECK(s[5] == 1.f);
+    CHECK(s[6] == 1.f);
+    CHECK(s[7] == 1.f);
+    CHECK(s[8] == 0.f);
+    CHECK(s[9] == 0.f);
+    CHECK(s[10] == inf);
+    CHECK(s[11] == inf);
+    CHECK(s[12] == inf);
+    CHECK(s[13] == inf);
+    CHECK(std::isfinite(s[14]));
+  });
+}
+
+TEST_CASE("softmax forward/backward match the reference; all -inf rows give NaN") {
+  std::mt19937 g(13);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      INFO("cols=" << cols);
+      const int64_t rows = 4;
+      std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
+      if (cols > 0) {
+        for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;     // all masked
+        for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;  // causal-like
+      }
+      std::vector<float> y(rows * cols), r(rows * cols);
+      k::softmax_rows(rows, cols, x.data(), y.data());
+      k::softmax_rows_ref(rows, cols, x.data(), r.data());
+      std::vector<double> tol(y.size());
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = 4.0 * (cols + 4) * FLT_EPSILON * r[i];
+      check_close(y, r, tol, "softmax");
+      for (int64_t c = 0; c < cols; ++c) CHECK(std::isnan(y[1 * cols + c]));
+      // Backward from the reference output (row 1 excluded: NaN in, NaN out).
+      std::vector<float> dy = randv(g, rows * cols), dx(rows * cols), dr(rows * cols);
+      k::softmax_rows_backward(rows, cols, r.data(), dy.data(), dx.data());
+      k::softmax_rows_backward_ref(rows, cols, r.data(), dy.data(), dr.data());
+      for (size_t i = 0; i < tol.size(); ++i)
+        tol[i] = 4.0 * (cols + 4) * FLT_EPSILON * std::fabs(r[i]) * 2.0 + 1e-30;
+      check_close(dx, dr, tol, "softmax_backward");
+    }
+  });
+}
+
+TEST_CASE("masked_fill matches the reference, full and broadcast masks") {
+  std::mt19937 g(17);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      const int64_t T = cols, rows = 3 * std::max<int64_t>(T, 1);
+      std::vector<float> x = randv(g, rows * cols), o(rows * cols), r(rows * cols);
+      std::vector<uint8_t> mask(std::max<int64_t>(T, 1) * cols);
+      for (int64_t i = 0; i < std::max<int64_t>(T, 1); ++i)
+        for (int64_t j = 0; j < cols; ++j) mask[i * cols + j] = j > i;  // causal
+      const int64_t mrows = std::max<int64_t>(T, 1);
+      k::masked_fill(rows, cols, x.data(), mask.data(), mrows, ninf, o.data());
+      k::masked_fill_ref(rows, cols, x.data(), mask.data(), mrows, ninf, r.data());
+      check_equal(o, r, "masked_fill broadcast");
+      std::vector<uint8_t> full(rows * cols);
+      for (auto& m : full) m = g() & 1;
+      k::masked_fill(rows, cols, x.data(), full.data(), rows, 0.f, o.data());
+      k::masked_fill_ref(rows, cols, x.data(), full.data(), rows, 0.f, r.data());
+      check_equal(o, r, "masked_fill full");
+    }
+  });
+}
+
+TEST_CASE("layernorm forward/backward match the reference") {
+  std::mt19937 g(19);
+  for_each_isa([&](const std::string&) {
+    for (int64_t C : kLens) {
+      if (C == 0) continue;
+      INFO("C=" << C);
+      const int64_t rows = 5;
+      std::vector<float> x = randv(g, rows * C, -2.f, 3.f), w = randv(g, C), b = randv(g, C);
+      std::vector<float> o(rows * C), r(rows * C), m(rows), mr(rows), s(rows), sr(rows);
+      k::layernorm_forward(rows, C, x.data(), w.data(), b.data(), 1e-5f, o.data(), m.data(),
+                           s.data());
+      k::layernorm_forward_ref(rows, C, x.data(), w.data(), b.data(), 1e-5f, r.data(), mr.data(),
+                               sr.data());
+      const double tl = 8.0 * (C + 8) * FLT_EPSILON;
+      std::vector<double> tol(r.size());
+      for (size_t i = 0; i < tol.size(); ++i) tol[i] = tl * (1.0 + std::fabs(r[i]));
+      check_close(o, r, tol, "layernorm out");
+      check_close(m, mr, std::vector<double>(rows, tl * 3), "layernorm mean");
+      std::vector<double> ts(rows);
+      for (int64_t i = 0; i < rows; ++i) ts[i] = tl * sr[i];
+      check_close(s, sr, ts, "layernorm rstd");
+      // Backward accumulates into pre-filled buffers.
+      std::vector<float> dout = randv(g, rows * C), dx = randv(g, rows * C), dw = randv(g, C);
+      std::vector<float> db = randv(g, C), dxr = dx, dwr = dw, dbr = db;
+      k::layernorm_backward(rows, C, dout.data(), x.data(), w.data(), mr.data(), sr.data(),
+                            dx.data(), dw.data(), db.data());
+      k::layernorm_backward_ref(rows, C, dout.data(), x.data(), w.data(), mr.data(), sr.data(),
+                                dxr.data(), dwr.data(), dbr.data());
+      std::vector<double> tx(dx.size(), tl * 4), tw(C, tl * rows * 4);
+      check_close(dx, dxr, tx, "layernorm dx");
+      check_close(dw, dwr, tw, "layernorm dweight");
+      check_close(db, dbr, tw, "layernorm dbias");
+    }
+  });
+}
+
+TEST_CASE("gelu forward/backward match the reference") {
+  std::mt19937 g(23);
+  for_each_isa([&](const std::string&) {
+    for (int64_t n : kLens) {
+      INFO("n=" << n);
+      std::vector<float> x = randv(g, n, -9.f, 9.f), o(n), r(n), dout = randv(g, n);
+      k::gelu_forward(n, x.data(), o.data());
+      k::gelu_forward_ref(n, x.data(), r.data());
+      // The reference's 1 + tanh(u) cancels for negative x; the tolerance is absolute in x.
+      std::vector<double> tol(n);
+      for (int64_t i = 0; i < n; ++i) tol[i] = 1e-6 * (1.0 + std::fabs(x[i]));
+      check_close(o, r, tol, "gelu");
+      k::gelu_backward(n, x.data(), dout.data(), o.data());
+      k::gelu_backward_ref(n, x.data(), dout.data(), r.data());
+      for (int64_t i = 0; i < n; ++i) tol[i] = 2e-6 * (1.0 + std::fabs(x[i]));
+      check_close(o, r, tol, "gelu_backward");
+    }
+  });
+}
+
+TEST_CASE("row reductions and column sums match the reference") {
+  std::mt19937 g(29);
+  const float nan = std::nanf("");
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      INFO("cols=" << cols);
+      const int64_t rows = 4;
+      std::vector<float> x = randv(g, rows * cols), o(rows), r(rows);
+      if (cols > 2) x[2 * cols + cols / 2] = nan;
+      k::sum_rows(rows, cols, x.data(), o.data());
+      k::sum_rows_ref(rows, cols, x.data(), r.data());
+      check_close(o, r, std::vector<double>(rows, 2.0 * (cols + 2) * FLT_EPSILON * cols),
+                  "sum_rows");
+      k::max_rows(rows, cols, x.data(), o.data());
+      k::max_rows_ref(rows, cols, x.data(), r.data());
+      check_equal(o, r, "max_rows");
+      if (cols > 2) CHECK(std::isnan(o[2]));
+      std::vector<float> sc(cols), scr(cols);
+      if (cols > 2) x[2 * cols + cols / 2] = 0.25f;
+      k::sum_cols(rows, cols, x.data(), sc.data());
+      k::sum_cols_ref(rows, cols, x.data(), scr.data());
+      check_equal(sc, scr, "sum_cols");
+    }
+  });
+}
+
+TEST_CASE("adamw is bit-identical to the reference (PyTorch's update order)") {
+  std::mt19937 g(31);
+  for_each_isa([&](const std::string&) {
+    for (int64_t n : kLens) {
+      std::vector<float> p = randv(g, n), gr = randv(g, n), m = randv(g, n, -0.1f, 0.1f);
+      std::vector<float> v = randv(g, n, 0.f, 0.01f), pr = p, mr = m, vr = v;
+      for (int64_t step = 1; step <= 3; ++step) {
+        k::adamw(n, p.data(), gr.data(), m.data(), v.data(), 4e-4f, 0.9f, 0.999f, 1e-8f, 0.1f,
+                 step);
+        k::adamw_ref(n, pr.data(), gr.data(), mr.data(), vr.data(), 4e-4f, 0.9f, 0.999f, 1e-8f,
+                     0.1f, step);
+      }
+      check_equal(p, pr, "adamw p");
+      check_equal(m, mr, "adamw m");
+      check_equal(v, vr, "adamw v");
+    }
+  });
+}
+
+TEST_CASE("float64 entries run the reference") {
+  const double a[] = {1, 2, 3, 4}, b[] = {5, 6, 7, 8};
+  double c[4];
+  k::dgemm(2, 2, 2, a, 2, 1, b, 2, 1, 0.0, c, 2);
+  CHECK(c[0] == 19);
+  CHECK(c[3] == 50);
+  double y[4];
+  k::softmax_rows(1, 4, a, y);
+  CHECK(std::fabs(y[0] + y[1] + y[2] + y[3] - 1.0) < 1e-15);
+}
