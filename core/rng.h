@@ -1,7 +1,7 @@
 // PyTorch-compatible CPU random generator, bit-exact with PyTorch 1.13.1 (AVX2 x86-64 kernels,
-// a build without MKL). The spec is /work/shared/TORCH_RNG.md; section numbers (§n) below refer
-// to it. Every function fills a raw contiguous buffer in storage order, drawing from a Generator
-// (the process-wide default one unless one is passed).
+// a build without MKL). The spec is ../shared/TORCH_RNG.md (from the project root); section numbers
+// (§n) refer to it. Every function fills a raw contiguous buffer in storage order, drawing from a
+// Generator (the process-wide default one unless one is passed).
 //
 // Not here: the baseline (non-AVX2, no-FMA) kernels, MKL's bernoulli/dropout path, half and
 // bfloat16, tensors of probabilities for bernoulli, 2.x behaviour (randperm's large-n shuffle,
