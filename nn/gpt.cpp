@@ -1,0 +1,198 @@
+// Chapter 4's GPT (see gpt.h).
+#include "nn/gpt.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/ops.h"
+
+namespace tg::nn {
+
+// ---- GPTConfig -------------------------------------------------------------------------------
+
+std::string GPTConfig::str() const {
+  std::ostringstream os;
+  os.precision(17);
+  os << "{\"vocab_size\": " << vocab_size << ", \"context_length\": " << context_length
+     << ", \"emb_dim\": " << emb_dim << ", \"n_heads\": " << n_heads
+     << ", \"n_layers\": " << n_layers << ", \"drop_rate\": " << drop_rate
+     << ", \"qkv_bias\": " << (qkv_bias ? "true" : "false") << "}";
+  return os.str();
+}
+
+void GPTConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v < 1)
+      throw std::invalid_argument(std::string("GPT config: ") + name + " must be >= 1, got " +
+                                  std::to_string(v));
+  };
+  positive("vocab_size", vocab_size);
+  positive("context_length", context_length);
+  positive("emb_dim", emb_dim);
+  positive("n_heads", n_heads);
+  positive("n_layers", n_layers);
+  if (emb_dim % n_heads != 0)
+    throw std::invalid_argument("GPT config: emb_dim (" + std::to_string(emb_dim) +
+                                ") must be divisible by n_heads (" + std::to_string(n_heads) + ")");
+  if (!(drop_rate >= 0 && drop_rate < 1))
+    throw std::invalid_argument("GPT config: drop_rate must be in [0, 1), got " +
+                                std::to_string(drop_rate));
+}
+
+GPTConfig GPTConfig::parse(const std::string& json) {
+  // Only the flat object str() writes: "key": number | true | false.
+  auto value_of = [&](const std::string& key) -> std::string {
+    const std::string quoted = "\"" + key + "\"";
+    const size_t k = json.find(quoted);
+    if (k == std::string::npos)
+      throw std::invalid_argument("GPT config: missing \"" + key + "\" in " + json);
+    size_t i = json.find(':', k + quoted.size());
+    if (i == std::string::npos)
+      throw std::invalid_argument("GPT config: malformed \"" + key + "\" in " + json);
+    ++i;
+    while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i]))) ++i;
+    size_t j = i;
+    while (j < json.size() && json[j] != ',' && json[j] != '}') ++j;
+    std::string v = json.substr(i, j - i);
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    return v;
+  };
+  auto integer = [&](const std::string& key) {
+    const std::string v = value_of(key);
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0')
+      throw std::invalid_argument("GPT config: \"" + key + "\" is not an integer: " + v);
+    return int64_t(n);
+  };
+  GPTConfig c;
+  c.vocab_size = integer("vocab_size");
+  c.context_length = integer("context_length");
+  c.emb_dim = integer("emb_dim");
+  c.n_heads = integer("n_heads");
+  c.n_layers = integer("n_layers");
+  const std::string d = value_of("drop_rate");
+  char* end = nullptr;
+  c.drop_rate = std::strtod(d.c_str(), &end);
+  if (d.empty() || *end != '\0')
+    throw std::invalid_argument("GPT config: \"drop_rate\" is not a number: " + d);
+  const std::string b = value_of("qkv_bias");
+  if (b != "true" && b != "false")
+    throw std::invalid_argument("GPT config: \"qkv_bias\" must be true or false, got " + b);
+  c.qkv_bias = b == "true";
+  return c;
+}
+
+GPTConfig gpt_preset(const std::string& name) {
+  GPTConfig c;  // the defaults are GPT_CONFIG_124M with context 256
+  if (name == "gpt2-124m") return c;
+  if (name == "tiny") {
+    // Small enough to train on a few tens of KB in about a minute on two cores.
+    c.vocab_size = 512;  // replaced by the tokenizer's vocabulary size
+    c.context_length = 64;
+    c.emb_dim = 128;
+    c.n_heads = 4;
+    c.n_layers = 2;
+    return c;
+  }
+  throw std::invalid_argument("unknown preset '" + name + "' (known: gpt2-124m, tiny)");
+}
+
+int64_t gpt_preset_max_context(const std::string& name) {
+  if (name == "gpt2-124m") return 1024;
+  if (name == "tiny") return 256;
+  gpt_preset(name);  // throws the unknown-preset message
+  return 0;
+}
+
+// ---- FeedForward -----------------------------------------------------------------------------
+
+FeedForward::FeedForward(const GPTConfig& cfg, Generator* gen) : Module("FeedForward") {
+  // Sequential(Linear(emb, 4*emb), GELU(), Linear(4*emb, emb)): the first Linear draws first.
+  auto up = std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim, true, gen);
+  auto act = std::make_shared<GELU>();
+  auto down = std::make_shared<Linear>(4 * cfg.emb_dim, cfg.emb_dim, true, gen);
+  register_module(
+      "layers", &layers,
+      std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{up, act, down}));
+}
+
+Tensor FeedForward::forward(const Tensor& x) { return (*layers)(x); }
+
+// ---- TransformerBlock ------------------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
+    : Module("TransformerBlock") {
+  register_module(
+      "att", &att,
+      std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
+                                           cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen));
+  register_module("ff", &ff, std::make_shared<FeedForward>(cfg, gen));
+  register_module("norm1", &norm1, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("norm2", &norm2, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("drop_shortcut", &drop_shortcut, std::make_shared<Dropout>(cfg.drop_rate, gen));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  // Shortcut connection for the attention block
+  Tensor shortcut = x;
+  Tensor h = (*norm1)(x);
+  h = (*att)(h);  // (b, T, emb_dim)
+  h = (*drop_shortcut)(h);
+  h = h + shortcut;  // add the original input back
+
+  // Shortcut connection for the feed-forward block
+  shortcut = h;
+  Tensor y = (*norm2)(h);
+  y = (*ff)(y);
+  y = (*drop_shortcut)(y);
+  return y + shortcut;
+}
+
+// ---- GPTModel --------------------------------------------------------------------------------
+
+namespace {
+const GPTConfig& validated(const GPTConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+}  // namespace
+
+GPTModel::GPTModel(const GPTConfig& config, Generator* gen)
+    : Module("GPTModel"), cfg(validated(config)) {
+  register_module("tok_emb", &tok_emb,
+                  std::make_shared<Embedding>(cfg.vocab_size, cfg.emb_dim, gen));
+  register_module("pos_emb", &pos_emb,
+                  std::make_shared<Embedding>(cfg.context_length, cfg.emb_dim, gen));
+  register_module("drop_emb", &drop_emb, std::make_shared<Dropout>(cfg.drop_rate, gen));
+  std::vector<std::shared_ptr<Module>> blocks;
+  for (int64_t i = 0; i < cfg.n_layers; ++i)
+    blocks.push_back(std::make_shared<TransformerBlock>(cfg, gen));
+  register_module("trf_blocks", &trf_blocks, std::make_shared<Sequential>(std::move(blocks)));
+  register_module("final_norm", &final_norm, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("out_head", &out_head,
+                  std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false, gen));
+}
+
+Tensor GPTModel::forward(const Tensor& in_idx) {
+  if (in_idx.dtype() != DType::Int64 || in_idx.dim() != 2)
+    throw std::invalid_argument(std::string("GPTModel: expected int64 token ids (batch, tokens), "
+                                            "got ") +
+                                dtype_name(in_idx.dtype()) + " " + shape_str(in_idx.shape()));
+  const int64_t seq_len = in_idx.size(1);
+  if (seq_len < 1 || seq_len > cfg.context_length)
+    throw std::invalid_argument("GPTModel: " + std::to_string(seq_len) +
+                                " tokens, the context length is " +
+                                std::to_string(cfg.context_length));
+  const Tensor tok_embeds = (*tok_emb)(in_idx);           // (b, T, emb_dim)
+  const Tensor pos_embeds = (*pos_emb)(arange(seq_len));  // (T, emb_dim)
+  Tensor x = tok_embeds + pos_embeds;                     // broadcast over the batch
+  x = (*drop_emb)(x);
+  x = (*trf_blocks)(x);
+  x = (*final_norm)(x);
+  return (*out_head)(x);  // (b, T, vocab_size)
+}
+
+}  // namespace tg::nn
