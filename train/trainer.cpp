@@ -382,9 +382,10 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
     const std::string n = spec.substr(4);
     char* end = nullptr;
     const long v = std::strtol(n.c_str(), &end, 10);
-    if (n.empty() || *end != '\0' || v < 257 || v > 100000)
-      throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 257 <= N <= 100000");
-    // Trained on the training split only, so validation text stays unseen.
+    if (n.empty() || *end != '\0' || v < 256 || v > 100000)
+      throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
+    // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
+    // bytes (no merges).
     return std::make_unique<data::Tokenizer>(
         data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
   }
@@ -546,12 +547,20 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   if (opt.threads > 0) set_num_threads(opt.threads);
 
   nn::GPTConfig cfg;
-  try {
-    cfg = nn::gpt_preset(opt.preset);
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
+  int64_t max_ctx = 0;
+  if (opt.preset == "custom" && resuming) opt.config = config_from_checkpoint(ckpt, ckpt_in);
+  if (opt.config) {
+    cfg = *opt.config;
+    opt.preset = "custom";
+    max_ctx = cfg.context_length;
+  } else {
+    try {
+      cfg = nn::gpt_preset(opt.preset);
+      max_ctx = nn::gpt_preset_max_context(opt.preset);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
   }
-  const int64_t max_ctx = nn::gpt_preset_max_context(opt.preset);
   if (opt.context_length == 0) opt.context_length = cfg.context_length;
   if (opt.context_length < 2 || opt.context_length > max_ctx)
     throw TrainError("--context " + std::to_string(opt.context_length) +
@@ -583,7 +592,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   } else {
     tokenizer = make_tokenizer(opt.tokenizer, train_text);
   }
-  if (opt.preset == "tiny") cfg.vocab_size = tokenizer->n_vocab();
+  if (opt.preset == "tiny" || opt.preset == "custom") cfg.vocab_size = tokenizer->n_vocab();
   if (tokenizer->n_vocab() > cfg.vocab_size)
     throw TrainError("tokenizer " + opt.tokenizer + " has " + std::to_string(tokenizer->n_vocab()) +
                      " tokens, more than preset " + opt.preset + "'s vocab_size " +
@@ -784,8 +793,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) {
         clear_progress();
-        char lv[32];
-        std::snprintf(lv, sizeof lv, "%g", loss_value);
+        const char* lv = std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf";
         throw TrainError("loss is " + std::string(lv) + " at epoch " + std::to_string(epoch + 1) +
                          ", step " + std::to_string(global_step + 1) + " (lr " +
                          json_number(optimizer.lr) + "); stopped, " +

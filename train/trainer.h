@@ -15,6 +15,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,9 @@ struct TrainOptions {
   // Names of the options given explicitly; on --resume the checkpoint supplies the others, and
   // explicit data-pipeline options (preset, tokenizer, context, batch size, text) must match it.
   std::vector<std::string> explicit_flags;
+  // Library use (tests, benches): these dims instead of a preset's ("custom" in the checkpoint);
+  // vocab_size still follows the tokenizer.
+  std::optional<nn::GPTConfig> config;
   std::function<void(int64_t global_step)> on_step;  // after each optimizer step (tests)
 };
 
