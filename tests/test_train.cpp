@@ -46,7 +46,7 @@ struct Scratch {
 
 struct Golden {
   std::map<std::string, std::vector<double>> init, final_;  // name -> numel, sum, first 4
-  std::vector<std::vector<double>> evals;                      // step, train, val
+  std::vector<std::vector<double>> evals;                   // step, train, val
   std::vector<double> steps;
   std::vector<std::vector<int64_t>> samples;
 };
@@ -193,10 +193,9 @@ TEST_CASE("GPTModel: book names, order and PyTorch's initial weights under manua
   CHECK(sd[8].first == "trf_blocks.0.ff.layers.0.weight");
   CHECK(sd.back().first == "out_head.weight");
   // embeddings + out_head, 2 blocks (W_q/k/v, out_proj, ff, two norms), final_norm
-  CHECK(model.num_parameters() == 257 * 32 * 2 + 16 * 32 +
-                                      2 * (3 * 32 * 32 + 32 * 32 + 32 + 2 * 4 * 32 * 32 + 4 * 32 +
-                                           32 + 4 * 32) +
-                                      2 * 32);
+  CHECK(model.num_parameters() ==
+        257 * 32 * 2 + 16 * 32 +
+            2 * (3 * 32 * 32 + 32 * 32 + 32 + 2 * 4 * 32 * 32 + 4 * 32 + 32 + 4 * 32) + 2 * 32);
   for (const auto& [name, want] : g.init) check_param(sd, name, want, 1e-6);
 }
 
@@ -311,8 +310,9 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
   const std::string text = kGolden + "/train_text.txt";
   const std::string out = s / "o";
   SUBCASE("missing text") {
-    check_one_line_error(run_cli(cli::train_main, {"train", "--text", s / "nope.txt", "--out", out}),
-                         "cannot read text file");
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", s / "nope.txt", "--out", out}),
+        "cannot read text file");
   }
   SUBCASE("text shorter than one window") {
     std::ofstream(s / "short.txt") << "Just a few words, far fewer than one window.";
@@ -321,9 +321,9 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
                          "text too short");
   }
   SUBCASE("context larger than the preset allows") {
-    check_one_line_error(run_cli(cli::train_main, {"train", "--text", text, "--context", "4096",
-                                                   "--out", out}),
-                         "--context 4096 is outside what preset tiny allows");
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", text, "--context", "4096", "--out", out}),
+        "--context 4096 is outside what preset tiny allows");
   }
   SUBCASE("unknown preset") {
     check_one_line_error(
@@ -388,11 +388,28 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
 TEST_CASE("tapegrad train and generate from the command line") {
   Scratch s;
   const std::string out = s / "cli";
-  const CliRun r = run_cli(
-      cli::train_main, {"train", "--text", kGolden + "/train_text.txt", "--tokenizer", "bpe:300",
-                        "--context", "16", "--epochs", "1", "--batch-size", "8", "--eval-freq",
-                        "10", "--eval-iter", "1", "--out", out, "--log", s / "log.jsonl",
-                        "--no-progress", "--start-context", "Nobody"});
+  const CliRun r = run_cli(cli::train_main, {"train",
+                                             "--text",
+                                             kGolden + "/train_text.txt",
+                                             "--tokenizer",
+                                             "bpe:300",
+                                             "--context",
+                                             "16",
+                                             "--epochs",
+                                             "1",
+                                             "--batch-size",
+                                             "8",
+                                             "--eval-freq",
+                                             "10",
+                                             "--eval-iter",
+                                             "1",
+                                             "--out",
+                                             out,
+                                             "--log",
+                                             s / "log.jsonl",
+                                             "--no-progress",
+                                             "--start-context",
+                                             "Nobody"});
   REQUIRE_MESSAGE(r.rc == 0, r.err);
   CHECK(r.out.rfind("Ep 1 (Step 000000): Train loss ", 0) == 0);
   // One JSON line per evaluation, with the documented fields.
@@ -401,7 +418,8 @@ TEST_CASE("tapegrad train and generate from the command line") {
   int lines = 0;
   while (std::getline(log, line)) {
     const train::JsonValue v = train::parse_json(line);
-    for (const char* k : {"step", "epoch", "train_loss", "val_loss", "tokens_seen", "lr", "seconds"})
+    for (const char* k :
+         {"step", "epoch", "train_loss", "val_loss", "tokens_seen", "lr", "seconds"})
       CHECK_MESSAGE(v.find(k) != nullptr, k);
     ++lines;
   }
@@ -413,9 +431,9 @@ TEST_CASE("tapegrad train and generate from the command line") {
   REQUIRE_MESSAGE(g1.rc == 0, g1.err);
   CHECK(g1.out.rfind("Nobody", 0) == 0);
   auto sample = [&](const char* seed) {
-    return run_cli(cli::generate_main, {"generate", "--checkpoint", out, "--prompt", "Nobody",
-                                        "--max-new-tokens", "12", "--temperature", "1.5",
-                                        "--top-k", "20", "--seed", seed})
+    return run_cli(cli::generate_main,
+                   {"generate", "--checkpoint", out, "--prompt", "Nobody", "--max-new-tokens", "12",
+                    "--temperature", "1.5", "--top-k", "20", "--seed", seed})
         .out;
   };
   CHECK(sample("1") == sample("1"));

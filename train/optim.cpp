@@ -25,19 +25,25 @@ AdamW::AdamW(nn::Module& model, double lr, double weight_decay, double beta1, do
 namespace {
 
 // _single_tensor_adamw's per-element arithmetic. Python computes the scalars in double; the
-// tensor ops round them to float. exp_avg's add_(grad, alpha) runs as an FMA in ATen's AVX2
-// kernel (vec::fmadd), so it is fused here too.
+// tensor ops round them to float. Written without std::fma (a libm call unless the build enables
+// FMA) so the loop vectorizes; ATen's AVX2 add_ fuses `m*b1 + w1*g`, so exp_avg may differ from
+// PyTorch's by an ulp.
 struct AdamScalars {
   float decay, b1, w1, b2, w2, bc2_sqrt, eps, neg_step;
 };
 
-void adamw_span(int64_t n, float* p, const float* g, float* m, float* v, const AdamScalars& s) {
+void adamw_span(int64_t n, float* __restrict p, const float* __restrict g, float* __restrict m,
+                float* __restrict v, const AdamScalars& s) {
+  const AdamScalars c = s;  // locals, so the compiler knows they do not alias the arrays
   for (int64_t i = 0; i < n; ++i) {
-    p[i] = p[i] * s.decay;                     // param.mul_(1 - lr * weight_decay)
-    m[i] = std::fma(g[i], s.w1, m[i] * s.b1);  // exp_avg.mul_(b1).add_(grad, alpha=1-b1)
-    v[i] = v[i] * s.b2 + s.w2 * g[i] * g[i];   // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
-    const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;  // (sqrt / bc2_sqrt).add_(eps)
-    p[i] = p[i] + s.neg_step * (m[i] / denom);  // addcdiv_(exp_avg, denom, -step_size)
+    const float gi = g[i];
+    const float pi = p[i] * c.decay;                // param.mul_(1 - lr * weight_decay)
+    const float mi = m[i] * c.b1 + c.w1 * gi;       // exp_avg.mul_(b1).add_(grad, 1-b1)
+    const float vi = v[i] * c.b2 + c.w2 * gi * gi;  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+    const float denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;  // (sqrt / bc2_sqrt).add_(eps)
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + c.neg_step * (mi / denom);  // addcdiv_(exp_avg, denom, -step_size)
   }
 }
 

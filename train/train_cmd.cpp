@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/threadpool.h"
 #include "train/commands.h"
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
@@ -122,6 +124,7 @@ Continues a prompt with the book's generate() (chapter 5.3).
   --seed S             torch.manual_seed before sampling (123)
   --eos                stop at <|endoftext|>
   --threads N
+  --logits FILE        also write the prompt's logits (1, T, vocab) as safetensors (interop check)
 )";
 
 }  // namespace
@@ -182,7 +185,7 @@ int train_main(int argc, char** argv) {
 
 int generate_main(int argc, char** argv) {
   const std::vector<std::string> valued = {"checkpoint", "prompt", "max-new-tokens", "temperature",
-                                           "top-k",      "seed",   "threads"};
+                                           "top-k",      "seed",   "threads",        "logits"};
   const std::vector<std::string> flags = {"eos", "help"};
   try {
     const Args a = Args::parse(argc, argv, valued, flags);
@@ -212,6 +215,14 @@ int generate_main(int argc, char** argv) {
     if (a.has("eos"))
       for (const auto& [name, id] : lm.tokenizer->specials())
         if (name == "<|endoftext|>") eos_id = id;
+    if (a.has("logits")) {
+      // The prompt's logits (1, T, vocab) for tools/interop_check.py, with the ids in metadata.
+      NoGradGuard no_grad;
+      const Tensor logits = (*lm.model)(from_vector(ids, {1, int64_t(ids.size())}));
+      std::string id_list;
+      for (int64_t id : ids) id_list += std::to_string(id) + " ";
+      train::save_safetensors(a.str("logits", ""), {{"logits", logits}}, {{"token_ids", id_list}});
+    }
     manual_seed(uint64_t(seed));
     const std::vector<int64_t> out =
         train::generate(*lm.model, ids, max_new, lm.cfg.context_length, temperature, top_k, eos_id,
