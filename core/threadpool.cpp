@@ -5,6 +5,7 @@
 // the whole run time of a 128³ GEMM), while an idle pool costs nothing.
 #include "core/threadpool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -58,7 +59,10 @@ class Pool {
   void resize(int n) {
     stop_workers();
     stop_.store(false);
-    for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+    // A new worker must not mistake the last finished job for a fresh one.
+    const uint64_t current = generation_.load();
+    for (int i = 0; i + 1 < n; ++i)
+      workers_.emplace_back([this, current] { worker_loop(current); });
   }
 
   void run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
@@ -67,6 +71,29 @@ class Pool {
       for (int64_t i = 0; i < n_tasks; ++i) fn(i);
       return;
     }
+    launch(n_tasks, fn);
+  }
+
+  // At most one task per thread, and every thread of the pool takes part in every job, so the
+  // team's tasks all run at the same time and may wait for each other.
+  void run_team(int n, const std::function<void(int, int, Barrier&)>& fn) {
+    std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
+    const int team = std::min(n, size());
+    if (team <= 1 || t_inside_task || !busy.owns_lock()) {
+      Barrier solo(1);
+      fn(0, 1, solo);
+      return;
+    }
+    Barrier barrier(team);
+    const std::function<void(int64_t)> task = [&](int64_t i) {
+      fn(static_cast<int>(i), team, barrier);
+    };
+    launch(team, task);
+  }
+
+ private:
+  // Publishes a job to every worker, takes part in it, and waits for the workers; run_mu_ held.
+  void launch(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       job_ = &fn;
@@ -84,7 +111,6 @@ class Pool {
     job_ = nullptr;
   }
 
- private:
   // Take task indices until none are left; used by the caller and by every worker.
   void drain() {
     t_inside_task = true;
@@ -92,8 +118,7 @@ class Pool {
     t_inside_task = false;
   }
 
-  void worker_loop() {
-    uint64_t seen = 0;
+  void worker_loop(uint64_t seen) {
     for (;;) {
       auto fresh = [&] {
         return stop_.load() || generation_.load(std::memory_order_acquire) != seen;
@@ -151,6 +176,20 @@ void set_num_threads(int n) {
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
   if (n_tasks <= 0) return;
   pool().run(n_tasks, fn);
+}
+
+void parallel_team(int n, const std::function<void(int tid, int team, Barrier& barrier)>& fn) {
+  pool().run_team(std::max(n, 1), fn);
+}
+
+void Barrier::arrive_and_wait() {
+  const uint64_t gen = gen_.load(std::memory_order_acquire);
+  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    count_.store(0, std::memory_order_relaxed);  // before the release below: reuse is safe
+    gen_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  while (gen_.load(std::memory_order_acquire) == gen) std::this_thread::yield();
 }
 
 }  // namespace tg

@@ -6,6 +6,7 @@
 // Not here: work stealing, priorities, futures. A parallel_for issued from inside a task, or while
 // another thread's job is running, runs serially on the caller.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -19,5 +20,23 @@ void set_num_threads(int n);
 // Runs fn(i) for every i in [0, n_tasks) on up to num_threads() threads and returns when all are
 // done. Which thread runs which task is unspecified, so tasks must not depend on it.
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+
+// A reusable spinning barrier (yields while waiting) for the members of one parallel_team.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void arrive_and_wait();
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+  std::atomic<uint64_t> gen_{0};
+};
+
+// Runs fn(tid, team, barrier) for tid in [0, team) on `team` threads at the same time, team =
+// min(n, num_threads()), or team = 1 when the pool is busy or this is a nested call. The members
+// run concurrently, so unlike parallel_for tasks they may wait for each other on `barrier`
+// (sized for the team).
+void parallel_team(int n, const std::function<void(int tid, int team, Barrier& barrier)>& fn);
 
 }  // namespace tg

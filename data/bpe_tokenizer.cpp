@@ -143,6 +143,11 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
   while (cap < ranks_.size() * 2) cap *= 2;
   slots_.assign(cap, 0);
   mask_ = cap - 1;
+  offset_.assign(1, 0);
+  for (const std::string& t : ranks_) {
+    arena_ += t;
+    offset_.push_back(static_cast<uint32_t>(arena_.size()));
+  }
   std::fill(std::begin(byte_id_), std::end(byte_id_), -1);
   for (size_t id = 0; id < ranks_.size(); ++id) {
     const std::string& t = ranks_[id];
@@ -160,14 +165,24 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
       throw VocabError(buf);
     }
   // Every way to write a token as (token, token): the pair table that merging consults.
+  std::vector<std::pair<uint64_t, int>> found;
   for (size_t id = 0; id < ranks_.size(); ++id) {
     const std::string_view t = ranks_[id];
     for (size_t k = 1; k < t.size(); ++k) {
       const int a = lookup(t.substr(0, k)), b = lookup(t.substr(k));
       if (a >= 0 && b >= 0)
-        pairs_.emplace((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b),
-                       static_cast<int>(id));
+        found.emplace_back((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b),
+                           static_cast<int>(id));
     }
+  }
+  size_t pcap = 16;
+  while (pcap < found.size() * 2) pcap *= 2;
+  pair_slots_.assign(pcap, PairSlot{kNoPair, 0});
+  pair_mask_ = pcap - 1;
+  for (const auto& [key, id] : found) {
+    uint64_t i = pair_hash(key) & pair_mask_;
+    while (pair_slots_[i].key != kNoPair) i = (i + 1) & pair_mask_;
+    pair_slots_[i] = {key, id};
   }
   n_vocab_ = static_cast<int>(ranks_.size());
   for (const auto& [s, id] : specials_) {
@@ -711,6 +726,20 @@ void Tokenizer::save_tiktoken(const std::string& path) const {
 
 namespace {
 // A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
+// memcmp(a, b, n) == 0 for short strings, without a library call.
+bool bytes_equal(const char* a, const char* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 uint64_t hash_bytes(std::string_view s) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
   size_t i = 0;
@@ -731,29 +760,43 @@ uint64_t hash_bytes(std::string_view s) {
 }
 }  // namespace
 
+namespace {
+constexpr uint64_t kTagMask = 0xFFFFFF0000000000ull;
+// The slot's tag and length bits for a key (lengths over 255 share the value 255).
+uint64_t slot_key(uint64_t h, size_t len) {
+  return (h & kTagMask) | (static_cast<uint64_t>(std::min<size_t>(len, 255)) << 32);
+}
+}  // namespace
+
 void Tokenizer::insert(std::string_view bytes, int id) {
   const uint64_t h = hash_bytes(bytes);
   uint64_t i = h & mask_;
   while (slots_[i] != 0) i = (i + 1) & mask_;
-  slots_[i] = (h & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(id + 1);
+  slots_[i] = slot_key(h, bytes.size()) | static_cast<uint32_t>(id + 1);
 }
 
-int Tokenizer::lookup(std::string_view bytes) const {
-  const uint64_t h = hash_bytes(bytes);
-  const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+int Tokenizer::lookup(std::string_view bytes) const { return lookup(bytes, hash_bytes(bytes)); }
+
+int Tokenizer::lookup(std::string_view bytes, uint64_t h) const {
+  const uint64_t key = slot_key(h, bytes.size());
   for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
     const uint64_t e = slots_[i];
     if (e == 0) return -1;
-    if ((e & 0xFFFFFFFF00000000ull) == tag) {
+    if ((e & 0xFFFFFFFF00000000ull) == key) {
       const int id = static_cast<int>(e & 0xFFFFFFFFu) - 1;
-      if (ranks_[id] == bytes) return id;
+      const uint32_t at = offset_[id], len = offset_[id + 1] - at;
+      if (len == bytes.size() && bytes_equal(arena_.data() + at, bytes.data(), len)) return id;
     }
   }
 }
 
 int Tokenizer::pair_rank(int a, int b) const {
-  const auto it = pairs_.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
-  return it == pairs_.end() ? INT_MAX : it->second;
+  const uint64_t key = (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+  for (uint64_t i = pair_hash(key) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    const PairSlot& e = pair_slots_[i];
+    if (e.key == key) return e.id;
+    if (e.key == kNoPair) return INT_MAX;
+  }
 }
 
 // Short chunks: tiktoken's own loop (find the lowest-ranked pair, join it, update the two
@@ -839,23 +882,45 @@ void Tokenizer::merge_chunk(std::string_view chunk, std::vector<int>& out) const
 std::vector<int> Tokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int> out;
   out.reserve(text.size() / 3);
-  // Repeated chunks (the same words again and again) are looked up instead of merged again:
-  // the cache maps a chunk to where its ids already sit in `out`.
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+  // Repeated chunks (the same words again and again) are answered from a small direct-mapped
+  // cache before the token table: a colliding chunk evicts the old one, nothing is allocated per
+  // chunk, and the hot words stay in L1/L2. A one-token chunk keeps its id in the entry; a longer
+  // one points at its first encoding in `out`.
+  struct Cached {
+    const char* p = nullptr;
+    uint32_t len = 0, n = 0;
+    uint32_t at = 0;  // n > 1: out[at .. at + n)
+    int id = -1;      // n == 1
+  };
+  size_t cap = 16;
+  while (cap < 4096 && cap * 16 < text.size()) cap *= 2;
+  std::vector<Cached> cache(cap);
   pretokenize_gpt2(text, [&](std::string_view chunk) {
-    if (const int id = lookup(chunk); id >= 0) {
-      out.push_back(id);
+    const uint64_t h = hash_bytes(chunk);
+    Cached& c = cache[(h >> 40) & (cap - 1)];  // other bits than the token table's index
+    if (c.len == chunk.size() && c.p && bytes_equal(c.p, chunk.data(), c.len)) {
+      if (c.n == 1) {
+        out.push_back(c.id);
+      } else {
+        for (uint32_t k = 0; k < c.n; ++k) out.push_back(out[c.at + k]);
+      }
       return;
     }
-    if (const auto it = cache.find(chunk); it != cache.end()) {
-      const auto [at, len] = it->second;
-      for (uint32_t k = 0; k < len; ++k) out.push_back(out[at + k]);
+    if (chunk.size() >= UINT32_MAX || out.size() >= UINT32_MAX) {  // too big for an entry
+      encode_chunk(chunk, out);
+      return;
+    }
+    const auto len = static_cast<uint32_t>(chunk.size());
+    // A chunk that is a token is used as is (tiktoken does the same).
+    if (const int id = lookup(chunk, h); id >= 0) {
+      out.push_back(id);
+      c = {chunk.data(), len, 1, 0, id};
       return;
     }
     const size_t at = out.size();
     merge_chunk(chunk, out);
-    cache.emplace(
-        chunk, std::make_pair(static_cast<uint32_t>(at), static_cast<uint32_t>(out.size() - at)));
+    const auto n = static_cast<uint32_t>(out.size() - at);
+    c = {chunk.data(), len, n, static_cast<uint32_t>(at), n == 1 ? out[at] : -1};
   });
   return out;
 }

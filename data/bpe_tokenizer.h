@@ -104,17 +104,33 @@ class Tokenizer {
   void merge_heap(std::string_view chunk, std::vector<int>& out) const;
   int pair_rank(int a, int b) const;
   int lookup(std::string_view bytes) const;  // -1 if not a token
+  int lookup(std::string_view bytes, uint64_t hash) const;
 
   void insert(std::string_view bytes, int id);
 
   std::string name_;
   std::vector<std::string> ranks_;  // id -> bytes
-  // bytes -> id: open addressing, linear probing; a slot is (hash high bits << 32) | (id + 1),
-  // 0 = empty. Flat slots keep the hot lookup in one cache line (a node-based map was the
-  // encoder's main cost).
+  // bytes -> id: open addressing, linear probing; a slot is (hash tag: 24 bits, length: 8 bits,
+  // id + 1: 32 bits), 0 = empty. Flat slots keep the hot lookup in one cache line (a node-based map
+  // was the encoder's main cost).
   std::vector<uint64_t> slots_;
   uint64_t mask_ = 0;
-  std::unordered_map<uint64_t, int> pairs_;  // (left id, right id) -> id of the concatenation
+  // All token bytes back to back (token id at arena_[offset_[id] .. offset_[id + 1])): the
+  // compare after a tag match reads this compact buffer, not scattered std::strings.
+  std::string arena_;
+  std::vector<uint32_t> offset_;
+  // (left id << 32 | right id) -> id of the concatenation; flat, linear probing.
+  struct PairSlot {
+    uint64_t key;
+    int id;
+  };
+  static constexpr uint64_t kNoPair = ~0ull;  // ids are < 2^31, so no real key is all ones
+  static uint64_t pair_hash(uint64_t k) {
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 29);
+  }
+  std::vector<PairSlot> pair_slots_;
+  uint64_t pair_mask_ = 0;
   int byte_id_[256];
   std::vector<std::pair<std::string, int>> specials_;
   std::vector<std::pair<int, int>> merges_;  // from from_merges(), for save()

@@ -153,4 +153,13 @@ TEST_CASE("create_dataloader_v1 on the-verdict.txt (the book's 2.6 example)") {
   REQUIRE(it.next(b));
   CHECK(b.inputs == std::vector<int64_t>{367, 2885, 1464, 1807});
   CHECK(loader.size() == 5145 - 4);
+  // The book's second example: batch_size=8, max_length=4, stride=4, shuffle=False.
+  DataLoader eight = tg::data::create_dataloader_v1(ss.str(), 8, 4, 4, false, true, &tok);
+  auto it8 = eight.iter();
+  REQUIRE(it8.next(b));
+  CHECK(b.batch_size == 8);
+  CHECK(std::vector<int64_t>(b.inputs.begin(), b.inputs.begin() + 12) ==
+        std::vector<int64_t>{40, 367, 2885, 1464, 1807, 3619, 402, 271, 10899, 2138, 257, 7026});
+  CHECK(std::vector<int64_t>(b.targets.begin(), b.targets.begin() + 4) ==
+        std::vector<int64_t>{367, 2885, 1464, 1807});
 }

@@ -174,7 +174,7 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
           for (bool accumulate : {false, true}) {
             const int64_t ldc = NR + 3;
             std::vector<float> c(MR * ldc, 0.5f);
-            t.sgemm_ukernel(kc, ap, bp, c.data(), ldc, m, n, accumulate);
+            t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
             for (int64_t i = 0; i < MR; ++i) {
               for (int64_t j = 0; j < ldc; ++j) {
                 double want = 0.5;
@@ -212,6 +212,23 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     run_gemm_case({bk.mc + 3, 40, 33, 0, 1.f}, g);
     run_gemm_case({9, bk.nc + 5, 20, 1, 0.f}, g);
   });
+}
+
+TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared B panel)") {
+  std::mt19937 g(43);
+  const int before = tg::num_threads();
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    for (int threads : {2, 3}) {
+      tg::set_num_threads(threads);
+      INFO("threads = " << threads);
+      run_gemm_case({150, 211, 130, 0, 0.f}, g);                 // rows split
+      run_gemm_case({bk.mr + 1, 2 * bk.nc + 7, 90, 1, 1.f}, g);  // short M: columns split
+      run_gemm_case({97, 301, bk.kc + 1, 2, 0.5f}, g);           // Aᵀ·B, two K blocks
+      run_gemm_case({130, 129, 140, 4, 1.f}, g);                 // strided both
+    }
+  });
+  tg::set_num_threads(before);
 }
 
 TEST_CASE("sgemm ignores NaN in C when beta == 0") {

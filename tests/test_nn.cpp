@@ -110,7 +110,9 @@ TEST_CASE("float32 sum rounds as torch's (the notebook's Sum: tensor(1.0000))") 
       {1, 0x3e83e84a},     {6, 0x3ecf3dc2},     {7, 0xbf15d3d1},   {8, 0x3f41e8ab},
       {9, 0x3f944324},     {33, 0x3e60d1bc},    {257, 0x4055ce01}, {5000, 0x40cea425},
       {70001, 0xc23322c2}, {600000, 0x43b05643}};
-  for (auto [n, bits] : want) {
+  for (const auto& nb : want) {
+    const int64_t n = nb.first;
+    const uint32_t bits = nb.second;  // clang 14 cannot capture structured bindings
     CAPTURE(n);
     manual_seed(uint64_t(n));
     CHECK(std::bit_cast<uint32_t>((rand({n}) - 0.5).sum().item<float>()) == bits);

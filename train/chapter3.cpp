@@ -70,7 +70,7 @@ class WrapperWithProjection : public nn::Module {
       : Module("MultiHeadAttentionWrapper") {
     wrapper = std::make_shared<nn::MultiHeadAttentionWrapper>(d_in, d_out, context_length, dropout,
                                                               num_heads);
-    add_child("wrapper", wrapper.get());
+    add_child("heads", wrapper->heads.get());  // state_dict keys as the notebook's: heads.0...
     register_module("out_proj", &out_proj,
                     std::make_shared<nn::Linear>(d_out * num_heads, d_out * num_heads));
   }

@@ -34,14 +34,14 @@ __m256i lane_mask(int64_t n) {
 // Edge tiles: the full tile is computed from zero-padded panels; stores are clipped with
 // maskstore for n < 16 and a row bound for m < 6.
 constexpr int kMR = 6, kNR = 16;
-void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                             int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                             int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i);
@@ -49,7 +49,7 @@ void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, float* 
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += kMR;
-    b += kNR;
+    b += ldb;
   }
   if (m == kMR && n == kNR) {
 #pragma GCC unroll 6
@@ -88,6 +88,18 @@ void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
     const __m256 v =
         _mm256_mask_i32gather_ps(_mm256_setzero_ps(), A + p, idx, _mm256_castsi256_ps(rows), 4);
     _mm256_maskstore_ps(out + p * kMR, rows, v);
+  }
+}
+
+// Packs one kc×16 micro-panel of a transposed B (column j at B + j·csB): per k two gathers of 8
+// column values, stored as one 16-float row of the panel.
+void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(static_cast<int32_t>(csB)));
+  const float* B8 = B + 8 * csB;
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm256_storeu_ps(out + p * 16, _mm256_i32gather_ps(B + p, idx, 4));
+    _mm256_storeu_ps(out + p * 16 + 8, _mm256_i32gather_ps(B8 + p, idx, 4));
   }
 }
 
@@ -169,6 +181,7 @@ const KernelTable* avx2_table() {
       {kMR, kNR, 240, 256, 1024},
       sgemm_ukernel_avx2_6x16,
       sgemm_pack_a_avx2_6,
+      sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx2,
   };

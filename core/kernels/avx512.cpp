@@ -24,8 +24,8 @@ namespace {
 // clipped with a lane mask for n < 32 and a row bound for m < MR.
 constexpr int64_t kPrefetchB = 8;
 template <int MR>
-void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                          int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                          int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   __m512 acc[MR][2];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
@@ -36,10 +36,10 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, 
   }
   for (int64_t p = 0; p < kc; ++p) {
     // B streams from L2: ask for it kPrefetchB k-steps ahead (two 64-byte lines per step).
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 32 + 16), _MM_HINT_T0);
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb + 16), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
@@ -47,7 +47,7 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, float* c, 
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += MR;
-    b += 32;
+    b += ldb;
   }
   if (m == MR && n == 32) {
 #pragma GCC unroll 16
@@ -87,8 +87,25 @@ void sgemm_pack_a_avx512_12(int64_t kc, const float* A, int64_t rsA, float* out)
                          _mm512_set1_epi32(static_cast<int32_t>(rsA)));
   const __mmask16 rows = 0x0FFF;
   for (int64_t p = 0; p < kc; ++p) {
+    if ((p & 15) == 0) {  // the 12 rows are 12 streams in 12 pages: fetch their next lines
+      for (int i = 0; i < 12; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(A + i * rsA + p + 64), _MM_HINT_T0);
+    }
     const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx, A + p, 4);
     _mm512_mask_storeu_ps(out + p * 12, rows, v);
+  }
+}
+
+// Packs one kc×32 micro-panel of a transposed B (column j at B + j·csB): per k two gathers of 16
+// column values each, stored as one 32-float row of the panel.
+void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out) {
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(csB)));
+  const float* B16 = B + 16 * csB;
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm512_storeu_ps(out + p * 32, _mm512_i32gather_ps(idx, B + p, 4));
+    _mm512_storeu_ps(out + p * 32 + 16, _mm512_i32gather_ps(idx, B16 + p, 4));
   }
 }
 
@@ -163,6 +180,7 @@ const KernelTable* avx512_table() {
       {12, 32, 240, 256, 1024},
       sgemm_ukernel_avx512<12>,
       sgemm_pack_a_avx512_12,
+      sgemm_pack_b_avx512_32,
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_avx512,
   };

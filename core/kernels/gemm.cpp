@@ -3,15 +3,18 @@
 //
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 //
-// Loop nest of sgemm_blocked (one thread's slice):
-//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2
+// Loop nest (gemm_nest):
+//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2 (small
+//                            row-major Bs are read in place instead)
 //    pc: K in steps of KC  ─ the first pc applies beta, later ones accumulate
 //     ic: M in steps of MC ─ A block mc×kc is packed
 //      ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
+//                               (BLIS's skx order with the operands' roles swapped)
 //       jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
-// Threads (sgemm): the problem is cut into slices along N (or M when N is narrow), each slice
-// running the whole nest. A C element is always computed by the same sequence of FMAs (the K
-// blocking never depends on the slice), which makes results bit-identical for any thread count.
+// Threads (sgemm): a team shares each packed B panel (every member packs a share), then splits
+// the rows of the ic/ir loops (or the jr columns when M is short). A C element is always computed
+// by the same sequence of FMAs (the K blocking never depends on the split), which makes results
+// bit-identical for any thread count.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -48,11 +51,54 @@ class Scratch {
   int64_t cap_ = 0;
 };
 
+// Rows ahead that packing prefetches (source rows are usually pages apart).
+constexpr int64_t kPackAhead = 4;
+
+// Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  for (int64_t j = 0; j < W; ++j) out[j] = in[j];
+}
+
+// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
+inline void copy_tile_row(float* out, const float* in, int64_t w) {
+  switch (w) {
+    case 32:
+      return copy_row<32>(out, in);
+    case 16:
+      return copy_row<16>(out, in);
+    case 12:
+      return copy_row<12>(out, in);
+    case 8:
+      return copy_row<8>(out, in);
+    case 6:
+      return copy_row<6>(out, in);
+    case 4:
+      return copy_row<4>(out, in);
+    default:
+      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
+  }
+}
+
 // Packs A[0:mc, 0:kc] into MR-row micro-panels, k-major, zero-padding the last panel.
 void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,
             int64_t MR, float* out) {
   const bool fast = t.sgemm_pack_a_rowmajor != nullptr && csA == 1 && rsA * MR < (int64_t(1) << 31);
-  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+  int64_t i0 = 0;
+  if (rsA == 1 && csA != 1) {
+    // Transposed A (Aᵀ stored row-major): row p of Aᵀ holds the block's mc values side by side.
+    // Walk it once, left to right, and hand MR-wide pieces to the micro-panels.
+    const int64_t full = mc / MR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* a = A + p * csA;
+      __builtin_prefetch(a + kPackAhead * csA);
+      for (int64_t ip = 0; ip < full; ++ip)
+        copy_tile_row(out + ip * MR * kc + p * MR, a + ip * MR, MR);
+    }
+    i0 = full * MR;
+    out += full * MR * kc;
+  }
+  for (; i0 < mc; i0 += MR) {
     const int64_t m = std::min(MR, mc - i0);
     if (m == MR && fast) {
       t.sgemm_pack_a_rowmajor(kc, A + i0 * rsA, rsA, out);
@@ -73,25 +119,55 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
 }
 
 // Packs B[0:kc, 0:nc] into NR-column micro-panels, zero-padding the last panel.
-void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB, int64_t NR,
-            float* out) {
-  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
-    const int64_t n = std::min(NR, nc - j0);
-    if (n == NR && csB == 1) {
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, B + p * rsB + j0, NR * 4);
-    } else if (n == NR && rsB == 1) {
-      // Transposed B (Bᵀ stored row-major): read each column contiguously.
-      for (int64_t j = 0; j < NR; ++j) {
-        const float* b = B + (j0 + j) * csB;
-        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = b[p];
-      }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        for (int64_t j = 0; j < n; ++j) out[p * NR + j] = B[p * rsB + (j0 + j) * csB];
-        for (int64_t j = n; j < NR; ++j) out[p * NR + j] = 0.f;
+void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
+            int64_t NR, float* out) {
+  const int64_t full = nc / NR;  // full micro-panels
+  if (rsB == 1 && t.sgemm_pack_b_colmajor != nullptr && csB * NR < (int64_t(1) << 31)) {
+    for (int64_t jp = 0; jp < full; ++jp)
+      t.sgemm_pack_b_colmajor(kc, B + jp * NR * csB, csB, out + jp * NR * kc);
+  } else if (csB == 1) {
+    // Row-major B: walk each source row once, left to right (one stream the prefetcher can
+    // follow), and scatter its NR-wide pieces to the micro-panels.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* b = B + p * rsB;
+      float* o = out + p * NR;
+      for (int64_t jp = 0; jp < full; ++jp, b += NR, o += NR * kc) {
+        // The next rows start in other pages, where the hardware prefetcher cannot follow.
+        __builtin_prefetch(b + kPackAhead * rsB);
+        __builtin_prefetch(b + kPackAhead * rsB + NR - 1);
+        if (NR == 32)
+          copy_row<32>(o, b);
+        else if (NR == 16)
+          copy_row<16>(o, b);
+        else if (NR == 12)
+          copy_row<12>(o, b);
+        else
+          std::memcpy(o, b, static_cast<size_t>(NR) * sizeof(float));
       }
     }
-    out += NR * kc;
+  } else if (rsB == 1) {
+    // Transposed B (Bᵀ stored row-major): read each column contiguously.
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t j = 0; j < NR; ++j) {
+        const float* b = B + (jp * NR + j) * csB;
+        for (int64_t p = 0; p < kc; ++p) o[p * NR + j] = b[p];
+      }
+    }
+  } else {
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t j = 0; j < NR; ++j) o[p * NR + j] = B[p * rsB + (jp * NR + j) * csB];
+    }
+  }
+  const int64_t j0 = full * NR, n = nc - j0;
+  if (n > 0) {  // the zero-padded edge panel
+    float* o = out + full * NR * kc;
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = 0; j < n; ++j) o[p * NR + j] = B[p * rsB + (j0 + j) * csB];
+      for (int64_t j = n; j < NR; ++j) o[p * NR + j] = 0.f;
+    }
   }
 }
 
@@ -109,84 +185,116 @@ void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
   g_override_mc.store(mc);
 }
 
-void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
-                   int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
-                   float* C, int64_t ldc) {
+namespace {
+
+// Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
+constexpr int64_t kParallelMacs = int64_t(1) << 21;
+// A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
+// instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
+constexpr int64_t kDirectBElems = int64_t(1) << 16;
+
+GemmBlocking blocking_of(const KernelTable& t) {
+  GemmBlocking bk = t.sgemm_blocking;
+  if (g_override_mc.load() > 0)
+    bk.mc = g_override_mc.load(), bk.kc = g_override_kc.load(), bk.nc = g_override_nc.load();
+  return bk;
+}
+
+// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone). The team
+// shares one packed B panel `bp`: each member packs a share of its micro-panels, then works on its
+// share of the rows (or, for short M, of the columns), with a barrier on either side of the
+// compute so the panel is complete before use and not overwritten while in use.
+void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, Barrier& barrier,
+               float* bp, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
+               const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
+  const int64_t MR = bk.mr, NR = bk.nr, MC = bk.mc, KC = bk.kc, NC = bk.nc;
+  thread_local Scratch a_buf;
+  float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
+  const int64_t row_panels = (M + MR - 1) / MR;
+  const bool direct_b = csB == 1 && K * N <= kDirectBElems;
+  const bool split_rows = row_panels >= 4 * team;  // else rows would balance badly: split columns
+  auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
+    lo = std::min(extent, units * tid / team * unit);
+    hi = std::min(extent, units * (tid + 1) / team * unit);
+  };
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    const int64_t col_panels = (nc + NR - 1) / NR;
+    int64_t r0 = 0, r1 = M, c0 = 0, c1 = nc;
+    if (split_rows)
+      share(row_panels, MR, M, r0, r1);
+    else
+      share(col_panels, NR, nc, c0, c1);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc);
+      const bool accumulate = pc > 0 || beta != 0.f;
+      if (!direct_b) {
+        int64_t b0, b1;
+        share(col_panels, NR, nc, b0, b1);
+        if (b1 > b0)
+          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
+      } else if (tid == 0 && nc % NR != 0) {  // in place, except the zero-padded edge panel
+        const int64_t e = nc - nc % NR;
+        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bp + e * kc);
+      }
+      barrier.arrive_and_wait();  // the whole B panel is packed
+      for (int64_t ic = r0; ic < r1; ic += MC) {
+        const int64_t mc = std::min(MC, r1 - ic);
+        pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int64_t m = std::min(MR, mc - ir);
+          const float* a = ap + ir * kc;
+          for (int64_t jr = c0; jr < c1; jr += NR) {
+            const int64_t n = std::min(NR, c1 - jr);
+            const bool in_place = direct_b && n == NR;
+            t.sgemm_ukernel(kc, a, in_place ? B + pc * rsB + jc + jr : bp + jr * kc,
+                            in_place ? rsB : NR, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
+                            accumulate);
+          }
+        }
+      }
+      barrier.arrive_and_wait();  // everyone is done with this B panel
+    }
+  }
+}
+
+// Runs the nest on up to `team` threads (1: the caller alone).
+void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K, const float* A,
+                int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
+                float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || (beta != 0.f && beta != 1.f)) {
     scale_c(M, N, beta, C, ldc);
     if (K <= 0) return;
     beta = 1.f;
   }
-  GemmBlocking bk = t.sgemm_blocking;
-  if (g_override_mc.load() > 0)
-    bk.mc = g_override_mc.load(), bk.kc = g_override_kc.load(), bk.nc = g_override_nc.load();
-  const int64_t MR = bk.mr, NR = bk.nr;
-  const int64_t KC = bk.kc;
-  const int64_t MC = bk.mc, NC = bk.nc;
-  thread_local Scratch a_buf, b_buf;
-  float* bp = b_buf.get(KC * ((std::min(NC, N) + NR - 1) / NR) * NR);
-  float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
-  for (int64_t jc = 0; jc < N; jc += NC) {
-    const int64_t nc = std::min(NC, N - jc);
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
-      const bool accumulate = pc > 0 || beta != 0.f;
-      pack_b(kc, nc, B + pc * rsB + jc * csB, rsB, csB, NR, bp);
-      for (int64_t ic = 0; ic < M; ic += MC) {
-        const int64_t mc = std::min(MC, M - ic);
-        pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int64_t m = std::min(MR, mc - ir);
-          const float* a = ap + ir * kc;
-          for (int64_t jr = 0; jr < nc; jr += NR) {
-            const int64_t n = std::min(NR, nc - jr);
-            t.sgemm_ukernel(kc, a, bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
-                            accumulate);
-          }
-        }
-      }
-    }
+  const GemmBlocking bk = blocking_of(t);
+  thread_local Scratch b_buf;
+  float* bp = b_buf.get(bk.kc * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr) * bk.nr);
+  if (team <= 1) {
+    Barrier solo(1);
+    gemm_nest(t, bk, 0, 1, solo, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+    return;
   }
-}
-
-namespace {
-
-// Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
-constexpr int64_t kParallelMacs = int64_t(1) << 21;
-
-// Cuts one GEMM into `parts` slices along N (or M when N is too narrow), aligned to the micro-tile.
-void sgemm_split(const KernelTable& t, int parts, int64_t M, int64_t N, int64_t K, const float* A,
-                 int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
-                 float* C, int64_t ldc) {
-  const int64_t NR = t.sgemm_blocking.nr, MR = t.sgemm_blocking.mr;
-  const bool along_n = (N + NR - 1) / NR >= parts && N >= M / 2;
-  const int64_t tile = along_n ? NR : MR;
-  const int64_t extent = along_n ? N : M;
-  const int64_t tiles = (extent + tile - 1) / tile;
-  parts = static_cast<int>(std::min<int64_t>(parts, tiles));
-  parallel_for(parts, [&](int64_t p) {
-    const int64_t lo = std::min(extent, (tiles * p / parts) * tile);
-    const int64_t hi = std::min(extent, (tiles * (p + 1) / parts) * tile);
-    if (hi <= lo) return;
-    if (along_n)
-      sgemm_blocked(t, M, hi - lo, K, A, rsA, csA, B + lo * csB, rsB, csB, beta, C + lo, ldc);
-    else
-      sgemm_blocked(t, hi - lo, N, K, A + lo * rsA, rsA, csA, B, rsB, csB, beta, C + lo * ldc, ldc);
+  parallel_team(team, [&](int tid, int size, Barrier& barrier) {
+    gemm_nest(t, bk, tid, size, barrier, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
   });
 }
 
 }  // namespace
 
+void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
+                   int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
+                   float* C, int64_t ldc) {
+  sgemm_team(t, 1, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+}
+
 void sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
            const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   const KernelTable& t = active_table();
   const int nt = num_threads();
-  if (nt == 1 || M * N * std::max<int64_t>(K, 1) < kParallelMacs) {
-    sgemm_blocked(t, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-    return;
-  }
-  sgemm_split(t, nt, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+  const bool small = M * N * std::max<int64_t>(K, 1) < kParallelMacs;
+  sgemm_team(t, small ? 1 : nt, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
 }
 
 void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t strideA,

@@ -12,9 +12,14 @@
 // Outputs may alias their same-shaped input (out == a) for the elementwise ops, exp, gelu_forward,
 // masked_fill and softmax_rows; they may not alias anything else.
 //
-// Threads: the float entries split large problems over the pool in core/threadpool.h. Results are
-// bit-identical whatever the thread count: GEMM splits only along M or N (never K), and the other
-// ops split only across independent elements or rows.
+// Threads: the float entries split large problems over the pool in core/threadpool.h
+// (TAPEGRAD_THREADS, tg::set_num_threads). Results are bit-identical whatever the thread count:
+// GEMM splits only along M or N (never K), and the other ops split only across independent
+// elements or rows (layernorm_backward and sum_cols, which reduce over rows, stay on one thread).
+//
+// Paths: TAPEGRAD_ISA=scalar|avx2|avx512|neon forces one (an unknown name throws
+// std::invalid_argument, a path this CPU or binary cannot run throws std::runtime_error, both on
+// the first kernel call); otherwise the fastest available path is used.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +36,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t
 void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
            const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc);
 
-// Strided batched GEMM (attention heads): for b in [0, batch),
+// Strided batched GEMM (attention heads, e.g. Q·Kᵀ per (batch, head)): for b in [0, batch),
 //   C + b*strideC = (A + b*strideA) · (B + b*strideB)   with the strides/ldc of sgemm.
 // Splits over the batch when it has enough entries, otherwise over M/N inside each GEMM.
 void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t strideA,

@@ -31,8 +31,8 @@ inline void fma_row(float32x4_t& r0, float32x4_t& r1, float32x4_t& r2, float32x4
   r1 = vfmaq_laneq_f32(r1, b1, a, LANE);
   r2 = vfmaq_laneq_f32(r2, b2, a, LANE);
 }
-void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                             int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                             int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
   float32x4_t c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
   float32x4_t c40 = c00, c41 = c00, c42 = c00, c50 = c00, c51 = c00, c52 = c00;
@@ -50,7 +50,7 @@ void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, float* 
     fma_row<2>(c60, c61, c62, b0, b1, b2, a1);
     fma_row<3>(c70, c71, c72, b0, b1, b2, a1);
     a += kMR;
-    b += kNR;
+    b += ldb;
   }
   const float32x4_t rows[kMR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22},
                                     {c30, c31, c32}, {c40, c41, c42}, {c50, c51, c52},
@@ -144,6 +144,7 @@ const KernelTable* neon_table() {
       {kMR, kNR, 256, 256, 768},
       sgemm_ukernel_neon_8x12,
       nullptr,  // pack A: the portable loop
+      nullptr,  // pack Bᵀ: the portable loop
       TG_GENERIC_TABLE_ENTRIES,
       fma_probe_neon,
   };

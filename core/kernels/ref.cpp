@@ -210,12 +210,12 @@ void sum_cols_t(int64_t rows, int64_t cols, const T* x, T* out) {
 // A generic MR×NR micro-kernel for the scalar table (a local accumulator tile, k rank-1 updates;
 // the compiler may auto-vectorize the j loop).
 constexpr int64_t kRefMR = 4, kRefNR = 8;
-void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                           int64_t m, int64_t n, bool accumulate) {
+void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                           int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   float acc[kRefMR][kRefNR] = {};
   for (int64_t p = 0; p < kc; ++p)
     for (int64_t i = 0; i < kRefMR; ++i)
-      for (int64_t j = 0; j < kRefNR; ++j) acc[i][j] += a[p * kRefMR + i] * b[p * kRefNR + j];
+      for (int64_t j = 0; j < kRefNR; ++j) acc[i][j] += a[p * kRefMR + i] * b[p * ldb + j];
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
@@ -224,10 +224,13 @@ void sgemm_ukernel_ref_4x8(int64_t kc, const float* a, const float* b, float* c,
 // Peak probe for the scalar path: 8 independent multiply-add chains (no FMA instruction is
 // assumed on the baseline target).
 double mul_add_probe_ref(int64_t iters) {
+  // Volatile operands: with constants the compiler may evaluate the chains at compile time.
+  volatile float vmul = 0.9999999f, vadd = 1e-7f;
+  const float mul = vmul, add = vadd;
   float acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = 1.f + 0.01f * static_cast<float>(i);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * mul + add;
   volatile float sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
   (void)sink;
   return double(iters) * 8 * 2;
@@ -373,6 +376,7 @@ extern const KernelTable kScalarTable = {
     "scalar",
     {kRefMR, kRefNR, 64, 128, 512},
     sgemm_ukernel_ref_4x8,
+    nullptr,
     nullptr,
     binary_ref,
     binary_rowbcast_ref,

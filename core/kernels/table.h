@@ -13,10 +13,11 @@
 
 namespace tg::kernels {
 
-// c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*NR + j] for i < m, j < n. accumulate == false
-// overwrites C without reading it.
-using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                              int64_t m, int64_t n, bool accumulate);
+// c[i*ldc + j] (+)= sum_p a[p*MR + i] * b[p*ldb + j] for i < m, j < n. accumulate == false
+// overwrites C without reading it. b is a packed micro-panel (ldb = NR) or, for small GEMMs,
+// NR columns of a row-major B read in place (ldb = its row stride; then n == NR).
+using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                              int64_t ldc, int64_t m, int64_t n, bool accumulate);
 
 struct GemmBlocking {
   int64_t mr, nr;  // micro-tile (registers)
@@ -33,6 +34,9 @@ struct KernelTable {
   // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
   // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
   void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
+  // Optional, the same transposition for B stored transposed (row stride 1, column stride
+  // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
+  void (*sgemm_pack_b_colmajor)(int64_t kc, const float* B, int64_t csB, float* out);
   void (*binary)(BinOp, int64_t, const float*, const float*, float*);
   void (*binary_rowbcast)(BinOp, int64_t, int64_t, const float*, const float*, float*);
   void (*binary_scalar)(BinOp, int64_t, const float*, float, float*);
