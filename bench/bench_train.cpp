@@ -50,6 +50,7 @@ std::vector<Config> configs() {
 
 // ---- child: one configuration, our engine ----
 int run_child(const Config& c, int64_t steps) {
+  train::keep_freed_memory();  // as `tapegrad train` does
   manual_seed(123);
   nn::GPTModel model(c.cfg);
   model.train();

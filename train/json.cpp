@@ -10,8 +10,8 @@ namespace tg::train {
 
 const JsonValue* JsonValue::find(std::string_view key) const {
   if (kind != Kind::Object) return nullptr;
-  for (const auto& [k, v] : fields)
-    if (k == key) return &v;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (keys[i] == key) return &values[i];
   return nullptr;
 }
 
@@ -146,7 +146,8 @@ struct Parser {
       while (true) {
         std::string k = string();
         expect(':');
-        v.fields.emplace_back(std::move(k), value(depth + 1));
+        v.keys.push_back(std::move(k));
+        v.values.push_back(value(depth + 1));
         if (peek() == ',') {
           ++i;
           continue;

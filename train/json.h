@@ -21,7 +21,10 @@ struct JsonValue {
   double num = 0;
   std::string str;  // String: the value; Number: the literal as written
   std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> fields;
+  // Object members in order: keys[i] names values[i]. (Two vectors rather than pairs: a pair
+  // needs JsonValue complete here, which clang 14 with libstdc++ enforces.)
+  std::vector<std::string> keys;
+  std::vector<JsonValue> values;
 
   // The field named key, or null when absent (or not an object).
   const JsonValue* find(std::string_view key) const;

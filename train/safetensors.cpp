@@ -150,9 +150,13 @@ SafeTensors load_safetensors(const std::string& path) {
   const size_t data_begin = 8 + n;
   const size_t data_size = file.size() - data_begin;
   SafeTensors out;
-  for (const auto& [name, v] : h.fields) {
+  for (size_t ti = 0; ti < h.keys.size(); ++ti) {
+    const std::string& name = h.keys[ti];
+    const JsonValue& v = h.values[ti];
     if (name == "__metadata__") {
-      for (const auto& [k, mv] : v.fields) {
+      for (size_t j = 0; j < v.keys.size(); ++j) {
+        const std::string& k = v.keys[j];
+        const JsonValue& mv = v.values[j];
         if (mv.kind != JsonValue::Kind::String) throw fail("metadata '" + k + "' is not a string");
         out.metadata[k] = mv.str;
       }

@@ -172,6 +172,7 @@ int train_main(int argc, char** argv) {
     if (a.has("progress")) o.progress = 1;
     if (a.has("no-progress")) o.progress = 0;
     o.explicit_flags = a.order;
+    train::keep_freed_memory();
     std::signal(SIGINT, on_sigint);
     const train::TrainResult r = train::run_training(o, std::cout, std::cerr);
     std::signal(SIGINT, SIG_DFL);

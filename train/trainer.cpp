@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -209,6 +210,13 @@ std::vector<int64_t> text_to_token_ids(const std::string& text, const data::Toke
 std::string token_ids_to_text(const std::vector<int64_t>& ids, const data::Tokenizer& tok) {
   const std::vector<int> v(ids.begin(), ids.end());
   return tok.decode(v);
+}
+
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 std::atomic<bool>& stop_requested() {

@@ -125,6 +125,11 @@ struct TrainResult {
 // TrainError with a one-line message on bad input or a NaN loss (the last checkpoint stays).
 TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err);
 
+// Keeps freed tensor memory in the heap instead of returning it to the OS after every step
+// (glibc: mmap and trim thresholds raised), which saves the page faults and zeroing of the
+// step's large buffers (logits, gradients). Call once at start-up; a no-op elsewhere.
+void keep_freed_memory();
+
 // Set by the SIGINT handler the CLI installs: the trainer finishes the step, saves and returns.
 std::atomic<bool>& stop_requested();
 
