@@ -65,8 +65,8 @@ namespace {
 
 // F.cross_entropy(logits (N, V), targets (N)) on the kernels' vector softmax: the GPT's largest
 // activation (N x 50257) then takes one pass forward and one backward, where the generic op
-// takes several. log p[t] = (x[t] - max) - log(sum) with log(sum) = -log(p[argmax]), which never
-// underflows. Backward: (softmax - onehot) * grad / N.
+// takes several. The loss is -log p[t]; a row whose p[t] underflows uses the exact
+// log p[t] = (x[t] - max) - log(sum exp(x - max)) instead. Backward: (p - onehot) * grad / N.
 Tensor cross_entropy_fused(const Tensor& logits_in, const Tensor& targets) {
   if (logits_in.dtype() != DType::Float32 || logits_in.dim() != 2)
     return cross_entropy(logits_in, targets);
@@ -79,15 +79,23 @@ Tensor cross_entropy_fused(const Tensor& logits_in, const Tensor& targets) {
       throw std::out_of_range("cross_entropy: target " + std::to_string(tp[i]) +
                               " is out of bounds for " + std::to_string(V) + " classes");
   Tensor probs = empty({N, V});
-  std::vector<float> row_max(static_cast<size_t>(N)), p_max(static_cast<size_t>(N));
   const float* x = logits.data<float>();
-  float* p = probs.data<float>();
-  kernels::softmax_rows(N, V, x, p);
-  kernels::max_rows(N, V, x, row_max.data());
-  kernels::max_rows(N, V, p, p_max.data());
+  const float* p = probs.data<float>();
+  kernels::softmax_rows(N, V, x, probs.data<float>());
   double total = 0;
-  for (int64_t i = 0; i < N; ++i)
-    total -= double(x[i * V + tp[i]] - row_max[size_t(i)]) + std::log(double(p_max[size_t(i)]));
+  for (int64_t i = 0; i < N; ++i) {
+    const float pt = p[i * V + tp[i]];
+    if (pt >= 1e-30f) {
+      total -= std::log(double(pt));
+      continue;
+    }
+    const float* row = x + i * V;  // rare: recompute this row's log-sum-exp in double
+    double m = row[0];
+    for (int64_t j = 1; j < V; ++j) m = std::max(m, double(row[j]));
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - m);
+    total -= double(row[tp[i]]) - m - std::log(sum);
+  }
   Tensor loss = scalar_tensor(total / double(N));
   if (any_requires_grad({&logits}))
     record("NllLossBackward0", {logits}, {probs, t},
