@@ -44,7 +44,7 @@ std::string tokens_label(double v) {
 }  // namespace
 
 void plot_losses(const std::string& path, const std::vector<EvalPoint>& evals, int64_t num_epochs) {
-  const double W = 640, H = 400, L = 70, R = 20, Tm = 50, B = 55;
+  const double W = 660, H = 400, L = 70, R = 40, Tm = 50, B = 55;
   const double pw = W - L - R, ph = H - Tm - B;
   const double xmax = double(std::max<int64_t>(num_epochs, 1));
   double ymin = 1e300, ymax = -1e300;
