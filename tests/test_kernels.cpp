@@ -171,10 +171,22 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
       std::memcpy(bp, b.data(), b.size() * 4);
       for (int64_t m : {MR, MR - 1, int64_t(1)}) {
         for (int64_t n : {NR, NR - 1, int64_t(1)}) {
-          for (bool accumulate : {false, true}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            // variants: packed A / in-place row-major A (when the table has it), × accumulate.
+            const bool accumulate = variant & 1, row_a = variant & 2;
+            if (row_a && t.sgemm_ukernel_rowa == nullptr) continue;
             const int64_t ldc = NR + 3;
             std::vector<float> c(MR * ldc, 0.5f);
-            t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
+            if (row_a) {
+              // Exactly m rows of lda = kc + 3: rows >= m must not be read (ASan checks).
+              const int64_t lda = kc + 3;
+              std::vector<float> arow(m * lda);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t p = 0; p < kc; ++p) arow[i * lda + p] = a[p * MR + i];
+              t.sgemm_ukernel_rowa(kc, arow.data(), lda, bp, NR, c.data(), ldc, m, n, accumulate);
+            } else {
+              t.sgemm_ukernel(kc, ap, bp, NR, c.data(), ldc, m, n, accumulate);
+            }
             for (int64_t i = 0; i < MR; ++i) {
               for (int64_t j = 0; j < ldc; ++j) {
                 double want = 0.5;
@@ -183,7 +195,8 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
                   for (int64_t p = 0; p < kc; ++p) s += double(a[p * MR + i]) * b[p * NR + j];
                   want = accumulate ? 0.5 + s : s;
                 }
-                INFO("kc=" << kc << " m=" << m << " n=" << n << " i=" << i << " j=" << j);
+                INFO("kc=" << kc << " m=" << m << " n=" << n << " i=" << i << " j=" << j
+                           << " variant=" << variant);
                 CHECK(std::fabs(c[i * ldc + j] - want) <= 4 * (kc + 2) * FLT_EPSILON);
               }
             }
@@ -271,8 +284,17 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
       k::max_rows(n / 1024, 1024, x.data(), mx.data());
+      // Attention-like batch: 6 heads of (64 × 64) · (64 × 96)ᵀ.
+      std::vector<float> bc(6 * 64 * 96);
+      k::sgemm_batched(6, 64, 96, 64, A.data(), 64 * 64, 64, 1, B.data(), 96 * 64, 1, 64, 0.f,
+                       bc.data(), 64 * 96, 96);
+      std::vector<float> ln(n), mean(n / 1024), rstd(n / 1024), ad = x, am(n, 0.f), av(n, 0.f);
+      k::layernorm_forward(n / 1024, 1024, x.data(), y.data(), y.data(), 1e-5f, ln.data(),
+                           mean.data(), rstd.data());
+      k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx}) all.insert(all.end(), v->begin(), v->end());
+      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+        all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }
     check_equal(outs[1], outs[0], "2 threads vs 1");

@@ -4,6 +4,7 @@
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,9 +34,15 @@ __m256i lane_mask(int64_t n) {
 // 15 of the 16 ymm registers. Per k: 2 loads + 6 broadcasts feed 12 FMAs.
 // Edge tiles: the full tile is computed from zero-padded panels; stores are clipped with
 // maskstore for n < 16 and a row bound for m < 6.
+// ROW_A: A is read in place from a row-major matrix (row i at a + i·lda; rows ≥ m repeat row
+// m − 1 so nothing past A is read) instead of a packed micro-panel; for small GEMMs.
 constexpr int kMR = 6, kNR = 16;
-void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                             int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+template <bool ROW_A>
+void sgemm_ukernel_avx2_t(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                          float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  const float* rows[kMR];
+  if (ROW_A)
+    for (int i = 0; i < kMR; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -44,11 +51,11 @@ void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
+      const __m256 ai = _mm256_broadcast_ss(ROW_A ? rows[i] + p : a + i);
       acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += kMR;
+    a += ROW_A ? 0 : kMR;
     b += ldb;
   }
   if (m == kMR && n == kNR) {
@@ -76,6 +83,16 @@ void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t
     _mm256_maskstore_ps(ci, k0, acc[i][0]);
     _mm256_maskstore_ps(ci + 8, k1, acc[i][1]);
   }
+}
+
+void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                             int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  sgemm_ukernel_avx2_t<false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
+}
+void sgemm_ukernel_avx2_6x16_rowa(int64_t kc, const float* a, int64_t lda, const float* b,
+                                  int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                                  bool accumulate) {
+  sgemm_ukernel_avx2_t<true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
 // Packs one 6×kc micro-panel of row-major A: per k one masked gather of the 6 row values
@@ -180,6 +197,7 @@ const KernelTable* avx2_table() {
       "avx2",
       {kMR, kNR, 240, 256, 1024},
       sgemm_ukernel_avx2_6x16,
+      sgemm_ukernel_avx2_6x16_rowa,
       sgemm_pack_a_avx2_6,
       sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,

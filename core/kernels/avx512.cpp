@@ -4,6 +4,7 @@
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,10 +23,17 @@ namespace {
 // loads + 12 broadcasts per k: the two FMA ports, not the load ports, are the bottleneck.
 // Edge tiles: the full tile is always computed (packed panels are zero-padded); the store is
 // clipped with a lane mask for n < 32 and a row bound for m < MR.
+// ROW_A: A is read in place from a row-major matrix (row i at a + i·lda, rows ≥ m repeat row
+// m − 1 so nothing past A is read) instead of from a packed micro-panel; for small GEMMs. The 12
+// row pointers need 12 general registers, so a few live in spare zmm/stack slots: ~1 extra load
+// per 24 FMAs, far cheaper than packing A when there are only a few column panels.
 constexpr int64_t kPrefetchB = 8;
-template <int MR>
-void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                          int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+template <int MR, bool ROW_A>
+void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                            float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  const float* rows[MR];
+  if (ROW_A)
+    for (int i = 0; i < MR; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
   __m512 acc[MR][2];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
@@ -42,11 +50,11 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, int64_t ld
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
+      const __m512 ai = _mm512_set1_ps(ROW_A ? rows[i][p] : a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += MR;
+    a += ROW_A ? 0 : MR;
     b += ldb;
   }
   if (m == MR && n == 32) {
@@ -76,6 +84,16 @@ void sgemm_ukernel_avx512(int64_t kc, const float* a, const float* b, int64_t ld
     _mm512_mask_storeu_ps(ci, k0, acc[i][0]);
     _mm512_mask_storeu_ps(ci + 16, k1, acc[i][1]);
   }
+}
+
+void sgemm_ukernel_avx512_12x32(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  sgemm_ukernel_avx512_t<12, false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
+}
+void sgemm_ukernel_avx512_12x32_rowa(int64_t kc, const float* a, int64_t lda, const float* b,
+                                     int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                                     bool accumulate) {
+  sgemm_ukernel_avx512_t<12, true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
 // Packs one 12×kc micro-panel of row-major A: for each k one masked gather collects the 12 row
@@ -178,7 +196,8 @@ const KernelTable* avx512_table() {
   static const KernelTable t = {
       "avx512",
       {12, 32, 240, 256, 1024},
-      sgemm_ukernel_avx512<12>,
+      sgemm_ukernel_avx512_12x32,
+      sgemm_ukernel_avx512_12x32_rowa,
       sgemm_pack_a_avx512_12,
       sgemm_pack_b_avx512_32,
       TG_GENERIC_TABLE_ENTRIES,

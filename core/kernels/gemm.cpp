@@ -192,6 +192,9 @@ constexpr int64_t kParallelMacs = int64_t(1) << 21;
 // A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
 // instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
 constexpr int64_t kDirectBElems = int64_t(1) << 16;
+// With at most this many column panels, a row-major A is read in place instead of packed (when
+// the table has an in-place-A micro-kernel): packing costs about as much as one panel's compute.
+constexpr int64_t kDirectAPanels = 4;
 
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
@@ -212,6 +215,8 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
   const int64_t row_panels = (M + MR - 1) / MR;
   const bool direct_b = csB == 1 && K * N <= kDirectBElems;
+  const bool direct_a =
+      csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
   const bool split_rows = row_panels >= 4 * team;  // else rows would balance badly: split columns
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
@@ -240,16 +245,21 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
       barrier.arrive_and_wait();  // the whole B panel is packed
       for (int64_t ic = r0; ic < r1; ic += MC) {
         const int64_t mc = std::min(MC, r1 - ic);
-        pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+        if (!direct_a) pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           const float* a = ap + ir * kc;
           for (int64_t jr = c0; jr < c1; jr += NR) {
             const int64_t n = std::min(NR, c1 - jr);
             const bool in_place = direct_b && n == NR;
-            t.sgemm_ukernel(kc, a, in_place ? B + pc * rsB + jc + jr : bp + jr * kc,
-                            in_place ? rsB : NR, C + (ic + ir) * ldc + jc + jr, ldc, m, n,
-                            accumulate);
+            const float* b = in_place ? B + pc * rsB + jc + jr : bp + jr * kc;
+            const int64_t ldb = in_place ? rsB : NR;
+            float* c = C + (ic + ir) * ldc + jc + jr;
+            if (direct_a)
+              t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
+                                   accumulate);
+            else
+              t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
           }
         }
       }

@@ -54,9 +54,10 @@ void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const float* a, const
 void binary_scalar(BinOp op, int64_t n, const float* a, float s, float* out);
 
 // ---- exp ----------------------------------------------------------------------------------------
-// y[i] = exp(x[i]). Max relative error 2e-7 against std::exp (in double) over the normal range;
-// exp(-inf) = 0, results below FLT_MIN flush to 0 (absolute error < 1.2e-38), x > 88.72 gives
-// +inf, NaN stays NaN. Valid range: all floats.
+// y[i] = exp(x[i]). Max relative error 2e-7 against std::exp (in double) for normal results
+// (measured 8e-8 on AVX2/AVX-512/NEON); denormal results (x < -87.34) are within one denormal
+// ulp, exp(x < -103.9) and exp(-inf) are 0, x > 88.72 gives +inf, NaN stays NaN.
+// Valid range: all floats. The SIMD paths use a Cephes-style polynomial (simd_generic.h).
 void exp(int64_t n, const float* x, float* y);
 
 // ---- softmax over rows --------------------------------------------------------------------------
