@@ -80,7 +80,7 @@ void plot_losses(const std::string& path, const std::vector<EvalPoint>& evals, i
     s += "<line x1=\"" + num(L - 5) + "\" y1=\"" + num(Y(t)) + "\" x2=\"" + num(L) + "\" y2=\"" +
          num(Y(t)) + "\" stroke=\"black\"/>";
     s += "<text x=\"" + num(L - 8) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" +
-         num(t, 1) + "</text>\n";
+         num(std::abs(t) < 1e-9 ? 0.0 : t, 1) + "</text>\n";  // no "-0.0"
   }
   // Top axis: tokens seen at a few evaluations (the book's ax2 = ax1.twiny()).
   if (n > 0) {
