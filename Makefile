@@ -31,8 +31,16 @@ $(RELEASE)/build.ninja: | deps
 build: deps $(RELEASE)/build.ninja
 	meson compile -C $(RELEASE)
 
+# The demo trains the tiny GPT (2 layers, emb 128, context 64, a 512-token BPE learned from the
+# text) on the bundled story data/sample/sample.txt, printing the book's log and a greedy sample
+# per epoch, then samples with temperature and top-k. Checkpoint and loss.svg: build/demo/.
+DEMO_OUT := build/demo
 demo: build
-	$(RELEASE)/train/tapegrad demo
+	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 \
+	  --eval-freq 25 --eval-iter 5 --start-context "The tide clock" --out $(DEMO_OUT)
+	$(RELEASE)/train/tapegrad generate --checkpoint $(DEMO_OUT) --prompt "The tide clock" \
+	  --max-new-tokens 60 --temperature 0.8 --top-k 25 --seed 123
+	@echo "loss plot: $(DEMO_OUT)/loss.svg"
 
 # --- tests -----------------------------------------------------------------------------------
 $(TESTDIR)/build.ninja: | deps

@@ -91,13 +91,19 @@ std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs
 namespace {
 
 // Adds g into a leaf's .grad: the first gradient is copied (it may alias a tensor the caller
-// still uses), later ones accumulate in place.
+// still uses) unless nothing else holds it, later ones accumulate in place.
 void accumulate(TensorImpl& leaf, const Tensor& g) {
   if (g.shape() != leaf.shape)
     throw std::logic_error("backward: gradient of shape " + shape_str(g.shape()) +
                            " for a leaf of shape " + shape_str(leaf.shape));
   if (!leaf.grad) {
-    leaf.grad = detail::materialize(*g.impl(), leaf.dtype);
+    // A fresh gradient that nothing else references (a backward's own output, the usual case)
+    // is adopted as is: copying it would cost a full pass over e.g. the embedding's gradient.
+    const std::shared_ptr<TensorImpl>& gi = g.impl_ptr();
+    const bool sole = gi.use_count() == 1 && gi->storage.use_count() == 1 && !gi->grad_fn &&
+                      g.dtype() == leaf.dtype && g.is_contiguous() && gi->offset == 0 &&
+                      gi->storage->nbytes == size_t(g.numel()) * dtype_size(g.dtype());
+    leaf.grad = sole ? gi : detail::materialize(*g.impl(), leaf.dtype);
   } else {
     Tensor acc(leaf.grad);
     acc.add_(g.dtype() == leaf.dtype ? g : g.to(leaf.dtype));

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <string>
 
+#include "data/cli.h"
 #include "train/commands.h"
 
 namespace {
@@ -19,6 +20,13 @@ const Command kCommands[] = {
      tg::cli::demo_main},
     {"chapter3", "replays the chapter-3 notebook's cells, printing what PyTorch prints",
      tg::cli::chapter3_main},
+    {"train", "pretrains a GPT on a text (chapter 5), with checkpoints and a loss plot",
+     tg::cli::train_main},
+    {"generate", "continues a prompt from a trained checkpoint (greedy, top-k, temperature)",
+     tg::cli::generate_main},
+    {"tokenize", "GPT-2 BPE (as tiktoken) or a trained vocabulary: text to ids and back",
+     tg::data::tokenize_main},
+    {"bpe-train", "trains a byte-level BPE vocabulary on a text", tg::data::bpe_train_main},
 };
 
 int usage(std::ostream& os) {

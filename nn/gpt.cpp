@@ -1,0 +1,269 @@
+// Chapter 4's GPT (see gpt.h).
+#include "nn/gpt.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/autograd.h"
+#include "core/kernels/kernels.h"
+#include "core/ops.h"
+
+namespace tg::nn {
+
+// ---- fused LayerNorm and GELU for the block -------------------------------------------------
+// The book's LayerNorm and GELU modules compose ~10 elementwise ops each; on a GPT they cost as
+// much as a quarter of a step. These run the same math on the kernels' vector paths, one pass
+// forward and one backward, for contiguous float32 input (anything else takes the modules).
+// Results agree with the composed ops to rounding (tests/test_train.cpp runs the PyTorch goldens
+// through them).
+namespace {
+
+bool fusable(const Tensor& x) { return x.dtype() == DType::Float32 && x.dim() >= 1; }
+
+// (x - mean) / sqrt(var + eps) * scale + shift over the last dim, biased variance.
+Tensor layer_norm(const LayerNorm& ln, const Tensor& x_in) {
+  const Tensor& w = ln.scale;
+  const Tensor& b = ln.shift;
+  if (!fusable(x_in) || w.dtype() != DType::Float32 || x_in.size(-1) != ln.emb_dim)
+    return const_cast<LayerNorm&>(ln).forward(x_in);
+  const Tensor x = x_in.contiguous();
+  const int64_t C = ln.emb_dim, rows = x.numel() / C;
+  Tensor out = empty(x.shape());
+  Tensor mean = empty({rows}), rstd = empty({rows});
+  kernels::layernorm_forward(rows, C, x.data<float>(), w.contiguous().data<float>(),
+                             b.contiguous().data<float>(), float(ln.eps), out.data<float>(),
+                             mean.data<float>(), rstd.data<float>());
+  if (any_requires_grad({&x, &w, &b}))
+    record("LayerNormBackward", {x, w, b}, {x, w, mean, rstd},
+           [rows, C](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor gc = g.contiguous();
+             const Tensor& xs = n.saved_tensor(0);
+             const Tensor ws = n.saved_tensor(1).contiguous();
+             Tensor dx = zeros(xs.shape()), dw = zeros({C}), db = zeros({C});
+             // accumulates into dx, dw, db (llm.c's layernorm_backward)
+             kernels::layernorm_backward(rows, C, gc.data<float>(), xs.data<float>(),
+                                         ws.data<float>(), n.saved_tensor(2).data<float>(),
+                                         n.saved_tensor(3).data<float>(), dx.data<float>(),
+                                         dw.data<float>(), db.data<float>());
+             return {n.needs(0) ? dx : Tensor(), n.needs(1) ? dw : Tensor(),
+                     n.needs(2) ? db : Tensor()};
+           },
+           {&out});
+  return out;
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+Tensor gelu_fused(const Tensor& x_in) {
+  if (!fusable(x_in)) return gelu(x_in);
+  const Tensor x = x_in.contiguous();
+  Tensor out = empty(x.shape());
+  kernels::gelu_forward(x.numel(), x.data<float>(), out.data<float>());
+  if (any_requires_grad({&x}))
+    record("GeluBackward0", {x}, {x},
+           [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor gc = g.contiguous();
+             const Tensor& xs = n.saved_tensor(0);
+             Tensor dx = empty(xs.shape());
+             kernels::gelu_backward(xs.numel(), xs.data<float>(), gc.data<float>(),
+                                    dx.data<float>());
+             return {dx};
+           },
+           {&out});
+  return out;
+}
+
+}  // namespace
+
+// ---- GPTConfig -------------------------------------------------------------------------------
+
+std::string GPTConfig::str() const {
+  std::ostringstream os;
+  os.precision(17);
+  os << "{\"vocab_size\": " << vocab_size << ", \"context_length\": " << context_length
+     << ", \"emb_dim\": " << emb_dim << ", \"n_heads\": " << n_heads
+     << ", \"n_layers\": " << n_layers << ", \"drop_rate\": " << drop_rate
+     << ", \"qkv_bias\": " << (qkv_bias ? "true" : "false") << "}";
+  return os.str();
+}
+
+void GPTConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v < 1)
+      throw std::invalid_argument(std::string("GPT config: ") + name + " must be >= 1, got " +
+                                  std::to_string(v));
+  };
+  positive("vocab_size", vocab_size);
+  positive("context_length", context_length);
+  positive("emb_dim", emb_dim);
+  positive("n_heads", n_heads);
+  positive("n_layers", n_layers);
+  if (emb_dim % n_heads != 0)
+    throw std::invalid_argument("GPT config: emb_dim (" + std::to_string(emb_dim) +
+                                ") must be divisible by n_heads (" + std::to_string(n_heads) + ")");
+  if (!(drop_rate >= 0 && drop_rate < 1))
+    throw std::invalid_argument("GPT config: drop_rate must be in [0, 1), got " +
+                                std::to_string(drop_rate));
+}
+
+GPTConfig GPTConfig::parse(const std::string& json) {
+  // Only the flat object str() writes: "key": number | true | false.
+  auto value_of = [&](const std::string& key) -> std::string {
+    const std::string quoted = "\"" + key + "\"";
+    const size_t k = json.find(quoted);
+    if (k == std::string::npos)
+      throw std::invalid_argument("GPT config: missing \"" + key + "\" in " + json);
+    size_t i = json.find(':', k + quoted.size());
+    if (i == std::string::npos)
+      throw std::invalid_argument("GPT config: malformed \"" + key + "\" in " + json);
+    ++i;
+    while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i]))) ++i;
+    size_t j = i;
+    while (j < json.size() && json[j] != ',' && json[j] != '}') ++j;
+    std::string v = json.substr(i, j - i);
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    return v;
+  };
+  auto integer = [&](const std::string& key) {
+    const std::string v = value_of(key);
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0')
+      throw std::invalid_argument("GPT config: \"" + key + "\" is not an integer: " + v);
+    return int64_t(n);
+  };
+  GPTConfig c;
+  c.vocab_size = integer("vocab_size");
+  c.context_length = integer("context_length");
+  c.emb_dim = integer("emb_dim");
+  c.n_heads = integer("n_heads");
+  c.n_layers = integer("n_layers");
+  const std::string d = value_of("drop_rate");
+  char* end = nullptr;
+  c.drop_rate = std::strtod(d.c_str(), &end);
+  if (d.empty() || *end != '\0')
+    throw std::invalid_argument("GPT config: \"drop_rate\" is not a number: " + d);
+  const std::string b = value_of("qkv_bias");
+  if (b != "true" && b != "false")
+    throw std::invalid_argument("GPT config: \"qkv_bias\" must be true or false, got " + b);
+  c.qkv_bias = b == "true";
+  return c;
+}
+
+GPTConfig gpt_preset(const std::string& name) {
+  GPTConfig c;  // the defaults are GPT_CONFIG_124M with context 256
+  if (name == "gpt2-124m") return c;
+  if (name == "tiny") {
+    // Small enough to train on a few tens of KB in about a minute on two cores.
+    c.vocab_size = 512;  // replaced by the tokenizer's vocabulary size
+    c.context_length = 64;
+    c.emb_dim = 128;
+    c.n_heads = 4;
+    c.n_layers = 2;
+    return c;
+  }
+  throw std::invalid_argument("unknown preset '" + name + "' (known: gpt2-124m, tiny)");
+}
+
+int64_t gpt_preset_max_context(const std::string& name) {
+  if (name == "gpt2-124m") return 1024;
+  if (name == "tiny") return 256;
+  gpt_preset(name);  // throws the unknown-preset message
+  return 0;
+}
+
+// ---- FeedForward -----------------------------------------------------------------------------
+
+FeedForward::FeedForward(const GPTConfig& cfg, Generator* gen) : Module("FeedForward") {
+  // Sequential(Linear(emb, 4*emb), GELU(), Linear(4*emb, emb)): the first Linear draws first.
+  auto up = std::make_shared<Linear>(cfg.emb_dim, 4 * cfg.emb_dim, true, gen);
+  auto act = std::make_shared<GELU>();
+  auto down = std::make_shared<Linear>(4 * cfg.emb_dim, cfg.emb_dim, true, gen);
+  register_module(
+      "layers", &layers,
+      std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{up, act, down}));
+}
+
+Tensor FeedForward::forward(const Tensor& x) {
+  // layers = Sequential(Linear, GELU, Linear), with the GELU fused
+  Tensor h = (*layers)[0](x);
+  h = gelu_fused(h);
+  return (*layers)[2](h);
+}
+
+// ---- TransformerBlock ------------------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
+    : Module("TransformerBlock") {
+  register_module(
+      "att", &att,
+      std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
+                                           cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen));
+  register_module("ff", &ff, std::make_shared<FeedForward>(cfg, gen));
+  register_module("norm1", &norm1, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("norm2", &norm2, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("drop_shortcut", &drop_shortcut, std::make_shared<Dropout>(cfg.drop_rate, gen));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  // Shortcut connection for the attention block
+  Tensor shortcut = x;
+  Tensor h = layer_norm(*norm1, x);
+  h = (*att)(h);  // (b, T, emb_dim)
+  h = (*drop_shortcut)(h);
+  h = h + shortcut;  // add the original input back
+
+  // Shortcut connection for the feed-forward block
+  shortcut = h;
+  Tensor y = layer_norm(*norm2, h);
+  y = (*ff)(y);
+  y = (*drop_shortcut)(y);
+  return y + shortcut;
+}
+
+// ---- GPTModel --------------------------------------------------------------------------------
+
+namespace {
+const GPTConfig& validated(const GPTConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+}  // namespace
+
+GPTModel::GPTModel(const GPTConfig& config, Generator* gen)
+    : Module("GPTModel"), cfg(validated(config)) {
+  register_module("tok_emb", &tok_emb,
+                  std::make_shared<Embedding>(cfg.vocab_size, cfg.emb_dim, gen));
+  register_module("pos_emb", &pos_emb,
+                  std::make_shared<Embedding>(cfg.context_length, cfg.emb_dim, gen));
+  register_module("drop_emb", &drop_emb, std::make_shared<Dropout>(cfg.drop_rate, gen));
+  std::vector<std::shared_ptr<Module>> blocks;
+  for (int64_t i = 0; i < cfg.n_layers; ++i)
+    blocks.push_back(std::make_shared<TransformerBlock>(cfg, gen));
+  register_module("trf_blocks", &trf_blocks, std::make_shared<Sequential>(std::move(blocks)));
+  register_module("final_norm", &final_norm, std::make_shared<LayerNorm>(cfg.emb_dim));
+  register_module("out_head", &out_head,
+                  std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false, gen));
+}
+
+Tensor GPTModel::forward(const Tensor& in_idx) {
+  if (in_idx.dtype() != DType::Int64 || in_idx.dim() != 2)
+    throw std::invalid_argument(std::string("GPTModel: expected int64 token ids (batch, tokens), "
+                                            "got ") +
+                                dtype_name(in_idx.dtype()) + " " + shape_str(in_idx.shape()));
+  const int64_t seq_len = in_idx.size(1);
+  if (seq_len < 1 || seq_len > cfg.context_length)
+    throw std::invalid_argument("GPTModel: " + std::to_string(seq_len) +
+                                " tokens, the context length is " +
+                                std::to_string(cfg.context_length));
+  const Tensor tok_embeds = (*tok_emb)(in_idx);           // (b, T, emb_dim)
+  const Tensor pos_embeds = (*pos_emb)(arange(seq_len));  // (T, emb_dim)
+  Tensor x = tok_embeds + pos_embeds;                     // broadcast over the batch
+  x = (*drop_emb)(x);
+  x = (*trf_blocks)(x);
+  x = layer_norm(*final_norm, x);
+  return (*out_head)(x);  // (b, T, vocab_size)
+}
+
+}  // namespace tg::nn

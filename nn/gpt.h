@@ -1,0 +1,92 @@
+// Chapter 4's GPT: FeedForward, TransformerBlock and GPTModel, plus the named configurations.
+//
+// Python reference: pkg/llms_from_scratch/ch04.py (GPT_CONFIG_124M, FeedForward, TransformerBlock,
+// GPTModel); the attention is chapter 3's MultiHeadAttention and LayerNorm/GELU are the book's.
+//
+// Submodules are built in the book's __init__ order (tok_emb, pos_emb, drop_emb, trf_blocks,
+// final_norm, out_head; inside a block att, ff, norm1, norm2, drop_shortcut), so with the same
+// manual_seed the weights equal PyTorch's (TORCH_RNG.md §8), and state_dict() names read as the
+// book's: "trf_blocks.0.att.W_query.weight", "trf_blocks.0.ff.layers.0.bias", "out_head.weight".
+// Forward draws dropout masks in the book's order too (drop_emb, then per block the attention
+// weights, the shortcut after attention, the shortcut after the feed-forward).
+//
+// Not here: weight tying with tok_emb (the book keeps them separate), KV caches, loading OpenAI's
+// GPT-2 weights.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/containers.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/gelu.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/multihead_attention.h"
+
+namespace tg::nn {
+
+// The book's GPT_CONFIG dictionary.
+struct GPTConfig {
+  int64_t vocab_size = 50257;
+  int64_t context_length = 256;
+  int64_t emb_dim = 768;
+  int64_t n_heads = 12;
+  int64_t n_layers = 12;
+  double drop_rate = 0.1;
+  bool qkv_bias = false;
+
+  bool operator==(const GPTConfig&) const = default;
+  std::string str() const;  // {"vocab_size": 50257, ...} (JSON, the book's keys)
+  // Throws std::invalid_argument naming the first bad field (sizes < 1, emb_dim not divisible by
+  // n_heads, drop_rate outside [0, 1)).
+  void validate() const;
+  // Parses str()'s output; throws std::invalid_argument on a missing or malformed key.
+  static GPTConfig parse(const std::string& json);
+};
+
+// "gpt2-124m": GPT_CONFIG_124M with context 256 (the book's chapter-5 training setting).
+// "tiny": emb 128, 4 heads, 2 layers, context 64, dropout 0.1; its vocab_size follows the
+// tokenizer (the caller sets it). Throws std::invalid_argument listing the known names.
+GPTConfig gpt_preset(const std::string& name);
+// The longest context a preset allows (gpt2-124m: 1024, GPT-2's position table; tiny: 256).
+int64_t gpt_preset_max_context(const std::string& name);
+
+class FeedForward : public Module {
+ public:
+  explicit FeedForward(const GPTConfig& cfg, Generator* gen = nullptr);
+  // (b, T, emb_dim) -> (b, T, emb_dim): Linear to 4*emb_dim, GELU, Linear back
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Sequential> layers;
+};
+
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const GPTConfig& cfg, Generator* gen = nullptr);
+  // x = x + drop_shortcut(att(norm1(x))); x = x + drop_shortcut(ff(norm2(x)))
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<MultiHeadAttention> att;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> drop_shortcut;
+};
+
+class GPTModel : public Module {
+ public:
+  // Throws std::invalid_argument when cfg.validate() does.
+  explicit GPTModel(const GPTConfig& cfg, Generator* gen = nullptr);
+  // in_idx: int64 (b, T) with T <= context_length -> logits (b, T, vocab_size)
+  Tensor forward(const Tensor& in_idx) override;
+
+  GPTConfig cfg;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Dropout> drop_emb;
+  std::shared_ptr<Sequential> trf_blocks;
+  std::shared_ptr<LayerNorm> final_norm;
+  std::shared_ptr<Linear> out_head;
+};
+
+}  // namespace tg::nn

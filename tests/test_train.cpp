@@ -1,0 +1,524 @@
+// Chapter 5's trainer: the model's initial weights, a few epochs with dropout, evaluation and
+// samples against PyTorch goldens (tests/golden/gen_train.py), checkpoint resume, Ctrl-C, and the
+// one-line errors of `tapegrad train` / `generate`.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/rng.h"
+#include "nn/gpt.h"
+#include "train/commands.h"
+#include "train/json.h"
+#include "train/optim.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+using namespace tg;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kGolden = TG_GOLDEN_DIR;
+
+// A fresh scratch directory per call, removed by the caller's Scratch destructor.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    static int n = 0;
+    dir = fs::temp_directory_path() /
+          ("tg_test_train_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+};
+
+struct Golden {
+  std::map<std::string, std::vector<double>> init, final_;  // name -> numel, sum, first 4
+  std::vector<std::vector<double>> evals;                   // step, train, val
+  std::vector<double> steps;
+  std::vector<std::vector<int64_t>> samples;
+};
+
+Golden read_golden() {
+  std::ifstream in(kGolden + "/train_small.txt");
+  REQUIRE_MESSAGE(in.good(), "missing tests/golden/train_small.txt");
+  Golden g;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string kind;
+    ss >> kind;
+    if (kind == "init" || kind == "final") {
+      std::string name;
+      ss >> name;
+      std::vector<double> v;
+      double x;
+      while (ss >> x) v.push_back(x);
+      (kind == "init" ? g.init : g.final_)[name] = v;
+    } else if (kind == "eval") {
+      std::vector<double> v(3);
+      ss >> v[0] >> v[1] >> v[2];
+      g.evals.push_back(v);
+    } else if (kind == "step") {
+      int i;
+      double l;
+      ss >> i >> l;
+      g.steps.push_back(l);
+    } else if (kind == "sample") {
+      int e;
+      ss >> e;
+      std::vector<int64_t> ids;
+      int64_t id;
+      while (ss >> id) ids.push_back(id);
+      g.samples.push_back(ids);
+    }
+  }
+  return g;
+}
+
+// gen_train.py's setup.
+nn::GPTConfig small_config() {
+  nn::GPTConfig c;
+  c.vocab_size = 257;
+  c.context_length = 16;
+  c.emb_dim = 32;
+  c.n_heads = 4;
+  c.n_layers = 2;
+  c.drop_rate = 0.1;
+  c.qkv_bias = false;
+  return c;
+}
+
+train::TrainOptions small_options(const Scratch& s) {
+  train::TrainOptions o;
+  o.text_path = kGolden + "/train_text.txt";
+  o.config = small_config();
+  o.tokenizer = "bpe:256";  // raw bytes
+  o.epochs = 2;
+  o.batch_size = 4;
+  o.lr = 1e-3;
+  o.weight_decay = 0.1;
+  o.eval_freq = 4;
+  o.eval_iter = 2;
+  o.seed = 123;
+  o.start_context = "The ";
+  o.sample_tokens = 8;
+  o.out_dir = s / "out";
+  o.progress = 0;
+  return o;
+}
+
+void check_param(const nn::NamedTensors& sd, const std::string& name,
+                 const std::vector<double>& want, double tol) {
+  for (const auto& [n, t] : sd) {
+    if (n != name) continue;
+    const std::vector<float> v = t.to_vector<float>();
+    REQUIRE(double(v.size()) == want[0]);
+    double sum = 0;
+    for (float x : v) sum += x;
+    CHECK_MESSAGE(std::abs(sum - want[1]) <= tol * (1 + std::abs(want[1])), name);
+    for (int i = 0; i < 4; ++i) CHECK_MESSAGE(std::abs(v[i] - want[2 + i]) <= tol, name);
+    return;
+  }
+  FAIL("no parameter " << name);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a CLI command function with argv, capturing stdout and stderr.
+struct CliRun {
+  int rc;
+  std::string out, err;
+};
+CliRun run_cli(int (*fn)(int, char**), std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  const int rc = fn(int(argv.size()), argv.data());
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  return {rc, out.str(), err.str()};
+}
+
+// The error is one line "tapegrad <command>: ..." naming the problem (informational lines such
+// as "resuming ..." may precede it), and the exit status is 1.
+void check_one_line_error(const CliRun& r, const std::string& needle) {
+  CHECK(r.rc == 1);
+  std::istringstream lines(r.err);
+  std::string line;
+  int errors = 0;
+  while (std::getline(lines, line))
+    if (line.rfind("tapegrad ", 0) == 0) {
+      ++errors;
+      CHECK_MESSAGE(line.find(needle) != std::string::npos, r.err);
+    }
+  CHECK_MESSAGE(errors == 1, r.err);
+  CHECK(r.err.back() == '\n');
+}
+
+}  // namespace
+
+TEST_CASE("GPTModel: book names, order and PyTorch's initial weights under manual_seed(123)") {
+  const Golden g = read_golden();
+  manual_seed(123);
+  nn::GPTModel model(small_config());
+  const auto sd = model.state_dict();
+  // PyTorch's state_dict order: tok_emb, pos_emb, then block 0's att (mask, W_query, W_key,
+  // W_value, out_proj), ff, norm1, norm2, ...
+  REQUIRE(sd.size() > 8);
+  CHECK(sd[0].first == "tok_emb.weight");
+  CHECK(sd[1].first == "pos_emb.weight");
+  CHECK(sd[2].first == "trf_blocks.0.att.mask");  // a module's buffers precede its children
+  CHECK(sd[3].first == "trf_blocks.0.att.W_query.weight");
+  CHECK(sd[6].first == "trf_blocks.0.att.out_proj.weight");
+  CHECK(sd[8].first == "trf_blocks.0.ff.layers.0.weight");
+  CHECK(sd.back().first == "out_head.weight");
+  // embeddings + out_head, 2 blocks (W_q/k/v, out_proj, ff, two norms), final_norm
+  CHECK(model.num_parameters() ==
+        257 * 32 * 2 + 16 * 32 +
+            2 * (3 * 32 * 32 + 32 * 32 + 32 + 2 * 4 * 32 * 32 + 4 * 32 + 32 + 4 * 32) + 2 * 32);
+  for (const auto& [name, want] : g.init) check_param(sd, name, want, 1e-6);
+}
+
+TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
+  const nn::GPTConfig c = nn::gpt_preset("gpt2-124m");
+  CHECK(c.vocab_size == 50257);
+  CHECK(c.emb_dim == 768);
+  CHECK(c.n_layers == 12);
+  CHECK(c.context_length == 256);
+  CHECK_FALSE(c.qkv_bias);
+  CHECK(nn::GPTConfig::parse(c.str()) == c);
+  CHECK_THROWS_WITH_AS(nn::gpt_preset("gpt5"), doctest::Contains("unknown preset 'gpt5'"),
+                       std::invalid_argument);
+  nn::GPTConfig bad = c;
+  bad.n_heads = 7;
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("divisible"), std::invalid_argument);
+}
+
+TEST_CASE("train_model_simple with dropout equals PyTorch's run step for step") {
+  const Golden g = read_golden();
+  Scratch s;
+  std::ostringstream out, err;
+  const train::TrainResult r = train::run_training(small_options(s), out, err);
+  REQUIRE(r.step_losses.size() == g.steps.size());
+  for (size_t i = 0; i < g.steps.size(); ++i)
+    CHECK_MESSAGE(std::abs(r.step_losses[i] - g.steps[i]) <= 1e-4, "step " << i);
+  REQUIRE(r.evals.size() == g.evals.size());
+  for (size_t i = 0; i < g.evals.size(); ++i) {
+    CHECK(r.evals[i].step == int64_t(g.evals[i][0]));
+    CHECK(std::abs(r.evals[i].train_loss - g.evals[i][1]) <= 1e-4);
+    CHECK(std::abs(r.evals[i].val_loss - g.evals[i][2]) <= 1e-4);
+  }
+  // The log is the book's format.
+  CHECK(out.str().rfind("Ep 1 (Step 000000): Train loss 5.812, Val loss 5.761\n", 0) == 0);
+  // Greedy samples after each epoch, and the final weights.
+  const train::LoadedModel lm = train::load_checkpoint_model(s / "out");
+  REQUIRE(g.samples.size() == 2);
+  REQUIRE(r.samples.size() == 2);
+  const std::vector<int64_t> start = train::text_to_token_ids("The ", *lm.tokenizer);
+  CHECK(train::generate_text_simple(*lm.model, start, 8, 16) == g.samples[1]);
+  CHECK(r.samples[1] == train::token_ids_to_text(g.samples[1], *lm.tokenizer));
+  for (const auto& [name, want] : g.final_) check_param(lm.model->state_dict(), name, want, 1e-4);
+  CHECK(fs::exists(s / "out/loss.svg"));
+  CHECK(slurp(s / "out/loss.svg").find("Validation loss") != std::string::npos);
+}
+
+TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
+  Scratch s;
+  std::ostringstream out, err;
+  train::TrainOptions full_opt = small_options(s);
+  full_opt.out_dir = s / "full";
+  const train::TrainResult full = train::run_training(full_opt, out, err);
+
+  SUBCASE("stopped mid-epoch by max_steps") {
+    train::TrainOptions a = small_options(s);
+    a.max_steps = 10;
+    const train::TrainResult first = train::run_training(a, out, err);
+    CHECK(first.interrupted);
+    REQUIRE(first.step_losses.size() == 10);
+    train::TrainOptions b = small_options(s);
+    b.config.reset();
+    b.resume_dir = s / "out";
+    const train::TrainResult second = train::run_training(b, out, err);
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+    CHECK(joined == full.step_losses);  // bit for bit
+    REQUIRE(second.evals.size() == full.evals.size());
+    for (size_t i = 0; i < full.evals.size(); ++i) {
+      CHECK(second.evals[i].train_loss == full.evals[i].train_loss);
+      CHECK(second.evals[i].val_loss == full.evals[i].val_loss);
+    }
+    CHECK(second.samples.back() == full.samples.back());
+  }
+  SUBCASE("at an epoch boundary, with more epochs asked on resume") {
+    train::TrainOptions a = small_options(s);
+    a.epochs = 1;
+    const train::TrainResult first = train::run_training(a, out, err);
+    train::TrainOptions b;
+    b.resume_dir = s / "out";
+    b.epochs = 2;
+    b.explicit_flags = {"epochs"};
+    b.progress = 0;
+    const train::TrainResult second = train::run_training(b, out, err);
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+    CHECK(joined == full.step_losses);
+  }
+  SUBCASE("Ctrl-C: SIGINT finishes the step, saves and stops") {
+    train::stop_requested() = false;
+    auto old = std::signal(SIGINT, [](int) { train::stop_requested() = true; });
+    train::TrainOptions a = small_options(s);
+    a.on_step = [](int64_t step) {
+      if (step == 40) std::raise(SIGINT);
+    };
+    const train::TrainResult first = train::run_training(a, out, err);
+    std::signal(SIGINT, old);
+    train::stop_requested() = false;
+    CHECK(first.interrupted);
+    REQUIRE(first.step_losses.size() == 41);
+    train::TrainOptions b;
+    b.resume_dir = s / "out";
+    b.progress = 0;
+    const train::TrainResult second = train::run_training(b, out, err);
+    std::vector<double> joined = first.step_losses;
+    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+    CHECK(joined == full.step_losses);
+  }
+}
+
+TEST_CASE("bad input: one clear line and a non-zero exit") {
+  Scratch s;
+  const std::string text = kGolden + "/train_text.txt";
+  const std::string out = s / "o";
+  SUBCASE("missing text") {
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", s / "nope.txt", "--out", out}),
+        "cannot read text file");
+  }
+  SUBCASE("text shorter than one window") {
+    std::ofstream(s / "short.txt") << "Just a few words, far fewer than one window.";
+    check_one_line_error(run_cli(cli::train_main, {"train", "--text", s / "short.txt",
+                                                   "--tokenizer", "bpe:256", "--out", out}),
+                         "text too short");
+  }
+  SUBCASE("context larger than the preset allows") {
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", text, "--context", "4096", "--out", out}),
+        "--context 4096 is outside what preset tiny allows");
+  }
+  SUBCASE("unknown preset") {
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", text, "--preset", "gpt9", "--out", out}),
+        "unknown preset 'gpt9'");
+  }
+  SUBCASE("unknown tokenizer") {
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--text", text, "--tokenizer", "sentencepiece"}),
+        "unknown tokenizer 'sentencepiece'");
+  }
+  SUBCASE("bad numbers and unknown flags") {
+    check_one_line_error(run_cli(cli::train_main, {"train", "--epochs", "ten"}),
+                         "--epochs expects an integer");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--frobnicate"}),
+                         "unknown option --frobnicate");
+    check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required");
+    check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
+                         "no such checkpoint");
+  }
+  SUBCASE("a checkpoint from another config") {
+    std::ostringstream o, e;
+    train::TrainOptions a = small_options(s);
+    a.epochs = 1;
+    a.out_dir = out;
+    train::run_training(a, o, e);
+    // resuming with a different data pipeline
+    check_one_line_error(
+        run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
+        "does not match the checkpoint");
+    // a checkpoint whose weights do not fit its stated config
+    train::SafeTensors st = train::load_safetensors(out + "/checkpoint.safetensors");
+    nn::GPTConfig other = small_config();
+    other.emb_dim = 64;
+    st.metadata["config"] = other.str();
+    train::save_safetensors(s / "other.safetensors", st.tensors, st.metadata);
+    check_one_line_error(
+        run_cli(cli::generate_main, {"generate", "--checkpoint", s / "other.safetensors"}),
+        "another config");
+    // not a safetensors file at all
+    std::ofstream(s / "junk.safetensors") << "hello";
+    check_one_line_error(
+        run_cli(cli::generate_main, {"generate", "--checkpoint", s / "junk.safetensors"}),
+        "not a valid safetensors file");
+  }
+  SUBCASE("NaN loss stops with a message and keeps the last good checkpoint") {
+    std::ostringstream o, e;
+    train::TrainOptions a = small_options(s);
+    a.epochs = 1;
+    a.out_dir = out;
+    train::run_training(a, o, e);
+    const std::string before = slurp(out + "/checkpoint.safetensors");
+    // An absurd learning rate blows the weights up within a step or two.
+    const CliRun r = run_cli(cli::train_main, {"train", "--resume", out, "--epochs", "2", "--lr",
+                                               "1e30", "--no-progress"});
+    check_one_line_error(r, "the last good checkpoint is " + out + "/checkpoint.safetensors");
+    CHECK(r.err.find("loss is nan") != std::string::npos);
+    CHECK(slurp(out + "/checkpoint.safetensors") == before);
+  }
+}
+
+TEST_CASE("tapegrad train and generate from the command line") {
+  Scratch s;
+  const std::string out = s / "cli";
+  const CliRun r = run_cli(cli::train_main, {"train",
+                                             "--text",
+                                             kGolden + "/train_text.txt",
+                                             "--tokenizer",
+                                             "bpe:300",
+                                             "--context",
+                                             "16",
+                                             "--epochs",
+                                             "1",
+                                             "--batch-size",
+                                             "8",
+                                             "--eval-freq",
+                                             "10",
+                                             "--eval-iter",
+                                             "1",
+                                             "--out",
+                                             out,
+                                             "--log",
+                                             s / "log.jsonl",
+                                             "--no-progress",
+                                             "--start-context",
+                                             "Nobody"});
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.out.rfind("Ep 1 (Step 000000): Train loss ", 0) == 0);
+  // One JSON line per evaluation, with the documented fields.
+  std::ifstream log(s / "log.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(log, line)) {
+    const train::JsonValue v = train::parse_json(line);
+    for (const char* k :
+         {"step", "epoch", "train_loss", "val_loss", "tokens_seen", "lr", "seconds"})
+      CHECK_MESSAGE(v.find(k) != nullptr, k);
+    ++lines;
+  }
+  CHECK(lines == int(std::count(r.out.begin(), r.out.end(), '(')));
+
+  // Greedy generation is deterministic; sampling depends on the seed only.
+  const CliRun g1 = run_cli(cli::generate_main, {"generate", "--checkpoint", out, "--prompt",
+                                                 "Nobody", "--max-new-tokens", "12"});
+  REQUIRE_MESSAGE(g1.rc == 0, g1.err);
+  CHECK(g1.out.rfind("Nobody", 0) == 0);
+  auto sample = [&](const char* seed) {
+    return run_cli(cli::generate_main,
+                   {"generate", "--checkpoint", out, "--prompt", "Nobody", "--max-new-tokens", "12",
+                    "--temperature", "1.5", "--top-k", "20", "--seed", seed})
+        .out;
+  };
+  CHECK(sample("1") == sample("1"));
+  CHECK(sample("1") != sample("2"));
+}
+
+TEST_CASE("generate: top-k 1 and temperature 0 are greedy; eos stops") {
+  manual_seed(5);
+  nn::GPTModel model(small_config());
+  model.eval();
+  const std::vector<int64_t> start = {84, 104, 101, 32};
+  const auto greedy = train::generate_text_simple(model, start, 6, 16);
+  CHECK(train::generate(model, start, 6, 16, 0.0, 0, -1, default_generator()) == greedy);
+  CHECK(train::generate(model, start, 6, 16, 2.0, 1, -1, default_generator()) == greedy);
+  const auto stopped = train::generate(model, start, 6, 16, 0.0, 0, greedy[4], default_generator());
+  CHECK(stopped.size() == 4);
+}
+
+TEST_CASE("AdamW: PyTorch 1.13's update on one parameter") {
+  // Two steps on w = [1, -2] with gradient w (loss = 0.5 w·w), lr 0.1, weight_decay 0.1;
+  // expected values from torch.optim.AdamW in double precision rounded to float.
+  struct One : nn::Module {
+    Tensor w;
+    One() : nn::Module("One") { register_parameter("w", &w, tensor({1.0, -2.0})); }
+  } m;
+  train::AdamW opt(m, 0.1, 0.1);
+  for (int i = 0; i < 2; ++i) {
+    m.zero_grad();
+    (m.w * m.w * 0.5).sum().backward();
+    opt.step();
+  }
+  const auto v = m.w.to_vector<float>();
+  // The update rule of torch/optim/adamw.py in double precision, with the gradient = w.
+  for (int k = 0; k < 2; ++k) {
+    double p = k == 0 ? 1.0 : -2.0, mm = 0, vv = 0;
+    for (int t = 1; t <= 2; ++t) {
+      const double grad = p;
+      p *= 1 - 0.1 * 0.1;
+      mm = 0.9 * mm + 0.1 * grad;
+      vv = 0.999 * vv + 0.001 * grad * grad;
+      const double denom = std::sqrt(vv) / std::sqrt(1 - std::pow(0.999, t)) + 1e-8;
+      p -= 0.1 / (1 - std::pow(0.9, t)) * mm / denom;
+    }
+    CHECK(v[k] == doctest::Approx(p).epsilon(1e-6));
+  }
+  CHECK(opt.step_count == 2);
+}
+
+TEST_CASE("warmup + cosine schedule and gradient clipping") {
+  CHECK(train::warmup_cosine_lr(0, 100, 10, 0.0, 1.0, 0.1) == 0.0);
+  CHECK(train::warmup_cosine_lr(5, 100, 10, 0.0, 1.0, 0.1) == doctest::Approx(0.5));
+  CHECK(train::warmup_cosine_lr(10, 100, 10, 0.0, 1.0, 0.1) == doctest::Approx(1.0));
+  CHECK(train::warmup_cosine_lr(100, 100, 10, 0.0, 1.0, 0.1) == doctest::Approx(0.1));
+  CHECK(train::warmup_cosine_lr(55, 100, 10, 0.0, 1.0, 0.1) == doctest::Approx(0.55));
+  struct One : nn::Module {
+    Tensor w;
+    One() : nn::Module("One") { register_parameter("w", &w, tensor({3.0, 4.0})); }
+  } m;
+  (m.w * m.w * 0.5).sum().backward();  // grad = w, norm 5
+  CHECK(train::clip_grad_norm(m, 1.0) == doctest::Approx(5.0));
+  const auto g = m.w.grad().to_vector<float>();
+  CHECK(g[0] == doctest::Approx(0.6).epsilon(1e-5));
+  CHECK(g[1] == doctest::Approx(0.8).epsilon(1e-5));
+}
+
+TEST_CASE("safetensors: round trip, metadata, and errors naming the file") {
+  Scratch s;
+  const Tensor a = tensor({{1.5, -2.0}, {3.25, 4.0}});
+  const Tensor b = from_vector(std::vector<int64_t>{7, 8, 9}, {3});
+  train::save_safetensors(s / "x.safetensors", {{"a", a}, {"b.c", b}}, {{"k", "v \"q\""}});
+  const std::string bytes = slurp(s / "x.safetensors");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  CHECK(n % 8 == 0);  // data stays aligned
+  const train::SafeTensors st = train::load_safetensors(s / "x.safetensors");
+  REQUIRE(st.find("a") != nullptr);
+  CHECK(st.find("a")->to_vector<float>() == a.to_vector<float>());
+  CHECK(st.find("a")->shape() == Shape{2, 2});
+  CHECK(st.find("b.c")->to_vector<int64_t>() == std::vector<int64_t>{7, 8, 9});
+  CHECK(st.metadata.at("k") == "v \"q\"");
+  std::ofstream(s / "cut.safetensors") << bytes.substr(0, bytes.size() - 4);
+  CHECK_THROWS_WITH(train::load_safetensors(s / "cut.safetensors"),
+                    doctest::Contains("cut.safetensors: not a valid safetensors file"));
+  // No temp files are left behind.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(s.dir)) files += e.is_regular_file();
+  CHECK(files == 2);
+}

@@ -1,0 +1,37 @@
+// safetensors files (https://github.com/huggingface/safetensors, "format" in its README):
+//   8 bytes   little-endian u64 N, the header's length
+//   N bytes   JSON: {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//              "__metadata__": {"key": "string value", ...}}
+//   rest      the tensors' little-endian bytes, offsets relative to the end of the header
+// We write F32, F64 and I64 tensors (contiguous copies), pad the header with spaces to a multiple
+// of 8 so data stays aligned, and write the whole file atomically (temp file + fsync + rename).
+//
+// Not here: memory mapping, half types, big-endian hosts.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tg::train {
+
+using Metadata = std::map<std::string, std::string>;
+
+struct SafeTensors {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order
+  Metadata metadata;
+  const Tensor* find(const std::string& name) const;
+};
+
+// Throws std::runtime_error "PATH: reason" when the file cannot be written.
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& t,
+                      const Metadata& metadata);
+// Throws std::runtime_error "PATH: reason" on a missing, truncated or malformed file.
+SafeTensors load_safetensors(const std::string& path);
+
+// Writes `bytes` to path atomically: a unique temp file in the same directory, fsync, rename.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace tg::train

@@ -1,0 +1,948 @@
+// Chapter 5's training loop, evaluation, generation and checkpoints (see trainer.h).
+#include "train/trainer.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/kernels/kernels.h"
+#include "core/ops.h"
+#include "core/threadpool.h"
+#include "data/bpe_train.h"
+#include "train/json.h"
+#include "train/optim.h"
+#include "train/plot.h"
+#include "train/safetensors.h"
+
+namespace tg::train {
+
+namespace fs = std::filesystem;
+
+// ---- loaders ---------------------------------------------------------------------------------
+
+int64_t Loader::size() const {
+  const int64_t n = dataset->size();
+  return drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
+}
+
+std::vector<int64_t> Loader::epoch_order(Generator& gen) const {
+  if (shuffle) return random_sampler_epoch_order(gen, dataset->size());
+  (void)gen.random64();  // _base_seed is drawn even without shuffling
+  std::vector<int64_t> order(size_t(dataset->size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+  return order;
+}
+
+std::pair<Tensor, Tensor> Loader::batch(const std::vector<int64_t>& order, int64_t b) const {
+  const int64_t T = dataset->max_length();
+  const int64_t begin = b * batch_size;
+  const int64_t rows = std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
+  std::vector<int64_t> x(size_t(rows * T)), y(size_t(rows * T));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto in = dataset->input_ids(order[size_t(begin + r)]);
+    const auto tg = dataset->target_ids(order[size_t(begin + r)]);
+    std::copy(in.begin(), in.end(), x.begin() + r * T);
+    std::copy(tg.begin(), tg.end(), y.begin() + r * T);
+  }
+  return {from_vector(x, {rows, T}), from_vector(y, {rows, T})};
+}
+
+// ---- losses ----------------------------------------------------------------------------------
+
+namespace {
+
+// F.cross_entropy(logits (N, V), targets (N)) on the kernels' vector softmax: the GPT's largest
+// activation (N x 50257) then takes one pass forward and one backward, where the generic op
+// takes several. The loss is -log p[t]; a row whose p[t] underflows uses the exact
+// log p[t] = (x[t] - max) - log(sum exp(x - max)) instead. Backward: (p - onehot) * grad / N.
+Tensor cross_entropy_fused(const Tensor& logits_in, const Tensor& targets) {
+  if (logits_in.dtype() != DType::Float32 || logits_in.dim() != 2)
+    return cross_entropy(logits_in, targets);
+  const Tensor logits = logits_in.contiguous();
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const Tensor t = targets.contiguous();
+  const int64_t* tp = t.data<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    if (tp[i] < 0 || tp[i] >= V)
+      throw std::out_of_range("cross_entropy: target " + std::to_string(tp[i]) +
+                              " is out of bounds for " + std::to_string(V) + " classes");
+  Tensor probs = empty({N, V});
+  const float* x = logits.data<float>();
+  const float* p = probs.data<float>();
+  kernels::softmax_rows(N, V, x, probs.data<float>());
+  double total = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const float pt = p[i * V + tp[i]];
+    if (pt >= 1e-30f) {
+      total -= std::log(double(pt));
+      continue;
+    }
+    const float* row = x + i * V;  // rare: recompute this row's log-sum-exp in double
+    double m = row[0];
+    for (int64_t j = 1; j < V; ++j) m = std::max(m, double(row[j]));
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - m);
+    total -= double(row[tp[i]]) - m - std::log(sum);
+  }
+  Tensor loss = scalar_tensor(total / double(N));
+  if (any_requires_grad({&logits}))
+    record("NllLossBackward0", {logits}, {probs, t},
+           [N, V](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const float scale = float(g.item<double>() / double(N));
+             const Tensor& pr = n.saved_tensor(0);
+             const int64_t* tg = n.saved_tensor(1).data<int64_t>();
+             Tensor dx = empty({N, V});
+             kernels::binary_scalar(kernels::BinOp::mul, N * V, pr.data<float>(), scale,
+                                    dx.data<float>());
+             float* d = dx.data<float>();
+             for (int64_t i = 0; i < N; ++i) d[i * V + tg[i]] -= scale;
+             return {dx};
+           },
+           {&loss});
+  return loss;
+}
+
+}  // namespace
+
+Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
+  const Tensor logits = model(input_batch);  // (b, T, vocab)
+  return cross_entropy_fused(logits.flatten(0, 1), target_batch.flatten());
+}
+
+double calc_loss_loader(const Loader& loader, nn::GPTModel& model, int64_t num_batches,
+                        Generator& gen) {
+  const int64_t n = loader.size();
+  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
+  num_batches = num_batches < 0 ? n : std::min(num_batches, n);
+  // `for i, batch in enumerate(loader)` starts the iterator even when it breaks at once.
+  const std::vector<int64_t> order = loader.epoch_order(gen);
+  double total_loss = 0;
+  for (int64_t i = 0; i < num_batches; ++i) {
+    const auto [x, y] = loader.batch(order, i);
+    total_loss += calc_loss_batch(x, y, model).item<double>();
+  }
+  return total_loss / double(num_batches);
+}
+
+std::pair<double, double> evaluate_model(nn::GPTModel& model, const Loader& train_loader,
+                                         const Loader& val_loader, int64_t eval_iter,
+                                         Generator& gen) {
+  model.eval();
+  double train_loss, val_loss;
+  {
+    NoGradGuard no_grad;
+    train_loss = calc_loss_loader(train_loader, model, eval_iter, gen);
+    val_loss = calc_loss_loader(val_loader, model, eval_iter, gen);
+  }
+  model.train();
+  return {train_loss, val_loss};
+}
+
+// ---- generation ------------------------------------------------------------------------------
+
+namespace {
+
+// Logits of the last position for the last context_size tokens of idx: (vocab,)
+Tensor last_logits(nn::GPTModel& model, const std::vector<int64_t>& idx, int64_t context_size) {
+  const int64_t n = int64_t(idx.size());
+  const int64_t start = std::max<int64_t>(0, n - context_size);
+  std::vector<int64_t> cond(idx.begin() + start, idx.end());
+  const int64_t T = int64_t(cond.size());
+  const Tensor logits = model(from_vector(cond, {1, T}));  // (1, T, vocab)
+  return logits.select(0, 0).select(0, T - 1).contiguous();
+}
+
+}  // namespace
+
+std::vector<int64_t> generate_text_simple(nn::GPTModel& model, std::vector<int64_t> idx,
+                                          int64_t max_new_tokens, int64_t context_size) {
+  if (idx.empty()) throw std::invalid_argument("generate_text_simple: empty start context");
+  NoGradGuard no_grad;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    const Tensor logits = last_logits(model, idx, context_size);
+    // softmax is monotonic, so argmax(softmax(logits)) is argmax(logits)
+    idx.push_back(argmax(softmax(logits, -1)).item<int64_t>());
+  }
+  return idx;
+}
+
+std::vector<int64_t> generate(nn::GPTModel& model, std::vector<int64_t> idx, int64_t max_new_tokens,
+                              int64_t context_size, double temperature, int64_t top_k,
+                              int64_t eos_id, Generator& gen) {
+  if (idx.empty()) throw std::invalid_argument("generate: empty start context");
+  NoGradGuard no_grad;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    Tensor logits = last_logits(model, idx, context_size);
+    const int64_t V = logits.numel();
+    if (top_k > 0 && top_k < V) {
+      // Keep the top-k logits: everything below the k-th largest becomes -inf.
+      std::vector<float> v = logits.to_vector<float>();
+      std::vector<float> sorted = v;
+      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                       std::greater<float>());
+      const float min_val = sorted[size_t(top_k - 1)];
+      for (float& x : v)
+        if (x < min_val) x = -std::numeric_limits<float>::infinity();
+      logits = from_vector(v, {V});
+    }
+    int64_t next;
+    if (temperature > 0) {
+      const Tensor probs = softmax(logits / temperature, -1).contiguous();
+      multinomial(&next, probs.data<float>(), 1, V, 1, /*replacement=*/false, gen);
+    } else {
+      next = argmax(logits).item<int64_t>();
+    }
+    if (eos_id >= 0 && next == eos_id) break;  // stop at end-of-sequence
+    idx.push_back(next);
+  }
+  return idx;
+}
+
+std::vector<int64_t> text_to_token_ids(const std::string& text, const data::Tokenizer& tok) {
+  const std::vector<int> ids = tok.encode(text, data::SpecialSet::Of({"<|endoftext|>"}));
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+std::string token_ids_to_text(const std::vector<int64_t>& ids, const data::Tokenizer& tok) {
+  const std::vector<int> v(ids.begin(), ids.end());
+  return tok.decode(v);
+}
+
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+// ---- checkpoint helpers ----------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kFormat = "tapegrad-checkpoint-v1";
+constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+
+std::string hex(const std::vector<uint8_t>& b) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  s.reserve(b.size() * 2);
+  for (uint8_t x : b) {
+    s += d[x >> 4];
+    s += d[x & 15];
+  }
+  return s;
+}
+
+std::vector<uint8_t> unhex(const std::string& s) {
+  auto v = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (s.size() % 2) throw std::runtime_error("odd hex length");
+  std::vector<uint8_t> out(s.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = v(s[2 * i]), lo = v(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw std::runtime_error("bad hex digit");
+    out[i] = uint8_t(hi << 4 | lo);
+  }
+  return out;
+}
+
+std::string fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// The tokenizer's description for the checkpoint: merges for a trained BPE, nothing for gpt2.
+void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok,
+                             std::vector<std::pair<std::string, Tensor>>& tensors, Metadata& md) {
+  md["tokenizer"] = spec;
+  if (spec == "gpt2") return;
+  std::vector<int64_t> merges;
+  for (int id = 256; id < tok.n_mergeable(); ++id) {
+    const auto [a, b] = tok.merge_of(id);
+    merges.push_back(a);
+    merges.push_back(b);
+  }
+  tensors.emplace_back("tokenizer.merges", from_vector(merges, {int64_t(merges.size() / 2), 2}));
+  std::string sp = "[";
+  for (size_t i = 0; i < tok.specials().size(); ++i) {
+    if (i) sp += ',';
+    sp += '[';
+    sp += json_quote(tok.specials()[i].first);
+    sp += ',';
+    sp += std::to_string(tok.specials()[i].second);
+    sp += ']';
+  }
+  sp += ']';
+  md["tokenizer_specials"] = sp;
+}
+
+std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
+                                                           const std::string& path) {
+  const auto it = st.metadata.find("tokenizer");
+  if (it == st.metadata.end()) throw TrainError(path + ": checkpoint has no tokenizer entry");
+  if (it->second == "gpt2") {
+    try {
+      return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  }
+  const Tensor* m = st.find("tokenizer.merges");
+  const auto sp = st.metadata.find("tokenizer_specials");
+  if (!m || m->dim() != 2 || m->size(1) != 2 || m->dtype() != DType::Int64 ||
+      sp == st.metadata.end())
+    throw TrainError(path + ": checkpoint's tokenizer '" + it->second + "' lacks its merges");
+  std::vector<std::pair<int, int>> merges;
+  const std::vector<int64_t> v = m->to_vector<int64_t>();
+  for (size_t i = 0; i + 1 < v.size(); i += 2) merges.emplace_back(int(v[i]), int(v[i + 1]));
+  std::vector<std::pair<std::string, int>> specials;
+  try {
+    for (const JsonValue& e : parse_json(sp->second).items)
+      specials.emplace_back(e.items.at(0).str, int(e.items.at(1).as_int()));
+    return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials));
+  } catch (const std::exception& e) {
+    throw TrainError(path + ": checkpoint's tokenizer does not load (" + e.what() + ")");
+  }
+}
+
+// Copies the checkpoint's state_dict entries into the model; every name must be present with
+// the model's shape.
+void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
+  nn::NamedTensors sd;
+  for (const auto& [name, t] : model.state_dict()) {
+    const Tensor* src = st.find(name);
+    if (!src) throw TrainError(path + ": checkpoint lacks '" + name + "' (another model?)");
+    if (src->shape() != t.shape() || src->dtype() != t.dtype())
+      throw TrainError(path + ": '" + name + "' is " + shape_str(src->shape()) +
+                       " in the checkpoint but " + shape_str(t.shape()) +
+                       " in this model (a checkpoint from another config)");
+    sd.emplace_back(name, *src);
+  }
+  model.load_state_dict(sd);
+}
+
+nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path) {
+  const auto f = st.metadata.find("format");
+  if (f == st.metadata.end() || f->second != kFormat)
+    throw TrainError(path + ": not a tapegrad checkpoint (metadata format is not " +
+                     std::string(kFormat) + ")");
+  const auto c = st.metadata.find("config");
+  if (c == st.metadata.end()) throw TrainError(path + ": checkpoint has no config");
+  try {
+    nn::GPTConfig cfg = nn::GPTConfig::parse(c->second);
+    cfg.validate();
+    return cfg;
+  } catch (const std::exception& e) {
+    throw TrainError(path + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir_or_file) {
+  if (fs::is_directory(dir_or_file)) return (fs::path(dir_or_file) / kCheckpointFile).string();
+  return dir_or_file;
+}
+
+LoadedModel load_checkpoint_model(const std::string& where) {
+  const std::string path = checkpoint_path(where);
+  if (!fs::exists(path)) throw TrainError(path + ": no such checkpoint");
+  SafeTensors st;
+  try {
+    st = load_safetensors(path);
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  LoadedModel lm;
+  lm.cfg = config_from_checkpoint(st, path);
+  lm.preset = st.metadata.count("preset") ? st.metadata.at("preset") : "";
+  lm.tokenizer_spec = st.metadata.at("tokenizer");
+  lm.tokenizer = tokenizer_from_checkpoint(st, path);
+  if (lm.tokenizer->n_vocab() > lm.cfg.vocab_size)
+    throw TrainError(path + ": tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) +
+                     " tokens but the model's vocab_size is " + std::to_string(lm.cfg.vocab_size));
+  lm.model = std::make_unique<nn::GPTModel>(lm.cfg);
+  load_weights(*lm.model, st, path);
+  lm.model->eval();
+  return lm;
+}
+
+// ---- the session -----------------------------------------------------------------------------
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  if (fs::is_directory(path)) throw TrainError("text file '" + path + "' is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TrainError("cannot read text file '" + path + "' (" + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string default_text_path() {
+  const char* rel = "data/sample/sample.txt";
+  if (fs::exists(rel)) return rel;
+#ifdef TAPEGRAD_SOURCE_ROOT
+  return std::string(TAPEGRAD_SOURCE_ROOT) + "/" + rel;
+#else
+  return rel;
+#endif
+}
+
+// Byte offset of code point `n` (Python's len() counts code points, not bytes).
+size_t utf8_offset_of_char(const std::string& s, size_t n) {
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (chars == n) return i;
+      ++chars;
+    }
+  }
+  return s.size();
+}
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
+                                                const std::string& train_text) {
+  if (spec == "gpt2") {
+    try {
+      return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  }
+  if (spec.rfind("bpe:", 0) == 0) {
+    const std::string n = spec.substr(4);
+    char* end = nullptr;
+    const long v = std::strtol(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || v < 256 || v > 100000)
+      throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
+    // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
+    // bytes (no merges).
+    return std::make_unique<data::Tokenizer>(
+        data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
+  }
+  throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
+}
+
+bool is_explicit(const TrainOptions& o, const std::string& name) {
+  for (const auto& f : o.explicit_flags)
+    if (f == name) return true;
+  return false;
+}
+
+std::string options_json(const TrainOptions& o) {
+  std::ostringstream os;
+  os << "{\"text\": " << json_quote(o.text_path) << ", \"preset\": " << json_quote(o.preset)
+     << ", \"tokenizer\": " << json_quote(o.tokenizer)
+     << ", \"context_length\": " << o.context_length << ", \"epochs\": " << o.epochs
+     << ", \"batch_size\": " << o.batch_size << ", \"lr\": " << json_number(o.lr)
+     << ", \"weight_decay\": " << json_number(o.weight_decay) << ", \"eval_freq\": " << o.eval_freq
+     << ", \"eval_iter\": " << o.eval_iter << ", \"seed\": " << o.seed
+     << ", \"start_context\": " << json_quote(o.start_context)
+     << ", \"sample_tokens\": " << o.sample_tokens
+     << ", \"clip_grad\": " << json_number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
+     << ", \"cosine\": " << (o.cosine ? "true" : "false")
+     << ", \"initial_lr\": " << json_number(o.initial_lr)
+     << ", \"min_lr\": " << json_number(o.min_lr) << "}";
+  return os.str();
+}
+
+// Fills the options the user did not give from the checkpoint's; refuses explicit ones that
+// would change the data or the model.
+void merge_resume_options(TrainOptions& o, const JsonValue& saved, const std::string& path) {
+  auto str = [&](const char* k) {
+    const JsonValue* v = saved.find(k);
+    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
+    return v->str;
+  };
+  auto num = [&](const char* k) {
+    const JsonValue* v = saved.find(k);
+    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
+    return v->kind == JsonValue::Kind::Bool ? double(v->b) : v->num;
+  };
+  auto conflict = [&](const char* flag, const std::string& mine, const std::string& theirs) {
+    throw TrainError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +
+                     path + " (trained with " + theirs + "); a checkpoint from another config");
+  };
+  auto take_str = [&](const char* flag, const char* key, std::string& field) {
+    const std::string saved_v = str(key);
+    if (is_explicit(o, flag) && field != saved_v) conflict(flag, field, saved_v);
+    field = saved_v;
+  };
+  auto take_int = [&](const char* flag, const char* key, int64_t& field, bool must_match) {
+    const int64_t saved_v = int64_t(num(key));
+    if (!is_explicit(o, flag))
+      field = saved_v;
+    else if (must_match && field != saved_v)
+      conflict(flag, std::to_string(field), std::to_string(saved_v));
+  };
+  auto take_double = [&](const char* flag, const char* key, double& field) {
+    if (!is_explicit(o, flag)) field = num(key);
+  };
+  take_str("preset", "preset", o.preset);
+  take_str("tokenizer", "tokenizer", o.tokenizer);
+  take_int("context", "context_length", o.context_length, true);
+  take_int("batch-size", "batch_size", o.batch_size, true);
+  if (!is_explicit(o, "text")) o.text_path = str("text");
+  take_int("epochs", "epochs", o.epochs, false);
+  take_double("lr", "lr", o.lr);
+  take_double("weight-decay", "weight_decay", o.weight_decay);
+  take_int("eval-freq", "eval_freq", o.eval_freq, false);
+  take_int("eval-iter", "eval_iter", o.eval_iter, false);
+  int64_t seed = int64_t(o.seed);
+  take_int("seed", "seed", seed, false);
+  o.seed = uint64_t(seed);
+  if (!is_explicit(o, "start-context")) o.start_context = str("start_context");
+  take_int("sample-tokens", "sample_tokens", o.sample_tokens, false);
+  take_double("clip-grad", "clip_grad", o.clip_grad);
+  take_int("warmup-steps", "warmup_steps", o.warmup_steps, false);
+  if (!is_explicit(o, "cosine")) o.cosine = num("cosine") != 0;
+  take_double("initial-lr", "initial_lr", o.initial_lr);
+  take_double("min-lr", "min_lr", o.min_lr);
+}
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const int64_t t = int64_t(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
+  return buf;
+}
+
+void append_line(const std::string& path, const std::string& line) {
+  // One write() per line on an O_APPEND descriptor: readers never see half a line.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0)
+    throw TrainError("cannot write log file '" + path + "' (" + std::strerror(errno) + ")");
+  const std::string l = line + "\n";
+  const ssize_t w = ::write(fd, l.data(), l.size());
+  ::close(fd);
+  if (w != ssize_t(l.size())) throw TrainError("cannot write log file '" + path + "'");
+}
+
+std::string fmt3(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ostream& err) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  TrainOptions opt = opt_in;
+  TrainResult result;
+
+  // --- a checkpoint to resume supplies the options not given explicitly ---
+  SafeTensors ckpt;
+  std::string ckpt_in;
+  const bool resuming = !opt.resume_dir.empty();
+  if (resuming) {
+    ckpt_in = checkpoint_path(opt.resume_dir);
+    if (!fs::exists(ckpt_in)) throw TrainError(ckpt_in + ": no checkpoint to resume from");
+    try {
+      ckpt = load_safetensors(ckpt_in);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+    config_from_checkpoint(ckpt, ckpt_in);  // checks the format
+    JsonValue saved;
+    try {
+      saved = parse_json(ckpt.metadata.at("options"));
+    } catch (const std::exception& e) {
+      throw TrainError(ckpt_in + ": checkpoint options do not parse (" + e.what() + ")");
+    }
+    merge_resume_options(opt, saved, ckpt_in);
+    if (!is_explicit(opt, "out")) opt.out_dir = opt.resume_dir;
+  }
+
+  // --- options ---
+  auto at_least = [](const char* flag, int64_t v, int64_t lo) {
+    if (v < lo)
+      throw TrainError("--" + std::string(flag) + " must be >= " + std::to_string(lo) + ", got " +
+                       std::to_string(v));
+  };
+  at_least("epochs", opt.epochs, 0);
+  at_least("batch-size", opt.batch_size, 1);
+  at_least("eval-freq", opt.eval_freq, 1);
+  at_least("eval-iter", opt.eval_iter, 1);
+  at_least("sample-tokens", opt.sample_tokens, 0);
+  if (!(opt.lr >= 0) || !std::isfinite(opt.lr)) throw TrainError("--lr must be a number >= 0");
+  if (!(opt.weight_decay >= 0)) throw TrainError("--weight-decay must be >= 0");
+  if (opt.threads < 0) throw TrainError("--threads must be >= 1");
+  if (opt.threads > 0) set_num_threads(opt.threads);
+
+  nn::GPTConfig cfg;
+  int64_t max_ctx = 0;
+  if (opt.preset == "custom" && resuming) opt.config = config_from_checkpoint(ckpt, ckpt_in);
+  if (opt.config) {
+    cfg = *opt.config;
+    opt.preset = "custom";
+    max_ctx = cfg.context_length;
+  } else {
+    try {
+      cfg = nn::gpt_preset(opt.preset);
+      max_ctx = nn::gpt_preset_max_context(opt.preset);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  }
+  if (opt.context_length == 0) opt.context_length = cfg.context_length;
+  if (opt.context_length < 2 || opt.context_length > max_ctx)
+    throw TrainError("--context " + std::to_string(opt.context_length) +
+                     " is outside what preset " + opt.preset + " allows (2.." +
+                     std::to_string(max_ctx) + ")");
+  cfg.context_length = opt.context_length;
+  if (opt.tokenizer.empty()) opt.tokenizer = opt.preset == "tiny" ? "bpe:512" : "gpt2";
+  if (opt.tokenizer != "gpt2" && opt.tokenizer.rfind("bpe:", 0) != 0)
+    throw TrainError("unknown tokenizer '" + opt.tokenizer + "' (known: gpt2, bpe:N)");
+  if (opt.text_path.empty()) opt.text_path = default_text_path();
+  if (opt.min_lr < 0) opt.min_lr = 0.1 * opt.lr;
+
+  // --- text: the book's 90/10 split by characters ---
+  const std::string text_data = read_text_file(opt.text_path);
+  if (text_data.empty()) throw TrainError("text file '" + opt.text_path + "' is empty");
+  const size_t n_chars = utf8_length(text_data);
+  const size_t split_idx = size_t(0.90 * double(n_chars));  // int(train_ratio * len(text_data))
+  const size_t split_byte = utf8_offset_of_char(text_data, split_idx);
+  const std::string train_text = text_data.substr(0, split_byte);
+  const std::string val_text = text_data.substr(split_byte);
+
+  // --- tokenizer and model config ---
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  if (resuming) {
+    tokenizer = tokenizer_from_checkpoint(ckpt, ckpt_in);
+    if (ckpt.metadata["text_hash"] != fnv1a(text_data))
+      throw TrainError("'" + opt.text_path + "' is not the text checkpoint " + ckpt_in +
+                       " was trained on");
+  } else {
+    tokenizer = make_tokenizer(opt.tokenizer, train_text);
+  }
+  if (opt.preset == "tiny" || opt.preset == "custom") cfg.vocab_size = tokenizer->n_vocab();
+  if (tokenizer->n_vocab() > cfg.vocab_size)
+    throw TrainError("tokenizer " + opt.tokenizer + " has " + std::to_string(tokenizer->n_vocab()) +
+                     " tokens, more than preset " + opt.preset + "'s vocab_size " +
+                     std::to_string(cfg.vocab_size));
+
+  // --- data: train loader shuffled with drop_last, validation loader in order ---
+  const int64_t T = cfg.context_length;
+  auto make_dataset = [&](const std::string& txt, const char* which) {
+    std::vector<int> ids;
+    try {
+      ids = tokenizer->encode(txt, data::SpecialSet::Of({"<|endoftext|>"}));
+    } catch (const std::exception& e) {
+      throw TrainError(std::string(which) + " text does not tokenize: " + e.what());
+    }
+    if (int64_t(ids.size()) < T + 1)
+      throw TrainError("text too short: the " + std::string(which) + " split of '" + opt.text_path +
+                       "' has " + std::to_string(ids.size()) + " tokens, one window of context " +
+                       std::to_string(T) + " needs " + std::to_string(T + 1) +
+                       " (use a longer text or a smaller --context)");
+    return std::make_shared<const data::GPTDatasetV1>(std::vector<int64_t>(ids.begin(), ids.end()),
+                                                      T, T);
+  };
+  Loader train_loader{make_dataset(train_text, "training"), opt.batch_size, true, true};
+  Loader val_loader{make_dataset(val_text, "validation"), opt.batch_size, false, false};
+  const int64_t n_batches = train_loader.size();
+  if (n_batches == 0)
+    throw TrainError("text too short: " + std::to_string(train_loader.dataset->size()) +
+                     " training windows of " + std::to_string(T) +
+                     " tokens, fewer than one batch of " + std::to_string(opt.batch_size));
+
+  // --- model and optimizer: manual_seed, then GPTModel's draws, as the book ---
+  Generator& gen = default_generator();
+  manual_seed(opt.seed);
+  nn::GPTModel model(cfg);
+  AdamW optimizer(model, opt.lr, opt.weight_decay);
+
+  int64_t global_step = -1, tokens_seen = 0, epoch_start = 0, batch_start = 0;
+  double seconds_before = 0;
+  std::vector<int64_t> resumed_order;
+  if (resuming) {
+    if (config_from_checkpoint(ckpt, ckpt_in) != cfg)
+      throw TrainError(ckpt_in + ": checkpoint config " + ckpt.metadata["config"] +
+                       " differs from " + cfg.str() + " (a checkpoint from another config)");
+    load_weights(model, ckpt, ckpt_in);
+    const auto params = model.named_parameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      for (auto* pair : {&optimizer.exp_avg, &optimizer.exp_avg_sq}) {
+        const std::string key = std::string(pair == &optimizer.exp_avg ? "optimizer.exp_avg."
+                                                                       : "optimizer.exp_avg_sq.") +
+                                params[k].first;
+        const Tensor* t = ckpt.find(key);
+        if (!t || t->shape() != params[k].second.shape())
+          throw TrainError(ckpt_in + ": checkpoint lacks optimizer state '" + key + "'");
+        (*pair)[k] = t->clone();
+      }
+    }
+    try {
+      optimizer.step_count = std::stoll(ckpt.metadata.at("optimizer_step"));
+      global_step = std::stoll(ckpt.metadata.at("global_step"));
+      tokens_seen = std::stoll(ckpt.metadata.at("tokens_seen"));
+      epoch_start = std::stoll(ckpt.metadata.at("epoch"));
+      batch_start = std::stoll(ckpt.metadata.at("batch"));
+      seconds_before = std::stod(ckpt.metadata.at("seconds"));
+      gen.set_state(unhex(ckpt.metadata.at("rng_state")));
+      for (const JsonValue& e : parse_json(ckpt.metadata.at("history")).items) {
+        EvalPoint p;
+        p.epoch = e.find("epoch")->as_int();
+        p.step = e.find("step")->as_int();
+        p.tokens_seen = e.find("tokens_seen")->as_int();
+        auto d = [&](const char* k) {
+          const JsonValue* v = e.find(k);
+          return v && v->kind == JsonValue::Kind::Number ? v->num
+                                                         : std::numeric_limits<double>::quiet_NaN();
+        };
+        p.train_loss = d("train_loss");
+        p.val_loss = d("val_loss");
+        p.lr = d("lr");
+        p.seconds = d("seconds");
+        result.evals.push_back(p);
+      }
+    } catch (const TrainError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw TrainError(ckpt_in + ": checkpoint training state is incomplete (" + e.what() + ")");
+    }
+    if (batch_start > 0) {
+      const Tensor* o = ckpt.find("trainer.epoch_order");
+      if (!o || o->numel() != train_loader.dataset->size())
+        throw TrainError(ckpt_in + ": checkpoint lacks the interrupted epoch's batch order");
+      resumed_order = o->to_vector<int64_t>();
+    }
+  }
+
+  // --- output directory ---
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  if (ec || !fs::is_directory(opt.out_dir))
+    throw TrainError("cannot create output directory '" + opt.out_dir + "' (" + ec.message() + ")");
+  const std::string ckpt_out = (fs::path(opt.out_dir) / kCheckpointFile).string();
+  const std::string plot_out = (fs::path(opt.out_dir) / "loss.svg").string();
+  std::string last_good = resuming ? ckpt_in : "";
+
+  auto elapsed = [&] {
+    return seconds_before + std::chrono::duration<double>(Clock::now() - t_start).count();
+  };
+  auto save = [&](int64_t epoch, int64_t batch, const std::vector<int64_t>& order) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
+    const auto params = model.named_parameters();
+    for (size_t k = 0; k < params.size(); ++k)
+      tensors.emplace_back("optimizer.exp_avg." + params[k].first, optimizer.exp_avg[k]);
+    for (size_t k = 0; k < params.size(); ++k)
+      tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first, optimizer.exp_avg_sq[k]);
+    if (batch > 0)
+      tensors.emplace_back("trainer.epoch_order", from_vector(order, {int64_t(order.size())}));
+    Metadata md;
+    md["format"] = kFormat;
+    md["config"] = cfg.str();
+    md["preset"] = opt.preset;
+    md["options"] = options_json(opt);
+    md["optimizer"] = "AdamW";
+    md["optimizer_step"] = std::to_string(optimizer.step_count);
+    md["global_step"] = std::to_string(global_step);
+    md["step"] = std::to_string(global_step + 1);  // optimizer steps taken
+    md["epoch"] = std::to_string(epoch);
+    md["batch"] = std::to_string(batch);
+    md["tokens_seen"] = std::to_string(tokens_seen);
+    md["seconds"] = json_number(elapsed());
+    md["threads"] = std::to_string(num_threads());
+    md["rng_state"] = hex(gen.get_state());
+    md["text_hash"] = fnv1a(text_data);
+    std::string hist = "[";
+    for (size_t i = 0; i < result.evals.size(); ++i) {
+      const EvalPoint& p = result.evals[i];
+      if (i) hist += ',';
+      hist += std::string("{\"epoch\":") + std::to_string(p.epoch) +
+              ",\"step\":" + std::to_string(p.step) +
+              ",\"tokens_seen\":" + std::to_string(p.tokens_seen) +
+              ",\"train_loss\":" + json_number(p.train_loss) +
+              ",\"val_loss\":" + json_number(p.val_loss) + ",\"lr\":" + json_number(p.lr) +
+              ",\"seconds\":" + json_number(p.seconds) + "}";
+    }
+    md["history"] = hist + "]";
+    tokenizer_to_checkpoint(opt.tokenizer, *tokenizer, tensors, md);
+    try {
+      save_safetensors(ckpt_out, tensors, md);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+    last_good = ckpt_out;
+    result.checkpoint = ckpt_out;
+  };
+  auto write_plot = [&] {
+    try {
+      plot_losses(plot_out, result.evals, opt.epochs);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  };
+
+  const bool show_progress = opt.progress == 1 || (opt.progress < 0 && ::isatty(2));
+  auto clear_progress = [&] {
+    if (show_progress) err << "\r\033[K" << std::flush;
+  };
+  const int64_t total_steps = n_batches * opt.epochs;
+  const bool scheduled = opt.cosine || opt.warmup_steps > 0;
+  const int64_t context_size = model.pos_emb->weight.size(0);
+  const std::vector<int64_t> start_ids = text_to_token_ids(opt.start_context, *tokenizer);
+  if (start_ids.empty()) throw TrainError("--start-context is empty");
+
+  if (resuming)
+    err << "resuming " << ckpt_in << " at epoch " << epoch_start + 1 << ", step " << global_step + 1
+        << "\n";
+  if (epoch_start >= opt.epochs)
+    err << "nothing to do: the checkpoint has finished " << epoch_start
+        << " epochs (raise --epochs)\n";
+
+  int64_t steps_this_run = 0;
+  auto run_start = Clock::now();
+  int64_t tokens_this_run = 0;
+  for (int64_t epoch = epoch_start; epoch < opt.epochs; ++epoch) {
+    model.train();
+    std::vector<int64_t> order;
+    int64_t b0 = 0;
+    if (epoch == epoch_start && batch_start > 0) {
+      order = resumed_order;
+      b0 = batch_start;
+    } else {
+      order = train_loader.epoch_order(gen);
+    }
+    for (int64_t b = b0; b < n_batches; ++b) {
+      if (scheduled)
+        optimizer.lr = warmup_cosine_lr(global_step + 1, total_steps, opt.warmup_steps,
+                                        opt.initial_lr, opt.lr, opt.min_lr);
+      optimizer.zero_grad();  // reset loss gradients from the previous batch
+      const auto [input_batch, target_batch] = train_loader.batch(order, b);
+      Tensor loss = calc_loss_batch(input_batch, target_batch, model);
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) {
+        clear_progress();
+        const char* lv = std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf";
+        throw TrainError("loss is " + std::string(lv) + " at epoch " + std::to_string(epoch + 1) +
+                         ", step " + std::to_string(global_step + 1) + " (lr " +
+                         json_number(optimizer.lr) + "); stopped, " +
+                         (last_good.empty() ? std::string("no checkpoint was written yet")
+                                            : "the last good checkpoint is " + last_good));
+      }
+      loss.backward();  // calculate loss gradients
+      if (opt.clip_grad > 0) clip_grad_norm(model, opt.clip_grad);
+      optimizer.step();  // update model weights using loss gradients
+      tokens_seen += input_batch.numel();
+      tokens_this_run += input_batch.numel();
+      ++global_step;
+      ++steps_this_run;
+      result.step_losses.push_back(loss_value);
+
+      if (global_step % opt.eval_freq == 0) {
+        const auto [train_loss, val_loss] =
+            evaluate_model(model, train_loader, val_loader, opt.eval_iter, gen);
+        EvalPoint p{epoch + 1, global_step,  tokens_seen, train_loss,
+                    val_loss,  optimizer.lr, elapsed()};
+        result.evals.push_back(p);
+        clear_progress();
+        char step[16];
+        std::snprintf(step, sizeof step, "%06lld", static_cast<long long>(global_step));
+        out << "Ep " << epoch + 1 << " (Step " << step << "): Train loss " << fmt3(train_loss)
+            << ", Val loss " << fmt3(val_loss) << "\n"
+            << std::flush;
+        if (!opt.log_path.empty())
+          append_line(opt.log_path, "{\"step\": " + std::to_string(global_step) +
+                                        ", \"epoch\": " + std::to_string(epoch + 1) +
+                                        ", \"train_loss\": " + json_number(train_loss) +
+                                        ", \"val_loss\": " + json_number(val_loss) +
+                                        ", \"tokens_seen\": " + std::to_string(tokens_seen) +
+                                        ", \"lr\": " + json_number(optimizer.lr) +
+                                        ", \"seconds\": " + json_number(p.seconds) + "}");
+      }
+      if (show_progress) {
+        const double dt = std::chrono::duration<double>(Clock::now() - run_start).count();
+        const double tps = dt > 0 ? double(tokens_this_run) / dt : 0;
+        const int64_t done = epoch * n_batches + b + 1;
+        const double per_step = dt / double(steps_this_run);
+        err << "\r\033[Kep " << epoch + 1 << "/" << opt.epochs << "  step " << done << "/"
+            << total_steps << "  loss " << fmt3(loss_value) << "  " << int64_t(tps)
+            << " tok/s  ETA " << fmt_duration(per_step * double(total_steps - done)) << std::flush;
+      }
+      if (opt.on_step) opt.on_step(global_step);
+      if (stop_requested().load() || (opt.max_steps >= 0 && steps_this_run >= opt.max_steps)) {
+        clear_progress();
+        save(epoch, b + 1, order);
+        write_plot();
+        err << "stopped after step " << global_step << "; checkpoint " << ckpt_out
+            << " (continue with --resume " << opt.out_dir << ")\n";
+        result.interrupted = true;
+        result.global_step = global_step;
+        return result;
+      }
+    }
+    // Print a sample text after each epoch
+    clear_progress();
+    model.eval();
+    const std::vector<int64_t> ids =
+        generate_text_simple(model, start_ids, opt.sample_tokens, context_size);
+    std::string decoded = token_ids_to_text(ids, *tokenizer);
+    for (char& c : decoded)
+      if (c == '\n') c = ' ';  // compact print format
+    out << decoded << "\n" << std::flush;
+    result.samples.push_back(decoded);
+    model.train();
+    save(epoch + 1, 0, {});
+    write_plot();
+    if (stop_requested().load()) {
+      err << "stopped after epoch " << epoch + 1 << "; checkpoint " << ckpt_out << "\n";
+      result.interrupted = true;
+      break;
+    }
+  }
+  result.global_step = global_step;
+  if (!result.interrupted && epoch_start < opt.epochs) {
+    const double minutes = std::chrono::duration<double>(Clock::now() - t_start).count() / 60;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f", minutes);
+    err << "Training completed in " << buf << " minutes. Checkpoint: " << ckpt_out
+        << ", plot: " << plot_out << "\n";
+  }
+  return result;
+}
+
+}  // namespace tg::train

@@ -1,0 +1,149 @@
+// Chapter 5's pretraining loop on tapegrad: calc_loss_batch, calc_loss_loader, evaluate_model,
+// train_model_simple (here run_training, with checkpoints), generate_text_simple (ch. 4),
+// generate (§5.3) and generate_and_print_sample.
+//
+// Python reference: pkg/llms_from_scratch/ch05.py and ch05/01_main-chapter-code/gpt_train.py.
+// The order of random draws is the book's: manual_seed(seed), GPTModel's initialisation, then per
+// epoch `for batch in train_loader` (two W64 for the shuffle, TORCH_RNG.md §6) and the dropout
+// masks of each forward; every evaluation iterates train_loader (two W64) and val_loader (one
+// W64, it does not shuffle). So with the same seed the losses follow PyTorch's run.
+//
+// Not here: gradient accumulation, mixed precision, several processes, KV caches.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "data/bpe_tokenizer.h"
+#include "data/gpt_dataset.h"
+#include "nn/gpt.h"
+
+namespace tg::train {
+
+// A one-line user error (bad flag, missing file, short text, NaN loss): the CLI prints
+// "tapegrad train: <what()>" and exits with status 1.
+struct TrainError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// DataLoader over GPTDatasetV1 windows, drawing from the generator as torch's DataLoader draws
+// from the global one (TORCH_RNG.md §6).
+struct Loader {
+  std::shared_ptr<const data::GPTDatasetV1> dataset;
+  int64_t batch_size = 1;
+  bool shuffle = false, drop_last = false;
+
+  int64_t size() const;  // len(loader)
+  // What `iter(loader)` and its first next() draw: one W64 (_base_seed), plus for shuffle one
+  // more W64 that seeds randperm. Returns the epoch's window order.
+  std::vector<int64_t> epoch_order(Generator& gen) const;
+  // Batch b of that order: (inputs, targets), each int64 (rows, max_length).
+  std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& order, int64_t b) const;
+};
+
+// cross_entropy(logits.flatten(0, 1), target_batch.flatten())
+Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model);
+// Mean loss over the first num_batches batches (all when num_batches < 0); NaN for an empty
+// loader (without drawing, as the book returns before iterating).
+double calc_loss_loader(const Loader& loader, nn::GPTModel& model, int64_t num_batches,
+                        Generator& gen);
+// (train_loss, val_loss) over eval_iter batches each, in eval mode and without gradients.
+std::pair<double, double> evaluate_model(nn::GPTModel& model, const Loader& train_loader,
+                                         const Loader& val_loader, int64_t eval_iter,
+                                         Generator& gen);
+
+// Greedy decoding of one sequence (chapter 4): appends max_new_tokens argmax tokens, each
+// predicted from the last context_size tokens.
+std::vector<int64_t> generate_text_simple(nn::GPTModel& model, std::vector<int64_t> idx,
+                                          int64_t max_new_tokens, int64_t context_size);
+// The book's generate(): top_k > 0 masks all but the k largest logits with -inf; temperature > 0
+// samples from softmax(logits / temperature) with torch.multinomial's draws from `gen`;
+// temperature == 0 is greedy. Stops early when eos_id >= 0 is produced (it is not appended).
+std::vector<int64_t> generate(nn::GPTModel& model, std::vector<int64_t> idx, int64_t max_new_tokens,
+                              int64_t context_size, double temperature, int64_t top_k,
+                              int64_t eos_id, Generator& gen);
+
+// The book's text_to_token_ids / token_ids_to_text.
+std::vector<int64_t> text_to_token_ids(const std::string& text, const data::Tokenizer& tok);
+std::string token_ids_to_text(const std::vector<int64_t>& ids, const data::Tokenizer& tok);
+
+// --- the `tapegrad train` session -----------------------------------------------------------
+
+struct TrainOptions {
+  std::string text_path;        // empty: the bundled sample (data/sample/sample.txt)
+  std::string preset = "tiny";  // gpt2-124m | tiny
+  std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
+  int64_t context_length = 0;   // 0: the preset's
+  int64_t epochs = 10, batch_size = 2;
+  double lr = 4e-4, weight_decay = 0.1;
+  int64_t eval_freq = 5, eval_iter = 5;
+  uint64_t seed = 123;
+  int threads = 0;              // 0: leave the pool as it is (TAPEGRAD_THREADS or all cores)
+  std::string out_dir = "out";  // checkpoint.safetensors and loss.svg go here
+  std::string log_path;         // JSON lines, one per evaluation
+  std::string resume_dir;       // continue from DIR/checkpoint.safetensors
+  std::string start_context = "Every effort moves you";
+  int64_t sample_tokens = 50;
+  double clip_grad = 0;      // max gradient norm; 0: no clipping
+  int64_t warmup_steps = 0;  // > 0 or cosine: appendix D's schedule
+  bool cosine = false;
+  double initial_lr = 0, min_lr = -1;  // min_lr < 0: 0.1 * lr
+  int64_t max_steps = -1;              // stop (and save) after this many steps in this run
+  int progress = -1;  // 1: progress line on stderr, 0: never, -1: when stderr is a tty
+  // Names of the options given explicitly; on --resume the checkpoint supplies the others, and
+  // explicit data-pipeline options (preset, tokenizer, context, batch size, text) must match it.
+  std::vector<std::string> explicit_flags;
+  // Library use (tests, benches): these dims instead of a preset's ("custom" in the checkpoint);
+  // vocab_size still follows the tokenizer.
+  std::optional<nn::GPTConfig> config;
+  std::function<void(int64_t global_step)> on_step;  // after each optimizer step (tests)
+};
+
+struct EvalPoint {
+  int64_t epoch = 0, step = 0, tokens_seen = 0;
+  double train_loss = 0, val_loss = 0, lr = 0, seconds = 0;
+};
+
+struct TrainResult {
+  std::vector<EvalPoint> evals;      // every evaluation so far, resumed runs included
+  std::vector<std::string> samples;  // the text printed after each epoch of this run
+  std::vector<double> step_losses;   // the training loss of each step of this run
+  int64_t global_step = -1;
+  bool interrupted = false;  // stopped by SIGINT / max_steps, checkpoint saved
+  std::string checkpoint;    // path of the last checkpoint written
+};
+
+// Runs the session, printing the book's log lines to `out` and progress to `err`. Throws
+// TrainError with a one-line message on bad input or a NaN loss (the last checkpoint stays).
+TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err);
+
+// Keeps freed tensor memory in the heap instead of returning it to the OS after every step
+// (glibc: mmap and trim thresholds raised), which saves the page faults and zeroing of the
+// step's large buffers (logits, gradients). Call once at start-up; a no-op elsewhere.
+void keep_freed_memory();
+
+// Set by the SIGINT handler the CLI installs: the trainer finishes the step, saves and returns.
+std::atomic<bool>& stop_requested();
+
+// --- checkpoints ------------------------------------------------------------------------------
+
+// A model with its tokenizer, as `tapegrad generate` loads it.
+struct LoadedModel {
+  nn::GPTConfig cfg;
+  std::string preset, tokenizer_spec;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<nn::GPTModel> model;
+};
+// DIR or DIR/checkpoint.safetensors. Throws TrainError on a missing or inconsistent file.
+LoadedModel load_checkpoint_model(const std::string& path);
+std::string checkpoint_path(const std::string& dir_or_file);
+
+}  // namespace tg::train
