@@ -235,6 +235,9 @@ TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are check
   CHECK(
       cross_entropy(logits, tensor({0, -100})).item<double>() ==
       doctest::Approx(-std::log(std::exp(2.0) / (std::exp(2.0) + std::exp(1.0) + std::exp(0.1)))));
+  // A target whose probability underflows float32 still gets its exact loss, x[t] - logsumexp.
+  CHECK(cross_entropy(tensor({{0.0, 1000.0}}), tensor({0})).item<double>() ==
+        doctest::Approx(1000.0));
   CHECK(what_of([&] {
           cross_entropy(logits, tensor({0, 3}));
         }) == "cross_entropy: target 3 at row 1 is out of bounds for 3 classes (logits [2, 3])");

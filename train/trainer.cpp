@@ -17,7 +17,6 @@
 #include <sstream>
 
 #include "core/autograd.h"
-#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
@@ -61,64 +60,9 @@ std::pair<Tensor, Tensor> Loader::batch(const std::vector<int64_t>& order, int64
 
 // ---- losses ----------------------------------------------------------------------------------
 
-namespace {
-
-// F.cross_entropy(logits (N, V), targets (N)) on the kernels' vector softmax: the GPT's largest
-// activation (N x 50257) then takes one pass forward and one backward, where the generic op
-// takes several. The loss is -log p[t]; a row whose p[t] underflows uses the exact
-// log p[t] = (x[t] - max) - log(sum exp(x - max)) instead. Backward: (p - onehot) * grad / N.
-Tensor cross_entropy_fused(const Tensor& logits_in, const Tensor& targets) {
-  if (logits_in.dtype() != DType::Float32 || logits_in.dim() != 2)
-    return cross_entropy(logits_in, targets);
-  const Tensor logits = logits_in.contiguous();
-  const int64_t N = logits.size(0), V = logits.size(1);
-  const Tensor t = targets.contiguous();
-  const int64_t* tp = t.data<int64_t>();
-  for (int64_t i = 0; i < N; ++i)
-    if (tp[i] < 0 || tp[i] >= V)
-      throw std::out_of_range("cross_entropy: target " + std::to_string(tp[i]) +
-                              " is out of bounds for " + std::to_string(V) + " classes");
-  Tensor probs = empty({N, V});
-  const float* x = logits.data<float>();
-  const float* p = probs.data<float>();
-  kernels::softmax_rows(N, V, x, probs.data<float>());
-  double total = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    const float pt = p[i * V + tp[i]];
-    if (pt >= 1e-30f) {
-      total -= std::log(double(pt));
-      continue;
-    }
-    const float* row = x + i * V;  // rare: recompute this row's log-sum-exp in double
-    double m = row[0];
-    for (int64_t j = 1; j < V; ++j) m = std::max(m, double(row[j]));
-    double sum = 0;
-    for (int64_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - m);
-    total -= double(row[tp[i]]) - m - std::log(sum);
-  }
-  Tensor loss = scalar_tensor(total / double(N));
-  if (any_requires_grad({&logits}))
-    record("NllLossBackward0", {logits}, {probs, t},
-           [N, V](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const float scale = float(g.item<double>() / double(N));
-             const Tensor& pr = n.saved_tensor(0);
-             const int64_t* tg = n.saved_tensor(1).data<int64_t>();
-             Tensor dx = empty({N, V});
-             kernels::binary_scalar(kernels::BinOp::mul, N * V, pr.data<float>(), scale,
-                                    dx.data<float>());
-             float* d = dx.data<float>();
-             for (int64_t i = 0; i < N; ++i) d[i * V + tg[i]] -= scale;
-             return {dx};
-           },
-           {&loss});
-  return loss;
-}
-
-}  // namespace
-
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
   const Tensor logits = model(input_batch);  // (b, T, vocab)
-  return cross_entropy_fused(logits.flatten(0, 1), target_batch.flatten());
+  return cross_entropy(logits.flatten(0, 1), target_batch.flatten());
 }
 
 double calc_loss_loader(const Loader& loader, nn::GPTModel& model, int64_t num_batches,

@@ -118,9 +118,12 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
   return y;
 }
 
-// --- cross_entropy: mean over rows of −log_softmax(logits)[row, target] ---
-//   backward: dlogits = (softmax(logits) − onehot(target)) · g / N
+// --- cross_entropy: mean over rows of −log softmax(logits)[row, target] ---
+//   forward:  p = softmax(logits) in one pass of the row kernel; loss = −Σ log p[t] / N. A row
+//             whose p[t] underflows takes the exact (x[t] − max) − log Σ exp(x − max) in double.
+//   backward: dlogits = (p − onehot(target)) · g / N, from the saved p
 // Targets equal to -100 are ignored (PyTorch's default ignore_index) and not counted in N.
+// The GPT's logits (N × 50257) are its largest activation, so this op makes one pass each way.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   detail::check_floating("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
@@ -142,34 +145,49 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                               " classes (logits " + shape_str(logits.shape()) + ")");
     ++count;
   }
-  Tensor logp = softmax_forward("cross_entropy", logits, 1, true);
+  const Tensor x = logits.detach().contiguous();
+  Tensor probs = empty({N, C}, logits.dtype());
   Tensor loss = empty({}, logits.dtype());
   detail::dispatch_float("cross_entropy", logits.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T* lp = logp.data<T>();
+    const T* px = x.data<T>();
+    const T* pp = probs.data<T>();
+    kernels::softmax_rows(N, C, px, probs.data<T>());
+    const T tiny = std::is_same_v<T, float> ? T(1e-30) : T(1e-300);
     double total = 0;
-    for (int64_t i = 0; i < N; ++i)
-      if (tp[i] != kIgnore) total -= double(lp[i * C + tp[i]]);
+    for (int64_t i = 0; i < N; ++i) {
+      if (tp[i] == kIgnore) continue;
+      const T pt = pp[i * C + tp[i]];
+      if (pt >= tiny) {
+        total -= std::log(double(pt));
+        continue;
+      }
+      const T* row = px + i * C;  // rare: this row's log-sum-exp again, in double
+      double m = double(row[0]);
+      for (int64_t j = 1; j < C; ++j) m = std::max(m, double(row[j]));
+      double sum = 0;
+      for (int64_t j = 0; j < C; ++j) sum += std::exp(double(row[j]) - m);
+      total -= double(row[tp[i]]) - m - std::log(sum);
+    }
     *loss.data<T>() = T(total / double(count));  // no valid target: 0/0 = nan, as in PyTorch
   });
   if (any_requires_grad({&logits}))
-    record("NllLossBackward0", {logits}, {logp, t},
+    record("NllLossBackward0", {logits}, {probs, t},
            [N, C, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor& lp = n.saved_tensor(0);
+             const Tensor& pr = n.saved_tensor(0);
              const int64_t* tt = n.saved_tensor(1).data<int64_t>();
-             Tensor d = exp(lp);
+             Tensor d = empty({N, C}, pr.dtype());
              detail::dispatch_float("cross_entropy", d.dtype(), [&](auto z) {
                using T = decltype(z);
-               T* pd = d.data<T>();
                const T scale = T(g.item<double>() / double(count));
+               kernels::binary_scalar(kernels::BinOp::mul, N * C, pr.data<T>(), scale, d.data<T>());
+               T* pd = d.data<T>();
                for (int64_t i = 0; i < N; ++i) {
-                 T* row = pd + i * C;
-                 if (tt[i] == kIgnore) {
-                   for (int64_t c = 0; c < C; ++c) row[c] = T(0);
+                 if (tt[i] != kIgnore) {
+                   pd[i * C + tt[i]] -= scale;
                    continue;
                  }
-                 row[tt[i]] -= T(1);
-                 for (int64_t c = 0; c < C; ++c) row[c] *= scale;
+                 for (int64_t c = 0; c < C; ++c) pd[i * C + c] = T(0);
                }
              });
              return {d};
