@@ -91,28 +91,9 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
 const char* kTorchScript = R"PY(
 import sys, time, torch, torch.nn as nn
 B, T, threads, reps = map(int, sys.argv[1:5])
+sys.path.insert(0, sys.argv[5])
+from book_gpt import MultiHeadAttention  # the book's class, shared with the golden scripts
 torch.set_num_threads(threads)
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-    def forward(self, x):
-        b, num_tokens, d_in = x.shape
-        keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        attn_scores = queries @ keys.transpose(2, 3)
-        attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        attn_weights = self.dropout(torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1))
-        context_vec = (attn_weights @ values).transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)
-        return self.out_proj(context_vec)
 torch.manual_seed(123)
 m = MultiHeadAttention(768, 768, T, 0.0, 12)
 x = torch.randn(B, T, 768)
@@ -274,7 +255,8 @@ int main(int argc, char** argv) {
         m.impl = "torch MultiHeadAttention", m.B = B, m.T = T, m.threads = t;
         std::string out;
         if (spawn_and_wait({"/usr/bin/python3", "-c", kTorchScript, std::to_string(B),
-                            std::to_string(T), std::to_string(t), std::to_string(reps)},
+                            std::to_string(T), std::to_string(t), std::to_string(reps),
+                            std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden"},
                            t, out, m.peak_rss_kb, m.error))
           parse_child(out, m);
         results.push_back(m);

@@ -120,7 +120,7 @@ Continues a prompt with the book's generate() (chapter 5.3).
   --prompt TEXT        (default "Every effort moves you")
   --max-new-tokens N   (50)
   --temperature T      0 = greedy (default); > 0 samples from softmax(logits / T)
-  --top-k K            keep only the K most likely tokens (default: all)
+  --top-k K            keep only the K most likely tokens (0, the default: all)
   --seed S             torch.manual_seed before sampling (123)
   --eos                stop at <|endoftext|>
   --threads N
