@@ -196,13 +196,6 @@ Tensor& Tensor::requires_grad_(bool on) {
 }
 bool Tensor::is_leaf() const { return !impl_ || !impl_->grad_fn; }
 Tensor Tensor::grad() const { return impl_ && impl_->grad ? Tensor(impl_->grad) : Tensor(); }
-void Tensor::set_grad(const Tensor& g) const {
-  TG_IMPL_OR_THROW("set_grad");
-  if (g.defined() && g.shape() != shape())
-    fail("set_grad", "gradient of shape ", shape_str(g.shape()), " for a tensor of shape ",
-         shape_str(shape()));
-  impl_->grad = g.impl_ptr();
-}
 void Tensor::zero_grad() const {
   if (impl_) impl_->grad.reset();
 }

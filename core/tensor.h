@@ -82,7 +82,6 @@ class Tensor {
   Tensor& requires_grad_(bool on = true);
   bool is_leaf() const;
   Tensor grad() const;  // undefined until a backward reaches this leaf
-  void set_grad(const Tensor& g) const;
   void zero_grad() const;            // drops the gradient, as PyTorch's set_to_none=True does
   std::string grad_fn_name() const;  // "" when not on the tape
   const std::shared_ptr<Node>& grad_fn() const;
