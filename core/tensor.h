@@ -81,7 +81,7 @@ class Tensor {
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
   bool is_leaf() const;
-  Tensor grad() const;  // undefined until a backward reaches this leaf
+  Tensor grad() const;               // undefined until a backward reaches this leaf
   void zero_grad() const;            // drops the gradient, as PyTorch's set_to_none=True does
   std::string grad_fn_name() const;  // "" when not on the tape
   const std::shared_ptr<Node>& grad_fn() const;
