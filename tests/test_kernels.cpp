@@ -5,6 +5,7 @@
 // bit for bit. Also: thread-count bit-identity, the exp error bound, dispatch errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -162,15 +163,19 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
   for_each_isa([&](const std::string&) {
     const k::KernelTable& t = k::active_table();
     const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
-    for (int64_t kc : {1, 2, 37}) {
+    for (int64_t kc : {1, 2, 16, 37}) {
       std::vector<float> a = randv(g, MR * kc), b = randv(g, NR * kc);
       // 64-byte aligned copies: micro-kernels may use aligned loads of the packed B panel.
       float* ap = static_cast<float*>(std::aligned_alloc(64, ((MR * kc * 4 + 63) / 64) * 64));
       float* bp = static_cast<float*>(std::aligned_alloc(64, ((NR * kc * 4 + 63) / 64) * 64));
       std::memcpy(ap, a.data(), a.size() * 4);
       std::memcpy(bp, b.data(), b.size() * 4);
-      for (int64_t m : {MR, MR - 1, int64_t(1)}) {
-        for (int64_t n : {NR, NR - 1, int64_t(1)}) {
+      // Row counts on both sides of the smaller-tile instances (AVX-512: 4 and 8 rows).
+      std::vector<int64_t> ms;
+      for (int64_t m : {MR, MR - 1, int64_t(9), int64_t(8), int64_t(5), int64_t(4), int64_t(1)})
+        if (m >= 1 && m <= MR && std::find(ms.begin(), ms.end(), m) == ms.end()) ms.push_back(m);
+      for (int64_t m : ms) {
+        for (int64_t n : {NR, NR - 1, NR / 2 + 1, int64_t(1)}) {
           for (int variant = 0; variant < 4; ++variant) {
             // variants: packed A / in-place row-major A (when the table has it), × accumulate.
             const bool accumulate = variant & 1, row_a = variant & 2;
@@ -205,6 +210,33 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
       }
       std::free(ap);
       std::free(bp);
+    }
+  });
+}
+
+TEST_CASE("sgemm pack helpers: row-major A and transposed B panels, exact copies") {
+  std::mt19937 g(9);
+  for_each_isa([&](const std::string&) {
+    const k::KernelTable& t = k::active_table();
+    const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
+    for (int64_t kc : {1, 7, 15, 16, 17, 40}) {
+      INFO("kc=" << kc);
+      const int64_t ld = kc + 5;  // source row stride, not a multiple of the vector width
+      if (t.sgemm_pack_a_rowmajor != nullptr) {
+        // Exactly MR rows, the last one exactly kc long: nothing past it may be read.
+        std::vector<float> A = randv(g, (MR - 1) * ld + kc), out(MR * kc, -1.f), want(MR * kc);
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t i = 0; i < MR; ++i) want[p * MR + i] = A[i * ld + p];
+        t.sgemm_pack_a_rowmajor(kc, A.data(), ld, out.data());
+        check_equal(out, want, "pack_a_rowmajor");
+      }
+      if (t.sgemm_pack_b_colmajor != nullptr) {
+        std::vector<float> B = randv(g, (NR - 1) * ld + kc), out(NR * kc, -1.f), want(NR * kc);
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < NR; ++j) want[p * NR + j] = B[j * ld + p];
+        t.sgemm_pack_b_colmajor(kc, B.data(), ld, out.data());
+        check_equal(out, want, "pack_b_colmajor");
+      }
     }
   });
 }

@@ -39,7 +39,7 @@ struct KernelTable {
   SgemmUkernelRowA sgemm_ukernel_rowa;  // optional (nullptr: always pack A)
   // Optional (nullptr: the portable loop): packs one full MR×kc micro-panel of a row-major A
   // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
-  // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
+  // main packing cost for small GEMMs, so SIMD ISAs do it in registers (gathers or transposes).
   void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
   // Optional, the same transposition for B stored transposed (row stride 1, column stride
   // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
