@@ -256,6 +256,9 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     // A wide and a tall case crossing MC and NC block edges.
     run_gemm_case({bk.mc + 3, 40, 33, 0, 1.f}, g);
     run_gemm_case({9, bk.nc + 5, 20, 1, 0.f}, g);
+    // Several column blocks and K blocks: the packed A is kept and reused across column blocks.
+    run_gemm_case({2 * bk.mr + 5, bk.nc + 40, 2 * bk.kc + 3, 2, 1.f}, g);
+    run_gemm_case({bk.mc + bk.mr + 1, bk.nc + 9, bk.kc + 2, 0, 0.f}, g);
   });
 }
 
@@ -271,6 +274,7 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       run_gemm_case({bk.mr + 1, 2 * bk.nc + 7, 90, 1, 1.f}, g);  // short M: columns split
       run_gemm_case({97, 301, bk.kc + 1, 2, 0.5f}, g);           // Aᵀ·B, two K blocks
       run_gemm_case({130, 129, 140, 4, 1.f}, g);                 // strided both
+      run_gemm_case({150, bk.nc + 70, bk.kc + 9, 0, 0.f}, g);    // kept packed A, rows split
     }
   });
   tg::set_num_threads(before);

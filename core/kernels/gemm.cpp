@@ -198,6 +198,9 @@ constexpr int64_t kDirectBElems = int64_t(1) << 16;
 // With at most this many column panels, a row-major A is read in place instead of packed (when
 // the table has an in-place-A micro-kernel): packing costs about as much as one panel's compute.
 constexpr int64_t kDirectAPanels = 4;
+// Up to this many floats (16 MiB) of packed A per thread are kept across column blocks: reading
+// the packed copy back is cheaper than transposing the source again.
+constexpr int64_t kKeepPackedA = int64_t(1) << 22;
 
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
@@ -214,8 +217,6 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
                float* bp, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   const int64_t MR = bk.mr, NR = bk.nr, MC = bk.mc, KC = bk.kc, NC = bk.nc;
-  thread_local Scratch a_buf;
-  float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
   const int64_t row_panels = (M + MR - 1) / MR;
   const bool direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool direct_a =
@@ -225,14 +226,21 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
   };
+  int64_t r0 = 0, r1 = M;  // this member's rows, the same for every column block
+  if (split_rows) share(row_panels, MR, M, r0, r1);
+  // Packed A: one block of MC rows (padded to MR) × KC, or, when there are several column blocks
+  // and it fits kKeepPackedA, all of this member's rows × K, packed during the first column block
+  // and reused by the others instead of being packed again for each.
+  const int64_t mc_padded = (MC + MR - 1) / MR * MR;
+  const int64_t a_rows = (r1 - r0 + MC - 1) / MC * mc_padded;  // per K column of the kept A
+  const bool keep_a = !direct_a && N > NC && a_rows * K <= kKeepPackedA;
+  thread_local Scratch a_buf;
+  float* const a_all = a_buf.get(keep_a ? a_rows * K : KC * std::min(mc_padded, a_rows));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     const int64_t col_panels = (nc + NR - 1) / NR;
-    int64_t r0 = 0, r1 = M, c0 = 0, c1 = nc;
-    if (split_rows)
-      share(row_panels, MR, M, r0, r1);
-    else
-      share(col_panels, NR, nc, c0, c1);
+    int64_t c0 = 0, c1 = nc;
+    if (!split_rows) share(col_panels, NR, nc, c0, c1);
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const bool accumulate = pc > 0 || beta != 0.f;
@@ -248,7 +256,9 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
       barrier.arrive_and_wait();  // the whole B panel is packed
       for (int64_t ic = r0; ic < r1; ic += MC) {
         const int64_t mc = std::min(MC, r1 - ic);
-        if (!direct_a) pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+        float* const ap = keep_a ? a_all + pc * a_rows + (ic - r0) / MC * mc_padded * kc : a_all;
+        if (!direct_a && (!keep_a || jc == 0))
+          pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           const float* a = ap + ir * kc;
