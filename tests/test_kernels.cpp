@@ -274,7 +274,11 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       run_gemm_case({bk.mr + 1, 2 * bk.nc + 7, 90, 1, 1.f}, g);  // short M: columns split
       run_gemm_case({97, 301, bk.kc + 1, 2, 0.5f}, g);           // Aᵀ·B, two K blocks
       run_gemm_case({130, 129, 140, 4, 1.f}, g);                 // strided both
-      run_gemm_case({150, bk.nc + 70, bk.kc + 9, 0, 0.f}, g);    // kept packed A, rows split
+      run_gemm_case({150, bk.nc + 70, bk.kc + 9, 0, 0.f}, g);    // kept packed A
+      // M in whole row panels, N in few column panels: rows split, shared B panel; in place
+      // (small B) and packed (transposed, two K blocks).
+      run_gemm_case({8 * bk.mr, 2 * bk.nr + 6, 50, 0, 1.f}, g);
+      run_gemm_case({8 * bk.mr, 2 * bk.nr + 6, 2 * bk.kc + 5, 1, 0.f}, g);
     }
   });
   tg::set_num_threads(before);
@@ -316,6 +320,9 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       std::vector<float> C(M * N), Cb(M * N, 1.f), e(n), sm(n), gl(n), mx(n / 1024);
       k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C.data(), N);
       k::sgemm(M, N, K, A.data(), 1, M, B.data(), 1, K, 1.f, Cb.data(), N);  // Aᵀ·Bᵀ, beta 1
+      // Few columns, many rows: the team splits rows instead of columns.
+      std::vector<float> Cr(M * 40);
+      k::sgemm(M, 40, K, A.data(), K, 1, B.data(), N, 1, 0.f, Cr.data(), 40);
       k::exp(n, x.data(), e.data());
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
@@ -329,7 +336,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
                            mean.data(), rstd.data());
       k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+      for (auto* v : {&C, &Cb, &Cr, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
         all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }

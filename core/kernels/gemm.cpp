@@ -11,8 +11,9 @@
 //      ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
 //                               (BLIS's skx order with the operands' roles swapped)
 //       jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
-// Threads (sgemm): a team shares each packed B panel (every member packs a share), then splits
-// the rows of the ic/ir loops (or the jr columns when M is short). A C element is always computed
+// Threads (sgemm): a team splits the rows of the ic/ir loops, sharing each packed B panel (every
+// member packs a share), or the jr columns, each member packing its own panels and never waiting
+// (whichever balances better, see gemm_nest). A C element is always computed
 // by the same sequence of FMAs (the K blocking never depends on the split), which makes results
 // bit-identical for any thread count.
 #include <algorithm>
@@ -209,10 +210,13 @@ GemmBlocking blocking_of(const KernelTable& t) {
   return bk;
 }
 
-// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone). The team
-// shares one packed B panel `bp`: each member packs a share of its micro-panels, then works on its
-// share of the rows (or, for short M, of the columns), with a barrier on either side of the
-// compute so the panel is complete before use and not overwritten while in use.
+// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone). The members
+// split the rows or the columns of each NC block, whichever costs less (balance in whole panels,
+// A packed by every member), rows on a tie. Rows split: the team shares one packed B panel `bp`
+// (each member packs a share of its micro-panels), with a barrier on either side of the compute so
+// the panel is complete before use and not overwritten while in use. Columns split: each member
+// packs exactly the B micro-panels it computes with, into its own buffer, and packs A itself, so
+// the members never wait for each other.
 void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, Barrier& barrier,
                float* bp, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
@@ -221,7 +225,26 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   const bool direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool direct_a =
       csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
-  const bool split_rows = row_panels >= 4 * team;  // else rows would balance badly: split columns
+  // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
+  // even split, when members take whole panels of `unit`.
+  auto imbalance = [&](int64_t unit, int64_t extent) {
+    const int64_t units = (extent + unit - 1) / unit;
+    int64_t worst = 0;
+    for (int m = 0; m < team; ++m)
+      worst = std::max(worst, std::min(extent, units * (m + 1) / team * unit) -
+                                  std::min(extent, units * m / team * unit));
+    return double(worst) * team / double(extent);
+  };
+  // Cost of each split beyond an ideal one, in cycles: the busiest member's extra compute (about
+  // 32 multiply-adds per cycle), and for the column split the A that every member reads and packs
+  // whole where a row split handles each A row once (about a cycle per element, measured: e.g.
+  // 512×768·768×2304 and 128³ run faster split by rows, X·Wᵀ with N = 2304 by columns).
+  const double per_member = double(M) * N * K / 32 / team;
+  const double rows_extra = (imbalance(MR, M) - 1) * per_member;
+  const double cols_extra =
+      (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
+  const bool split_rows = rows_extra <= cols_extra;
+  const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
@@ -234,7 +257,8 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   const int64_t mc_padded = (MC + MR - 1) / MR * MR;
   const int64_t a_rows = (r1 - r0 + MC - 1) / MC * mc_padded;  // per K column of the kept A
   const bool keep_a = !direct_a && N > NC && a_rows * K <= kKeepPackedA;
-  thread_local Scratch a_buf;
+  thread_local Scratch a_buf, b_own;
+  float* const bq = split_rows ? bp : b_own.get(KC * ((block_panels + team - 1) / team + 1) * NR);
   float* const a_all = a_buf.get(keep_a ? a_rows * K : KC * std::min(mc_padded, a_rows));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
@@ -244,16 +268,20 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kc = std::min(KC, K - pc);
       const bool accumulate = pc > 0 || beta != 0.f;
+      // Packed B micro-panel jr (a column offset) lives at bq + (jr - b_base) * kc.
+      const int64_t b_base = split_rows ? 0 : c0;
       if (!direct_b) {
-        int64_t b0, b1;
-        share(col_panels, NR, nc, b0, b1);
+        int64_t b0 = c0, b1 = c1;
+        if (split_rows) share(col_panels, NR, nc, b0, b1);
         if (b1 > b0)
-          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
-      } else if (tid == 0 && nc % NR != 0) {  // in place, except the zero-padded edge panel
+          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR,
+                 bq + (b0 - b_base) * kc);
+      } else if (nc % NR != 0 && (split_rows ? tid == 0 : c1 == nc && c1 > c0)) {
+        // In place, except the zero-padded edge panel.
         const int64_t e = nc - nc % NR;
-        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bp + e * kc);
+        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bq + (e - b_base) * kc);
       }
-      barrier.arrive_and_wait();  // the whole B panel is packed
+      if (split_rows) barrier.arrive_and_wait();  // the whole B panel is packed
       for (int64_t ic = r0; ic < r1; ic += MC) {
         const int64_t mc = std::min(MC, r1 - ic);
         float* const ap = keep_a ? a_all + pc * a_rows + (ic - r0) / MC * mc_padded * kc : a_all;
@@ -265,7 +293,7 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
           for (int64_t jr = c0; jr < c1; jr += NR) {
             const int64_t n = std::min(NR, c1 - jr);
             const bool in_place = direct_b && n == NR;
-            const float* b = in_place ? B + pc * rsB + jc + jr : bp + jr * kc;
+            const float* b = in_place ? B + pc * rsB + jc + jr : bq + (jr - b_base) * kc;
             const int64_t ldb = in_place ? rsB : NR;
             float* c = C + (ic + ir) * ldc + jc + jr;
             if (direct_a)
@@ -276,7 +304,7 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
           }
         }
       }
-      barrier.arrive_and_wait();  // everyone is done with this B panel
+      if (split_rows) barrier.arrive_and_wait();  // everyone is done with this B panel
     }
   }
 }
