@@ -203,6 +203,13 @@ constexpr int64_t kDirectAPanels = 4;
 // the packed copy back is cheaper than transposing the source again.
 constexpr int64_t kKeepPackedA = int64_t(1) << 22;
 
+// K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
+// one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
+// instead of once per K block (e.g. 128×50257·50257×128: 197 K blocks of 26 µs of work each).
+int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
+  return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
+}
+
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
   if (g_override_mc.load() > 0)
@@ -257,54 +264,65 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   const int64_t mc_padded = (MC + MR - 1) / MR * MR;
   const int64_t a_rows = (r1 - r0 + MC - 1) / MC * mc_padded;  // per K column of the kept A
   const bool keep_a = !direct_a && N > NC && a_rows * K <= kKeepPackedA;
+  const int64_t KG = KC * k_blocks_per_panel(bk, N);
   thread_local Scratch a_buf, b_own;
-  float* const bq = split_rows ? bp : b_own.get(KC * ((block_panels + team - 1) / team + 1) * NR);
+  float* const bq = split_rows ? bp : b_own.get(KG * ((block_panels + team - 1) / team + 1) * NR);
   float* const a_all = a_buf.get(keep_a ? a_rows * K : KC * std::min(mc_padded, a_rows));
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     const int64_t col_panels = (nc + NR - 1) / NR;
     int64_t c0 = 0, c1 = nc;
     if (!split_rows) share(col_panels, NR, nc, c0, c1);
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
-      const bool accumulate = pc > 0 || beta != 0.f;
-      // Packed B micro-panel jr (a column offset) lives at bq + (jr - b_base) * kc.
-      const int64_t b_base = split_rows ? 0 : c0;
-      if (!direct_b) {
-        int64_t b0 = c0, b1 = c1;
-        if (split_rows) share(col_panels, NR, nc, b0, b1);
-        if (b1 > b0)
-          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR,
-                 bq + (b0 - b_base) * kc);
-      } else if (nc % NR != 0 && (split_rows ? tid == 0 : c1 == nc && c1 > c0)) {
-        // In place, except the zero-padded edge panel.
-        const int64_t e = nc - nc % NR;
-        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bq + (e - b_base) * kc);
+    // Packed B micro-panel jr (a column offset) of K block pc lives at
+    // bq + (pc - pg) * bw + (jr - b_base) * kc, pg being the first K block of its group.
+    const int64_t b_base = split_rows ? 0 : c0;
+    const int64_t bw = split_rows ? col_panels * NR : (c1 - c0 + NR - 1) / NR * NR;
+    for (int64_t pg = 0; pg < K; pg += KG) {
+      const int64_t pg_end = std::min(K, pg + KG);
+      for (int64_t pc = pg; pc < pg_end; pc += KC) {
+        const int64_t kc = std::min(KC, K - pc);
+        float* const bk_pc = bq + (pc - pg) * bw;
+        if (!direct_b) {
+          int64_t b0 = c0, b1 = c1;
+          if (split_rows) share(col_panels, NR, nc, b0, b1);
+          if (b1 > b0)
+            pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR,
+                   bk_pc + (b0 - b_base) * kc);
+        } else if (nc % NR != 0 && (split_rows ? tid == 0 : c1 == nc && c1 > c0)) {
+          // In place, except the zero-padded edge panel.
+          const int64_t e = nc - nc % NR;
+          pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bk_pc + (e - b_base) * kc);
+        }
       }
-      if (split_rows) barrier.arrive_and_wait();  // the whole B panel is packed
-      for (int64_t ic = r0; ic < r1; ic += MC) {
-        const int64_t mc = std::min(MC, r1 - ic);
-        float* const ap = keep_a ? a_all + pc * a_rows + (ic - r0) / MC * mc_padded * kc : a_all;
-        if (!direct_a && (!keep_a || jc == 0))
-          pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int64_t m = std::min(MR, mc - ir);
-          const float* a = ap + ir * kc;
-          for (int64_t jr = c0; jr < c1; jr += NR) {
-            const int64_t n = std::min(NR, c1 - jr);
-            const bool in_place = direct_b && n == NR;
-            const float* b = in_place ? B + pc * rsB + jc + jr : bq + (jr - b_base) * kc;
-            const int64_t ldb = in_place ? rsB : NR;
-            float* c = C + (ic + ir) * ldc + jc + jr;
-            if (direct_a)
-              t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
-                                   accumulate);
-            else
-              t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
+      if (split_rows) barrier.arrive_and_wait();  // the group's B panels are packed
+      for (int64_t pc = pg; pc < pg_end; pc += KC) {
+        const int64_t kc = std::min(KC, K - pc);
+        const bool accumulate = pc > 0 || beta != 0.f;
+        const float* const bk_pc = bq + (pc - pg) * bw;
+        for (int64_t ic = r0; ic < r1; ic += MC) {
+          const int64_t mc = std::min(MC, r1 - ic);
+          float* const ap = keep_a ? a_all + pc * a_rows + (ic - r0) / MC * mc_padded * kc : a_all;
+          if (!direct_a && (!keep_a || jc == 0))
+            pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t m = std::min(MR, mc - ir);
+            const float* a = ap + ir * kc;
+            for (int64_t jr = c0; jr < c1; jr += NR) {
+              const int64_t n = std::min(NR, c1 - jr);
+              const bool in_place = direct_b && n == NR;
+              const float* b = in_place ? B + pc * rsB + jc + jr : bk_pc + (jr - b_base) * kc;
+              const int64_t ldb = in_place ? rsB : NR;
+              float* c = C + (ic + ir) * ldc + jc + jr;
+              if (direct_a)
+                t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
+                                     accumulate);
+              else
+                t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
+            }
           }
         }
       }
-      if (split_rows) barrier.arrive_and_wait();  // everyone is done with this B panel
+      if (split_rows) barrier.arrive_and_wait();  // everyone is done with these B panels
     }
   }
 }
@@ -321,7 +339,8 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   }
   const GemmBlocking bk = blocking_of(t);
   thread_local Scratch b_buf;
-  float* bp = b_buf.get(bk.kc * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr) * bk.nr);
+  float* bp = b_buf.get(bk.kc * k_blocks_per_panel(bk, N) *
+                        ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
   if (team <= 1) {
     Barrier solo(1);
     gemm_nest(t, bk, 0, 1, solo, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
