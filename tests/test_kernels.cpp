@@ -281,6 +281,8 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       run_gemm_case({8 * bk.mr, 2 * bk.nr + 6, 2 * bk.kc + 5, 1, 0.f}, g);
       // N ≈ NC/3: three K blocks share one packed B panel, K spans three such groups.
       run_gemm_case({8 * bk.mr, bk.nc / 3 - 1, 7 * bk.kc + 3, 0, 1.f}, g);
+      // Rows split across column blocks: the kept packed A is shared by the team.
+      run_gemm_case({16 * bk.mr, bk.nc + 40, bk.kc + 9, 2, 1.f}, g);
     }
   });
   tg::set_num_threads(before);

@@ -199,8 +199,8 @@ constexpr int64_t kDirectBElems = int64_t(1) << 16;
 // With at most this many column panels, a row-major A is read in place instead of packed (when
 // the table has an in-place-A micro-kernel): packing costs about as much as one panel's compute.
 constexpr int64_t kDirectAPanels = 4;
-// Up to this many floats (16 MiB) of packed A per thread are kept across column blocks: reading
-// the packed copy back is cheaper than transposing the source again.
+// Up to this many floats (16 MiB) of packed A are kept across column blocks: reading the packed
+// copy back is cheaper than transposing the source again.
 constexpr int64_t kKeepPackedA = int64_t(1) << 22;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
@@ -217,21 +217,35 @@ GemmBlocking blocking_of(const KernelTable& t) {
   return bk;
 }
 
-// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone). The members
-// split the rows or the columns of each NC block, whichever costs less (balance in whole panels,
-// A packed by every member), rows on a tie. Rows split: the team shares one packed B panel `bp`
-// (each member packs a share of its micro-panels), with a barrier on either side of the compute so
-// the panel is complete before use and not overwritten while in use. Columns split: each member
-// packs exactly the B micro-panels it computes with, into its own buffer, and packs A itself, so
-// the members never wait for each other.
-void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, Barrier& barrier,
-               float* bp, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
-               const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
-  const int64_t MR = bk.mr, NR = bk.nr, MC = bk.mc, KC = bk.kc, NC = bk.nc;
-  const int64_t row_panels = (M + MR - 1) / MR;
-  const bool direct_b = csB == 1 && K * N <= kDirectBElems;
-  const bool direct_a =
-      csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
+// How one GEMM runs: decided once per call, before any thread starts.
+struct Plan {
+  bool direct_a, direct_b;  // A / B read in place instead of packed
+  bool split_rows;          // a team splits rows (else the columns of each NC block)
+  bool keep_a;              // the packed A of all rows × K is kept across column blocks
+  int64_t rb;               // rows per row block (A block packed at a time)
+  int64_t n_rb;             // row blocks
+  int64_t a_rows;           // rows of the kept packed A per K column (n_rb blocks, padded)
+  int64_t kg;               // K extent of one packed B group (a multiple of KC)
+};
+
+// Rows split: each member owns an even share of row blocks of this many row panels and works
+// through it in order; a member done early takes the next blocks of the others' shares, so one
+// slowed down by other work on its core does not hold up the team. Owning a share keeps a
+// member's C rows in its own cache from one K block to the next.
+constexpr int64_t kTeamBlockPanels = 4;
+
+// A member's share of row blocks: the next block to take, shared with thieves, and the end.
+struct alignas(64) RowCursor {
+  std::atomic<int64_t> next{0};
+  int64_t end = 0;
+};
+
+Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
+               int64_t K, int64_t csA, int64_t csB) {
+  const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc;
+  Plan p{};
+  p.direct_b = csB == 1 && K * N <= kDirectBElems;
+  p.direct_a = csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -250,24 +264,42 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
   const double rows_extra = (imbalance(MR, M) - 1) * per_member;
   const double cols_extra =
       (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
-  const bool split_rows = rows_extra <= cols_extra;
-  const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
+  p.split_rows = rows_extra <= cols_extra;
+  p.rb = p.split_rows && team > 1 ? std::min(bk.mc, kTeamBlockPanels * MR) : bk.mc;
+  p.n_rb = (M + p.rb - 1) / p.rb;
+  p.a_rows = p.n_rb * ((p.rb + MR - 1) / MR * MR);
+  p.keep_a = !p.direct_a && N > NC && p.a_rows * K <= kKeepPackedA;
+  p.kg = bk.kc * k_blocks_per_panel(bk, N);
+  return p;
+}
+
+// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone).
+// Rows split (plan.split_rows): the team shares one packed B panel `bp` (each member packs a
+// share of its micro-panels), with a barrier on either side of the compute so the panel is
+// complete before use and not overwritten while in use; in between, members take row blocks
+// through `cursors` (one per member, see kTeamBlockPanels). The kept packed A `a_kept` is then
+// shared too (a block is packed in the first column block by whoever takes it, and read in later
+// ones by anyone). Columns split: each member packs exactly the B micro-panels it computes with,
+// into its own buffer, and packs all of A itself, so the members never wait for each other.
+void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, int tid, int team,
+               Barrier& barrier, RowCursor* cursors, float* bp, float* a_kept, int64_t M, int64_t N,
+               int64_t K, const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB,
+               int64_t csB, float beta, float* C, int64_t ldc) {
+  const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, RB = plan.rb, KG = plan.kg;
+  const bool direct_a = plan.direct_a, direct_b = plan.direct_b, split_rows = plan.split_rows;
+  const bool dynamic = split_rows && team > 1;
+  const int64_t rb_padded = (RB + MR - 1) / MR * MR;
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
   };
-  int64_t r0 = 0, r1 = M;  // this member's rows, the same for every column block
-  if (split_rows) share(row_panels, MR, M, r0, r1);
-  // Packed A: one block of MC rows (padded to MR) × KC, or, when there are several column blocks
-  // and it fits kKeepPackedA, all of this member's rows × K, packed during the first column block
-  // and reused by the others instead of being packed again for each.
-  const int64_t mc_padded = (MC + MR - 1) / MR * MR;
-  const int64_t a_rows = (r1 - r0 + MC - 1) / MC * mc_padded;  // per K column of the kept A
-  const bool keep_a = !direct_a && N > NC && a_rows * K <= kKeepPackedA;
-  const int64_t KG = KC * k_blocks_per_panel(bk, N);
+  const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
   thread_local Scratch a_buf, b_own;
   float* const bq = split_rows ? bp : b_own.get(KG * ((block_panels + team - 1) / team + 1) * NR);
-  float* const a_all = a_buf.get(keep_a ? a_rows * K : KC * std::min(mc_padded, a_rows));
+  // Packed A: one row block × KC, or the kept A of all rows × K.
+  float* const a_all = !plan.keep_a ? a_buf.get(KC * rb_padded)
+                       : split_rows ? a_kept
+                                    : a_buf.get(plan.a_rows * K);
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     const int64_t col_panels = (nc + NR - 1) / NR;
@@ -294,15 +326,31 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, 
           pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bk_pc + (e - b_base) * kc);
         }
       }
+      if (dynamic) {  // nobody takes row blocks between the previous group's last barrier and this
+        int64_t lo, hi;
+        share(plan.n_rb, 1, plan.n_rb, lo, hi);
+        cursors[tid].next.store(lo, std::memory_order_relaxed);
+        cursors[tid].end = hi;
+      }
       if (split_rows) barrier.arrive_and_wait();  // the group's B panels are packed
-      for (int64_t pc = pg; pc < pg_end; pc += KC) {
-        const int64_t kc = std::min(KC, K - pc);
-        const bool accumulate = pc > 0 || beta != 0.f;
-        const float* const bk_pc = bq + (pc - pg) * bw;
-        for (int64_t ic = r0; ic < r1; ic += MC) {
-          const int64_t mc = std::min(MC, r1 - ic);
-          float* const ap = keep_a ? a_all + pc * a_rows + (ic - r0) / MC * mc_padded * kc : a_all;
-          if (!direct_a && (!keep_a || jc == 0))
+      for (int64_t rb = 0;; ++rb) {
+        if (dynamic) {  // the next block of this member's share, else of the next member's
+          rb = -1;
+          for (int v = 0; v < team && rb < 0; ++v) {
+            RowCursor& cur = cursors[(tid + v) % team];
+            const int64_t r = cur.next.fetch_add(1, std::memory_order_relaxed);
+            if (r < cur.end) rb = r;
+          }
+          if (rb < 0) break;
+        }
+        if (rb >= plan.n_rb) break;
+        const int64_t ic = rb * RB, mc = std::min(RB, M - ic);
+        for (int64_t pc = pg; pc < pg_end; pc += KC) {
+          const int64_t kc = std::min(KC, K - pc);
+          const bool accumulate = pc > 0 || beta != 0.f;
+          const float* const bk_pc = bq + (pc - pg) * bw;
+          float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + rb * rb_padded * kc : a_all;
+          if (!direct_a && (!plan.keep_a || jc == 0))
             pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir);
@@ -338,16 +386,20 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     beta = 1.f;
   }
   const GemmBlocking bk = blocking_of(t);
-  thread_local Scratch b_buf;
-  float* bp = b_buf.get(bk.kc * k_blocks_per_panel(bk, N) *
-                        ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  const Plan plan = make_plan(t, bk, team, M, N, K, csA, csB);
+  thread_local Scratch b_buf, a_shared;
+  float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  float* a_kept = plan.keep_a && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   if (team <= 1) {
     Barrier solo(1);
-    gemm_nest(t, bk, 0, 1, solo, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+    gemm_nest(t, bk, plan, 0, 1, solo, nullptr, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta,
+              C, ldc);
     return;
   }
+  std::unique_ptr<RowCursor[]> cursors(new RowCursor[team]);
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    gemm_nest(t, bk, tid, size, barrier, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+    gemm_nest(t, bk, plan, tid, size, barrier, cursors.get(), bp, a_kept, M, N, K, A, rsA, csA, B,
+              rsB, csB, beta, C, ldc);
   });
 }
 
