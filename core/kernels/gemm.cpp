@@ -4,17 +4,19 @@
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 //
 // Loop nest (gemm_nest):
-//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2 (small
-//                            row-major Bs are read in place instead)
-//    pc: K in steps of KC  ─ the first pc applies beta, later ones accumulate
-//     ic: M in steps of MC ─ A block mc×kc is packed
-//      ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
-//                               (BLIS's skx order with the operands' roles swapped)
-//       jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
-// Threads (sgemm): a team splits the rows of the ic/ir loops, sharing each packed B panel (every
-// member packs a share), or the jr columns, each member packing its own panels and never waiting
-// (whichever balances better, see gemm_nest). A C element is always computed
-// by the same sequence of FMAs (the K blocking never depends on the split), which makes results
+//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
+//                               (small row-major Bs are read in place instead)
+//    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
+//     ic: M in row blocks     ─ MC rows (a team: 4 row panels); the A block mc×kc is packed, or
+//                               kept from the first jc when N > NC
+//      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
+//       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
+//                                (BLIS's skx order with the operands' roles swapped)
+//        jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
+// Threads (sgemm): a team splits the rows, sharing each packed B panel (every member packs a
+// share), or the columns of each NC block, each member packing its own panels and never waiting,
+// whichever costs less (make_plan). A C element is always computed by the same sequence of FMAs
+// (the K blocking never depends on the split or on who computes a tile), which makes results
 // bit-identical for any thread count.
 #include <algorithm>
 #include <atomic>
