@@ -4,8 +4,8 @@
 //
 // Packed GEMM layout (see gemm.cpp): a packed A micro-panel holds MR rows × kc columns stored
 // k-major (a[p*MR + i]); a packed B micro-panel holds kc rows × NR columns (b[p*NR + j]). Edge
-// panels are zero-padded, so a micro-kernel always computes a full MR×NR tile and only its store
-// is clipped to m ≤ MR rows and n ≤ NR columns.
+// panels are zero-padded, so a micro-kernel may compute a full MR×NR tile and clip only its store
+// to m ≤ MR rows and n ≤ NR columns (AVX-512 computes just 4 or 8 rows when m allows).
 #pragma once
 #include <cstdint>
 
