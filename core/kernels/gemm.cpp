@@ -7,7 +7,7 @@
 //   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
 //                               (small row-major Bs are read in place instead)
 //    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
-//     ic: M in row blocks     ─ MC rows (a team: 4 row panels); the A block mc×kc is packed, or
+//     ic: M in steps of MC    ─ the A block mc×kc is packed, or
 //                               kept from the first jc when N > NC
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
 //       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
@@ -224,22 +224,9 @@ struct Plan {
   bool direct_a, direct_b;  // A / B read in place instead of packed
   bool split_rows;          // a team splits rows (else the columns of each NC block)
   bool keep_a;              // the packed A of all rows × K is kept across column blocks
-  int64_t rb;               // rows per row block (A block packed at a time)
-  int64_t n_rb;             // row blocks
-  int64_t a_rows;           // rows of the kept packed A per K column (n_rb blocks, padded)
+  int64_t rb_panels;        // row panels per row block (the A block packed at a time)
+  int64_t a_rows;           // rows of the kept packed A per K column (all row panels)
   int64_t kg;               // K extent of one packed B group (a multiple of KC)
-};
-
-// Rows split: each member owns an even share of row blocks of this many row panels and works
-// through it in order; a member done early takes the next blocks of the others' shares, so one
-// slowed down by other work on its core does not hold up the team. Owning a share keeps a
-// member's C rows in its own cache from one K block to the next.
-constexpr int64_t kTeamBlockPanels = 4;
-
-// A member's share of row blocks: the next block to take, shared with thieves, and the end.
-struct alignas(64) RowCursor {
-  std::atomic<int64_t> next{0};
-  int64_t end = 0;
 };
 
 Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
@@ -267,9 +254,8 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   const double cols_extra =
       (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
   p.split_rows = rows_extra <= cols_extra;
-  p.rb = p.split_rows && team > 1 ? std::min(bk.mc, kTeamBlockPanels * MR) : bk.mc;
-  p.n_rb = (M + p.rb - 1) / p.rb;
-  p.a_rows = p.n_rb * ((p.rb + MR - 1) / MR * MR);
+  p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
+  p.a_rows = (M + MR - 1) / MR * MR;
   p.keep_a = !p.direct_a && N > NC && p.a_rows * K <= kKeepPackedA;
   p.kg = bk.kc * k_blocks_per_panel(bk, N);
   return p;
@@ -278,28 +264,29 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
 // The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone).
 // Rows split (plan.split_rows): the team shares one packed B panel `bp` (each member packs a
 // share of its micro-panels), with a barrier on either side of the compute so the panel is
-// complete before use and not overwritten while in use; in between, members take row blocks
-// through `cursors` (one per member, see kTeamBlockPanels). The kept packed A `a_kept` is then
-// shared too (a block is packed in the first column block by whoever takes it, and read in later
-// ones by anyone). Columns split: each member packs exactly the B micro-panels it computes with,
-// into its own buffer, and packs all of A itself, so the members never wait for each other.
+// complete before use and not overwritten while in use; in between, each member computes its
+// share of the row panels, in blocks of MC rows. The kept packed A `a_kept` is one buffer for the
+// team (each member packs its own rows of it). Columns split: each member packs exactly the B
+// micro-panels it computes with, into its own buffer, and packs all of A itself, so the members
+// never wait for each other.
 void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, int tid, int team,
-               Barrier& barrier, RowCursor* cursors, float* bp, float* a_kept, int64_t M, int64_t N,
-               int64_t K, const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB,
-               int64_t csB, float beta, float* C, int64_t ldc) {
-  const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, RB = plan.rb, KG = plan.kg;
+               Barrier& barrier, float* bp, float* a_kept, int64_t M, int64_t N, int64_t K,
+               const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB,
+               float beta, float* C, int64_t ldc) {
+  const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, KG = plan.kg;
   const bool direct_a = plan.direct_a, direct_b = plan.direct_b, split_rows = plan.split_rows;
-  const bool dynamic = split_rows && team > 1;
-  const int64_t rb_padded = (RB + MR - 1) / MR * MR;
+  const int64_t row_panels = (M + MR - 1) / MR, RBP = plan.rb_panels;
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
   };
+  int64_t panel0 = 0, panel1 = row_panels;  // this member's row panels
+  if (split_rows) share(row_panels, 1, row_panels, panel0, panel1);
   const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
   thread_local Scratch a_buf, b_own;
   float* const bq = split_rows ? bp : b_own.get(KG * ((block_panels + team - 1) / team + 1) * NR);
   // Packed A: one row block × KC, or the kept A of all rows × K.
-  float* const a_all = !plan.keep_a ? a_buf.get(KC * rb_padded)
+  float* const a_all = !plan.keep_a ? a_buf.get(KC * RBP * MR)
                        : split_rows ? a_kept
                                     : a_buf.get(plan.a_rows * K);
   for (int64_t jc = 0; jc < N; jc += NC) {
@@ -328,30 +315,15 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, i
           pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bk_pc + (e - b_base) * kc);
         }
       }
-      if (dynamic) {  // nobody takes row blocks between the previous group's last barrier and this
-        int64_t lo, hi;
-        share(plan.n_rb, 1, plan.n_rb, lo, hi);
-        cursors[tid].next.store(lo, std::memory_order_relaxed);
-        cursors[tid].end = hi;
-      }
-      if (split_rows) barrier.arrive_and_wait();  // the group's B panels are packed
-      for (int64_t rb = 0;; ++rb) {
-        if (dynamic) {  // the next block of this member's share, else of the next member's
-          rb = -1;
-          for (int v = 0; v < team && rb < 0; ++v) {
-            RowCursor& cur = cursors[(tid + v) % team];
-            const int64_t r = cur.next.fetch_add(1, std::memory_order_relaxed);
-            if (r < cur.end) rb = r;
-          }
-          if (rb < 0) break;
-        }
-        if (rb >= plan.n_rb) break;
-        const int64_t ic = rb * RB, mc = std::min(RB, M - ic);
+      if (split_rows) barrier.arrive_and_wait();           // the group's B panels are packed
+      for (int64_t p0 = panel0; p0 < panel1; p0 += RBP) {  // row panels [p0, p0 + np)
+        const int64_t np = std::min(RBP, panel1 - p0);
+        const int64_t ic = p0 * MR, mc = std::min(np * MR, M - ic);
         for (int64_t pc = pg; pc < pg_end; pc += KC) {
           const int64_t kc = std::min(KC, K - pc);
           const bool accumulate = pc > 0 || beta != 0.f;
           const float* const bk_pc = bq + (pc - pg) * bw;
-          float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + rb * rb_padded * kc : a_all;
+          float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + ic * kc : a_all;
           if (!direct_a && (!plan.keep_a || jc == 0))
             pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
           for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -394,14 +366,12 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   float* a_kept = plan.keep_a && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   if (team <= 1) {
     Barrier solo(1);
-    gemm_nest(t, bk, plan, 0, 1, solo, nullptr, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta,
-              C, ldc);
+    gemm_nest(t, bk, plan, 0, 1, solo, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
     return;
   }
-  std::unique_ptr<RowCursor[]> cursors(new RowCursor[team]);
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    gemm_nest(t, bk, plan, tid, size, barrier, cursors.get(), bp, a_kept, M, N, K, A, rsA, csA, B,
-              rsB, csB, beta, C, ldc);
+    gemm_nest(t, bk, plan, tid, size, barrier, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta,
+              C, ldc);
   });
 }
 
