@@ -7,8 +7,8 @@
 //   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
 //                               (small row-major Bs are read in place instead)
 //    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
-//     ic: M in steps of MC    ─ the A block mc×kc is packed, or
-//                               kept from the first jc when N > NC
+//     ic: M in steps of MC    ─ the A block mc×kc is packed, or kept from the first jc when
+//                               N > NC
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
 //       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
 //                                (BLIS's skx order with the operands' roles swapped)
