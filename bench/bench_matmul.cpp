@@ -1,12 +1,13 @@
-// bench_matmul: sgemm GFLOP/s per kernel path and thread count, on square sizes and on GPT-2
-// (124M) training shapes, next to OpenBLAS's cblas_sgemm when meson found it, and as a fraction
-// of the machine's FMA peak (measured by each path's built-in probe).
+// bench_matmul: sgemm GFLOP/s per kernel path and thread count, on square sizes and on the GPT-2
+// (124M) and tiny-preset training shapes in nn::Linear's operand layouts, next to OpenBLAS's
+// cblas_sgemm when meson found it, and as a fraction of the machine's FMA peak (measured by each
+// path's built-in probe).
 //
 // Every path is checked against sgemm_ref before it is timed (llm.c dev/cpu/matmul_forward.c):
 // whole-matrix for small shapes, sampled rows for big ones. Times are the best of several runs.
 //
 // Usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] [--shapes
-//        square|gpt2|all] [--blocking MC,KC,NC (tuning: overrides every path's cache blocking)]
+//        square|gpt2|tiny|all] [--blocking MC,KC,NC (tuning: overrides every path's blocking)]
 // Compare timings only within one machine, and expect noise when other jobs share the cores.
 #include <algorithm>
 #include <chrono>
@@ -143,15 +144,23 @@ std::vector<Shape> make_shapes(const Options& o) {
     }
   }
   if (o.shapes == "all" || o.shapes == "gpt2") {
-    // GPT-2 124M, B·T = 512 tokens, C = 768: forward X·W, backward dX = dY·Wᵀ, dW = Xᵀ·dY.
+    // GPT-2 124M, B·T = 512 tokens, C = 768, through nn::Linear (weight W stored [n, C] like
+    // PyTorch): forward X·Wᵀ, input grad dX = dY·W, weight grad dW = dYᵀ·X.
     const int64_t BT = 512, C = 768;
     for (int64_t n : {2304, 3072, 50257}) {
       if (o.quick && n == 50257) continue;
       const std::string tag = std::to_string(n);
-      v.push_back({"fwd X.W " + tag, BT, n, C, false, false});
-      v.push_back({"bwd dY.W^T " + tag, BT, C, n, false, true});
-      v.push_back({"bwd X^T.dY " + tag, C, n, BT, true, false});
+      v.push_back({"fwd X.W^T " + tag, BT, n, C, false, true});
+      v.push_back({"bwd dY.W " + tag, BT, C, n, false, false});
+      v.push_back({"bwd dY^T.X " + tag, n, C, BT, true, false});
     }
+  }
+  if (o.shapes == "all" || o.shapes == "tiny") {
+    // The tiny preset's output head with the GPT-2 vocabulary: 128 tokens, emb 128, V = 50257.
+    const int64_t T = 128, E = 128, V = 50257;
+    v.push_back({"tiny fwd X.W^T", T, V, E, false, true});
+    v.push_back({"tiny bwd dY.W", T, E, V, false, false});
+    v.push_back({"tiny bwd dY^T.X", V, E, T, true, false});
   }
   return v;
 }
@@ -196,7 +205,7 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] "
-                   "[--reps N] [--shapes square|gpt2|all] [--blocking MC,KC,NC]\n");
+                   "[--reps N] [--shapes square|gpt2|tiny|all] [--blocking MC,KC,NC]\n");
       std::exit(2);
     }
   }

@@ -5,6 +5,7 @@
 // bit for bit. Also: thread-count bit-identity, the exp error bound, dispatch errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -162,15 +163,19 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
   for_each_isa([&](const std::string&) {
     const k::KernelTable& t = k::active_table();
     const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
-    for (int64_t kc : {1, 2, 37}) {
+    for (int64_t kc : {1, 2, 16, 37}) {
       std::vector<float> a = randv(g, MR * kc), b = randv(g, NR * kc);
       // 64-byte aligned copies: micro-kernels may use aligned loads of the packed B panel.
       float* ap = static_cast<float*>(std::aligned_alloc(64, ((MR * kc * 4 + 63) / 64) * 64));
       float* bp = static_cast<float*>(std::aligned_alloc(64, ((NR * kc * 4 + 63) / 64) * 64));
       std::memcpy(ap, a.data(), a.size() * 4);
       std::memcpy(bp, b.data(), b.size() * 4);
-      for (int64_t m : {MR, MR - 1, int64_t(1)}) {
-        for (int64_t n : {NR, NR - 1, int64_t(1)}) {
+      // Row counts on both sides of the smaller-tile instances (AVX-512: 4 and 8 rows).
+      std::vector<int64_t> ms;
+      for (int64_t m : {MR, MR - 1, int64_t(9), int64_t(8), int64_t(5), int64_t(4), int64_t(1)})
+        if (m >= 1 && m <= MR && std::find(ms.begin(), ms.end(), m) == ms.end()) ms.push_back(m);
+      for (int64_t m : ms) {
+        for (int64_t n : {NR, NR - 1, NR / 2 + 1, int64_t(1)}) {
           for (int variant = 0; variant < 4; ++variant) {
             // variants: packed A / in-place row-major A (when the table has it), × accumulate.
             const bool accumulate = variant & 1, row_a = variant & 2;
@@ -209,6 +214,33 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
   });
 }
 
+TEST_CASE("sgemm pack helpers: row-major A and transposed B panels, exact copies") {
+  std::mt19937 g(9);
+  for_each_isa([&](const std::string&) {
+    const k::KernelTable& t = k::active_table();
+    const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
+    for (int64_t kc : {1, 7, 15, 16, 17, 40}) {
+      INFO("kc=" << kc);
+      const int64_t ld = kc + 5;  // source row stride, not a multiple of the vector width
+      if (t.sgemm_pack_a_rowmajor != nullptr) {
+        // Exactly MR rows, the last one exactly kc long: nothing past it may be read.
+        std::vector<float> A = randv(g, (MR - 1) * ld + kc), out(MR * kc, -1.f), want(MR * kc);
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t i = 0; i < MR; ++i) want[p * MR + i] = A[i * ld + p];
+        t.sgemm_pack_a_rowmajor(kc, A.data(), ld, out.data());
+        check_equal(out, want, "pack_a_rowmajor");
+      }
+      if (t.sgemm_pack_b_colmajor != nullptr) {
+        std::vector<float> B = randv(g, (NR - 1) * ld + kc), out(NR * kc, -1.f), want(NR * kc);
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < NR; ++j) want[p * NR + j] = B[j * ld + p];
+        t.sgemm_pack_b_colmajor(kc, B.data(), ld, out.data());
+        check_equal(out, want, "pack_b_colmajor");
+      }
+    }
+  });
+}
+
 TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/other") {
   std::mt19937 g(42);
   for_each_isa([&](const std::string&) {
@@ -224,6 +256,9 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     // A wide and a tall case crossing MC and NC block edges.
     run_gemm_case({bk.mc + 3, 40, 33, 0, 1.f}, g);
     run_gemm_case({9, bk.nc + 5, 20, 1, 0.f}, g);
+    // Several column blocks and K blocks: the packed A is kept and reused across column blocks.
+    run_gemm_case({2 * bk.mr + 5, bk.nc + 40, 2 * bk.kc + 3, 2, 1.f}, g);
+    run_gemm_case({bk.mc + bk.mr + 1, bk.nc + 9, bk.kc + 2, 0, 0.f}, g);
   });
 }
 
@@ -239,6 +274,15 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       run_gemm_case({bk.mr + 1, 2 * bk.nc + 7, 90, 1, 1.f}, g);  // short M: columns split
       run_gemm_case({97, 301, bk.kc + 1, 2, 0.5f}, g);           // Aᵀ·B, two K blocks
       run_gemm_case({130, 129, 140, 4, 1.f}, g);                 // strided both
+      run_gemm_case({150, bk.nc + 70, bk.kc + 9, 0, 0.f}, g);    // kept packed A
+      // M in whole row panels, N in few column panels: rows split, shared B panel; in place
+      // (small B) and packed (transposed, two K blocks).
+      run_gemm_case({8 * bk.mr, 2 * bk.nr + 6, 50, 0, 1.f}, g);
+      run_gemm_case({8 * bk.mr, 2 * bk.nr + 6, 2 * bk.kc + 5, 1, 0.f}, g);
+      // N ≈ NC/3: three K blocks share one packed B panel, K spans three such groups.
+      run_gemm_case({8 * bk.mr, bk.nc / 3 - 1, 7 * bk.kc + 3, 0, 1.f}, g);
+      // Rows split across column blocks: the kept packed A is shared by the team.
+      run_gemm_case({16 * bk.mr, bk.nc + 40, bk.kc + 9, 2, 1.f}, g);
     }
   });
   tg::set_num_threads(before);
@@ -280,6 +324,9 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       std::vector<float> C(M * N), Cb(M * N, 1.f), e(n), sm(n), gl(n), mx(n / 1024);
       k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C.data(), N);
       k::sgemm(M, N, K, A.data(), 1, M, B.data(), 1, K, 1.f, Cb.data(), N);  // Aᵀ·Bᵀ, beta 1
+      // Few columns, many rows: the team splits rows instead of columns.
+      std::vector<float> Cr(M * 40);
+      k::sgemm(M, 40, K, A.data(), K, 1, B.data(), N, 1, 0.f, Cr.data(), 40);
       k::exp(n, x.data(), e.data());
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
@@ -293,7 +340,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
                            mean.data(), rstd.data());
       k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v : {&C, &Cb, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+      for (auto* v : {&C, &Cb, &Cr, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
         all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }

@@ -16,27 +16,31 @@ namespace tg::kernels {
 
 namespace {
 
-// ---- sgemm micro-kernel, MR × 32 -------------------------------------------------------------
-// Register allocation (MR = 12): zmm0-23 hold the 12×32 tile of C (row i in c[i][0], c[i][1]),
-// two zmm hold the current row of the packed B micro-panel (32 floats), and A values are
-// broadcast straight from memory into the FMA (the {1to16} operand form), so 24 FMAs need 2 vector
-// loads + 12 broadcasts per k: the two FMA ports, not the load ports, are the bottleneck.
-// Edge tiles: the full tile is always computed (packed panels are zero-padded); the store is
-// clipped with a lane mask for n < 32 and a row bound for m < MR.
+// ---- sgemm micro-kernel, 12 × 32 ------------------------------------------------------------
+// Register allocation (ROWS = 12): zmm0-23 hold the 12×32 tile of C (row i in acc[i][0],
+// acc[i][1]), two zmm hold the current row of the packed B micro-panel (32 floats), and A values
+// are broadcast from memory, so 24 FMAs need 2 vector loads + 12 broadcasts per k: the two FMA
+// ports, not the load ports, are the bottleneck.
+// Edge tiles: packed panels are zero-padded to 12 rows and 32 columns, but a tile of m ≤ 4 or
+// m ≤ 8 rows runs the ROWS = 4 / 8 instance, which computes only those rows (e.g. M = 64 = 5·12 + 4
+// would otherwise waste 8 of 64 rows of work); the store is clipped with a lane mask for n < 32
+// and a row bound for m < ROWS. A row's FMAs are the same whatever ROWS is, so results do not
+// depend on which instance computed a tile.
 // ROW_A: A is read in place from a row-major matrix (row i at a + i·lda, rows ≥ m repeat row
 // m − 1 so nothing past A is read) instead of from a packed micro-panel; for small GEMMs. The 12
 // row pointers need 12 general registers, so a few live in spare zmm/stack slots: ~1 extra load
 // per 24 FMAs, far cheaper than packing A when there are only a few column panels.
+constexpr int kMR = 12;
 constexpr int64_t kPrefetchB = 8;
-template <int MR, bool ROW_A>
+template <int ROWS, bool ROW_A>
 void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
                             float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
-  const float* rows[MR];
+  const float* rows[ROWS];
   if (ROW_A)
-    for (int i = 0; i < MR; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
-  __m512 acc[MR][2];
+    for (int i = 0; i < ROWS; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
+  __m512 acc[ROWS][2];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < ROWS; ++i) {
     acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     // Fetch the C tile now so its (often 4 KiB-aliased) rows are in L1 by the final update.
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
@@ -49,17 +53,17 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       const __m512 ai = _mm512_set1_ps(ROW_A ? rows[i][p] : a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += ROW_A ? 0 : MR;
+    a += ROW_A ? 0 : kMR;
     b += ldb;
   }
-  if (m == MR && n == 32) {
+  if (m == ROWS && n == 32) {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < ROWS; ++i) {
       float* ci = c + i * ldc;
       if (accumulate) {
         acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(ci));
@@ -74,7 +78,7 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
   const uint32_t bits = n >= 32 ? 0xFFFFFFFFu : ((1u << n) - 1u);
   const __mmask16 k0 = static_cast<__mmask16>(bits), k1 = static_cast<__mmask16>(bits >> 16);
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < ROWS; ++i) {
     if (i >= m) break;
     float* ci = c + i * ldc;
     if (accumulate) {
@@ -86,44 +90,95 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
   }
 }
 
+// The smallest instance that covers m rows.
+template <bool ROW_A>
+void sgemm_ukernel_avx512_rows(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                               float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  if (m > 8)
+    sgemm_ukernel_avx512_t<12, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+  else if (m > 4)
+    sgemm_ukernel_avx512_t<8, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+  else
+    sgemm_ukernel_avx512_t<4, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+}
+
 void sgemm_ukernel_avx512_12x32(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                                 int64_t ldc, int64_t m, int64_t n, bool accumulate) {
-  sgemm_ukernel_avx512_t<12, false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx512_rows<false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
 }
 void sgemm_ukernel_avx512_12x32_rowa(int64_t kc, const float* a, int64_t lda, const float* b,
                                      int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                      bool accumulate) {
-  sgemm_ukernel_avx512_t<12, true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx512_rows<true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
-// Packs one 12×kc micro-panel of row-major A: for each k one masked gather collects the 12 row
-// values (indices 0, rsA, …, 11·rsA) and one masked store writes them contiguously, instead of
-// 12 scalar load/store pairs.
-void sgemm_pack_a_avx512_12(int64_t kc, const float* A, int64_t rsA, float* out) {
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0, 0, 0),
-                         _mm512_set1_epi32(static_cast<int32_t>(rsA)));
-  const __mmask16 rows = 0x0FFF;
-  for (int64_t p = 0; p < kc; ++p) {
-    if ((p & 15) == 0) {  // the 12 rows are 12 streams in 12 pages: fetch their next lines
-      for (int i = 0; i < 12; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(A + i * rsA + p + 64), _MM_HINT_T0);
-    }
-    const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, idx, A + p, 4);
-    _mm512_mask_storeu_ps(out + p * 12, rows, v);
+// Transposes the 16×16 block r[0..15] (row i in r[i]) in place: unpacks interleave row pairs,
+// then row quads, within each 128-bit lane; two rounds of lane shuffles gather the four lanes.
+// 64 shuffles per 256 floats, against 16 scattered loads per 16 floats for a gather.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4g + q], lane L: rows 4g..4g+3 of column 4L + q.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // Row 4L + q of the result is lane L of u[q], u[4 + q], u[8 + q], u[12 + q].
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v01 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);  // lanes 0,1 of each
+    const __m512 v23 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);  // lanes 2,3 of each
+    const __m512 w01 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+    const __m512 w23 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_f32x4(v01, w01, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(v01, w01, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(v23, w23, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(v23, w23, 0xDD);
   }
 }
 
-// Packs one kc×32 micro-panel of a transposed B (column j at B + j·csB): per k two gathers of 16
-// column values each, stored as one 32-float row of the panel.
+// Loads `rows` source rows of 16 consecutive floats (row i at src + i·stride; only the first
+// `len` floats of each, the rest and rows ≥ `rows` read as zero), transposes them, and stores
+// result row q (q < len) as `rows` floats at out + q·ostride.
+inline void transpose_rows(const float* src, int64_t stride, int rows, int64_t len, float* out,
+                           int64_t ostride) {
+  __m512 r[16];
+  const __mmask16 kl = len >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << len) - 1u);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(kl, src + i * stride) : _mm512_setzero_ps();
+  transpose16x16(r);
+  const __mmask16 kr = __mmask16((1u << rows) - 1u);
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q)
+    if (q < len) _mm512_mask_storeu_ps(out + q * ostride, kr, r[q]);
+}
+
+// Packs one 12×kc micro-panel of row-major A: 16 k-steps at a time, the 12 row pieces are
+// transposed in registers (4 zero rows pad the square) and stored 12 floats per k.
+void sgemm_pack_a_avx512_12(int64_t kc, const float* A, int64_t rsA, float* out) {
+  for (int64_t p = 0; p < kc; p += 16)
+    transpose_rows(A + p, rsA, kMR, std::min<int64_t>(16, kc - p), out + p * kMR, kMR);
+}
+
+// Packs one kc×32 micro-panel of a transposed B (column j at B + j·csB, contiguous in k): per 16
+// k-steps, each 16-column half is a 16×16 transpose stored as half-rows of the panel.
 void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out) {
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(csB)));
   const float* B16 = B + 16 * csB;
-  for (int64_t p = 0; p < kc; ++p) {
-    _mm512_storeu_ps(out + p * 32, _mm512_i32gather_ps(idx, B + p, 4));
-    _mm512_storeu_ps(out + p * 32 + 16, _mm512_i32gather_ps(idx, B16 + p, 4));
+  for (int64_t p = 0; p < kc; p += 16) {
+    const int64_t len = std::min<int64_t>(16, kc - p);
+    transpose_rows(B + p, csB, 16, len, out + p * 32, 32);
+    transpose_rows(B16 + p, csB, 16, len, out + p * 32 + 16, 32);
   }
 }
 
@@ -195,7 +250,7 @@ double fma_probe_avx512(int64_t iters) {
 const KernelTable* avx512_table() {
   static const KernelTable t = {
       "avx512",
-      {12, 32, 240, 256, 1024},
+      {kMR, 32, 240, 256, 1024},
       sgemm_ukernel_avx512_12x32,
       sgemm_ukernel_avx512_12x32_rowa,
       sgemm_pack_a_avx512_12,

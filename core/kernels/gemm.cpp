@@ -4,16 +4,19 @@
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 //
 // Loop nest (gemm_nest):
-//   jc: N in steps of NC   ─ B panel kc×nc is packed once per (jc, pc) and stays in L2 (small
-//                            row-major Bs are read in place instead)
-//    pc: K in steps of KC  ─ the first pc applies beta, later ones accumulate
-//     ic: M in steps of MC ─ A block mc×kc is packed
-//      ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
-//                               (BLIS's skx order with the operands' roles swapped)
-//       jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
-// Threads (sgemm): a team shares each packed B panel (every member packs a share), then splits
-// the rows of the ic/ir loops (or the jr columns when M is short). A C element is always computed
-// by the same sequence of FMAs (the K blocking never depends on the split), which makes results
+//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
+//                               (small row-major Bs are read in place instead)
+//    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
+//     ic: M in steps of MC    ─ the A block mc×kc is packed, or kept from the first jc when
+//                               N > NC
+//      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
+//       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
+//                                (BLIS's skx order with the operands' roles swapped)
+//        jr: nc in steps of NR ─ micro-kernel: MR×NR tile of C in registers, kc rank-1 updates
+// Threads (sgemm): a team splits the rows, sharing each packed B panel (every member packs a
+// share), or the columns of each NC block, each member packing its own panels and never waiting,
+// whichever costs less (make_plan). A C element is always computed by the same sequence of FMAs
+// (the K blocking never depends on the split or on who computes a tile), which makes results
 // bit-identical for any thread count.
 #include <algorithm>
 #include <atomic>
@@ -54,10 +57,11 @@ class Scratch {
 // Rows ahead that packing prefetches (source rows are usually pages apart).
 constexpr int64_t kPackAhead = 4;
 
-// Copies n floats; a fixed-size body per micro-tile width lets the compiler unroll the copy.
+// Copies W floats; a fixed-size memcpy compiles to a few vector moves (a plain loop stays
+// scalar: the compiler cannot rule out that out and in overlap).
 template <int64_t W>
 inline void copy_row(float* out, const float* in) {
-  for (int64_t j = 0; j < W; ++j) out[j] = in[j];
+  std::memcpy(out, in, W * sizeof(float));
 }
 
 // out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
@@ -91,7 +95,9 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
     const int64_t full = mc / MR;
     for (int64_t p = 0; p < kc; ++p) {
       const float* a = A + p * csA;
-      __builtin_prefetch(a + kPackAhead * csA);
+      // Each row piece is a new page that the hardware prefetcher has not seen: fetch all of its
+      // cache lines a few rows ahead, not just the first.
+      for (int64_t i = 0; i < mc; i += 16) __builtin_prefetch(a + kPackAhead * csA + i);
       for (int64_t ip = 0; ip < full; ++ip)
         copy_tile_row(out + ip * MR * kc + p * MR, a + ip * MR, MR);
     }
@@ -195,6 +201,16 @@ constexpr int64_t kDirectBElems = int64_t(1) << 16;
 // With at most this many column panels, a row-major A is read in place instead of packed (when
 // the table has an in-place-A micro-kernel): packing costs about as much as one panel's compute.
 constexpr int64_t kDirectAPanels = 4;
+// Up to this many floats (16 MiB) of packed A are kept across column blocks: reading the packed
+// copy back is cheaper than transposing the source again.
+constexpr int64_t kKeepPackedA = int64_t(1) << 22;
+
+// K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
+// one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
+// instead of once per K block (e.g. 128×50257·50257×128: 197 K blocks of 26 µs of work each).
+int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
+  return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
+}
 
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
@@ -203,67 +219,132 @@ GemmBlocking blocking_of(const KernelTable& t) {
   return bk;
 }
 
-// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone). The team
-// shares one packed B panel `bp`: each member packs a share of its micro-panels, then works on its
-// share of the rows (or, for short M, of the columns), with a barrier on either side of the
-// compute so the panel is complete before use and not overwritten while in use.
-void gemm_nest(const KernelTable& t, const GemmBlocking& bk, int tid, int team, Barrier& barrier,
-               float* bp, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
-               const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
-  const int64_t MR = bk.mr, NR = bk.nr, MC = bk.mc, KC = bk.kc, NC = bk.nc;
-  thread_local Scratch a_buf;
-  float* ap = a_buf.get(KC * ((std::min(MC, M) + MR - 1) / MR) * MR);
-  const int64_t row_panels = (M + MR - 1) / MR;
-  const bool direct_b = csB == 1 && K * N <= kDirectBElems;
-  const bool direct_a =
-      csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
-  const bool split_rows = row_panels >= 4 * team;  // else rows would balance badly: split columns
+// How one GEMM runs: decided once per call, before any thread starts.
+struct Plan {
+  bool direct_a, direct_b;  // A / B read in place instead of packed
+  bool split_rows;          // a team splits rows (else the columns of each NC block)
+  bool keep_a;              // the packed A of all rows × K is kept across column blocks
+  int64_t rb_panels;        // row panels per row block (the A block packed at a time)
+  int64_t a_rows;           // rows of the kept packed A per K column (all row panels)
+  int64_t kg;               // K extent of one packed B group (a multiple of KC)
+};
+
+Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
+               int64_t K, int64_t csA, int64_t csB) {
+  const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc;
+  Plan p{};
+  p.direct_b = csB == 1 && K * N <= kDirectBElems;
+  p.direct_a = csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
+  // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
+  // even split, when members take whole panels of `unit`.
+  auto imbalance = [&](int64_t unit, int64_t extent) {
+    const int64_t units = (extent + unit - 1) / unit;
+    int64_t worst = 0;
+    for (int m = 0; m < team; ++m)
+      worst = std::max(worst, std::min(extent, units * (m + 1) / team * unit) -
+                                  std::min(extent, units * m / team * unit));
+    return double(worst) * team / double(extent);
+  };
+  // Cost of each split beyond an ideal one, in cycles: the busiest member's extra compute (about
+  // 32 multiply-adds per cycle), and for the column split the A that every member reads and packs
+  // whole where a row split handles each A row once (about a cycle per element, measured: e.g.
+  // 512×768·768×2304 and 128³ run faster split by rows, X·Wᵀ with N = 2304 by columns).
+  const double per_member = double(M) * N * K / 32 / team;
+  const double rows_extra = (imbalance(MR, M) - 1) * per_member;
+  const double cols_extra =
+      (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
+  p.split_rows = rows_extra <= cols_extra;
+  p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
+  p.a_rows = (M + MR - 1) / MR * MR;
+  p.keep_a = !p.direct_a && N > NC && p.a_rows * K <= kKeepPackedA;
+  p.kg = bk.kc * k_blocks_per_panel(bk, N);
+  return p;
+}
+
+// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone).
+// Rows split (plan.split_rows): the team shares one packed B panel `bp` (each member packs a
+// share of its micro-panels), with a barrier on either side of the compute so the panel is
+// complete before use and not overwritten while in use; in between, each member computes its
+// share of the row panels, in blocks of MC rows. The kept packed A `a_kept` is one buffer for the
+// team (each member packs its own rows of it). Columns split: each member packs exactly the B
+// micro-panels it computes with, into its own buffer, and packs all of A itself, so the members
+// never wait for each other.
+void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, int tid, int team,
+               Barrier& barrier, float* bp, float* a_kept, int64_t M, int64_t N, int64_t K,
+               const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB,
+               float beta, float* C, int64_t ldc) {
+  const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, KG = plan.kg;
+  const bool direct_a = plan.direct_a, direct_b = plan.direct_b, split_rows = plan.split_rows;
+  const int64_t row_panels = (M + MR - 1) / MR, RBP = plan.rb_panels;
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
   };
+  int64_t panel0 = 0, panel1 = row_panels;  // this member's row panels
+  if (split_rows) share(row_panels, 1, row_panels, panel0, panel1);
+  const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
+  thread_local Scratch a_buf, b_own;
+  float* const bq = split_rows ? bp : b_own.get(KG * ((block_panels + team - 1) / team + 1) * NR);
+  // Packed A: one row block × KC, or the kept A of all rows × K.
+  float* const a_all = !plan.keep_a ? a_buf.get(KC * RBP * MR)
+                       : split_rows ? a_kept
+                                    : a_buf.get(plan.a_rows * K);
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
     const int64_t col_panels = (nc + NR - 1) / NR;
-    int64_t r0 = 0, r1 = M, c0 = 0, c1 = nc;
-    if (split_rows)
-      share(row_panels, MR, M, r0, r1);
-    else
-      share(col_panels, NR, nc, c0, c1);
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kc = std::min(KC, K - pc);
-      const bool accumulate = pc > 0 || beta != 0.f;
-      if (!direct_b) {
-        int64_t b0, b1;
-        share(col_panels, NR, nc, b0, b1);
-        if (b1 > b0)
-          pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR, bp + b0 * kc);
-      } else if (tid == 0 && nc % NR != 0) {  // in place, except the zero-padded edge panel
-        const int64_t e = nc - nc % NR;
-        pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bp + e * kc);
+    int64_t c0 = 0, c1 = nc;
+    if (!split_rows) share(col_panels, NR, nc, c0, c1);
+    // Packed B micro-panel jr (a column offset) of K block pc lives at
+    // bq + (pc - pg) * bw + (jr - b_base) * kc, pg being the first K block of its group.
+    const int64_t b_base = split_rows ? 0 : c0;
+    const int64_t bw = split_rows ? col_panels * NR : (c1 - c0 + NR - 1) / NR * NR;
+    for (int64_t pg = 0; pg < K; pg += KG) {
+      const int64_t pg_end = std::min(K, pg + KG);
+      for (int64_t pc = pg; pc < pg_end; pc += KC) {
+        const int64_t kc = std::min(KC, K - pc);
+        float* const bk_pc = bq + (pc - pg) * bw;
+        if (!direct_b) {
+          int64_t b0 = c0, b1 = c1;
+          if (split_rows) share(col_panels, NR, nc, b0, b1);
+          if (b1 > b0)
+            pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR,
+                   bk_pc + (b0 - b_base) * kc);
+        } else if (nc % NR != 0 && (split_rows ? tid == 0 : c1 == nc && c1 > c0)) {
+          // In place, except the zero-padded edge panel.
+          const int64_t e = nc - nc % NR;
+          pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bk_pc + (e - b_base) * kc);
+        }
       }
-      barrier.arrive_and_wait();  // the whole B panel is packed
-      for (int64_t ic = r0; ic < r1; ic += MC) {
-        const int64_t mc = std::min(MC, r1 - ic);
-        if (!direct_a) pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int64_t m = std::min(MR, mc - ir);
-          const float* a = ap + ir * kc;
-          for (int64_t jr = c0; jr < c1; jr += NR) {
-            const int64_t n = std::min(NR, c1 - jr);
-            const bool in_place = direct_b && n == NR;
-            const float* b = in_place ? B + pc * rsB + jc + jr : bp + jr * kc;
-            const int64_t ldb = in_place ? rsB : NR;
-            float* c = C + (ic + ir) * ldc + jc + jr;
-            if (direct_a)
-              t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
-                                   accumulate);
-            else
-              t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
+      if (split_rows) barrier.arrive_and_wait();           // the group's B panels are packed
+      for (int64_t p0 = panel0; p0 < panel1; p0 += RBP) {  // row panels [p0, p0 + np)
+        const int64_t np = std::min(RBP, panel1 - p0);
+        const int64_t ic = p0 * MR, mc = std::min(np * MR, M - ic);
+        for (int64_t pc = pg; pc < pg_end; pc += KC) {
+          const int64_t kc = std::min(KC, K - pc);
+          const bool accumulate = pc > 0 || beta != 0.f;
+          const float* const bk_pc = bq + (pc - pg) * bw;
+          float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + ic * kc : a_all;
+          if (!direct_a && (!plan.keep_a || jc == 0))
+            pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t m = std::min(MR, mc - ir);
+            const float* a = ap + ir * kc;
+            for (int64_t jr = c0; jr < c1; jr += NR) {
+              const int64_t n = std::min(NR, c1 - jr);
+              const bool in_place = direct_b && n == NR;
+              const float* b = in_place ? B + pc * rsB + jc + jr : bk_pc + (jr - b_base) * kc;
+              const int64_t ldb = in_place ? rsB : NR;
+              float* c = C + (ic + ir) * ldc + jc + jr;
+              if (direct_a)
+                t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
+                                     accumulate);
+              else
+                t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
+            }
           }
         }
       }
-      barrier.arrive_and_wait();  // everyone is done with this B panel
+      if (split_rows) barrier.arrive_and_wait();  // everyone is done with these B panels
     }
   }
 }
@@ -279,15 +360,18 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     beta = 1.f;
   }
   const GemmBlocking bk = blocking_of(t);
-  thread_local Scratch b_buf;
-  float* bp = b_buf.get(bk.kc * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr) * bk.nr);
+  const Plan plan = make_plan(t, bk, team, M, N, K, csA, csB);
+  thread_local Scratch b_buf, a_shared;
+  float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  float* a_kept = plan.keep_a && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   if (team <= 1) {
     Barrier solo(1);
-    gemm_nest(t, bk, 0, 1, solo, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+    gemm_nest(t, bk, plan, 0, 1, solo, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
     return;
   }
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    gemm_nest(t, bk, tid, size, barrier, bp, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+    gemm_nest(t, bk, plan, tid, size, barrier, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta,
+              C, ldc);
   });
 }
 

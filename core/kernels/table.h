@@ -4,8 +4,8 @@
 //
 // Packed GEMM layout (see gemm.cpp): a packed A micro-panel holds MR rows × kc columns stored
 // k-major (a[p*MR + i]); a packed B micro-panel holds kc rows × NR columns (b[p*NR + j]). Edge
-// panels are zero-padded, so a micro-kernel always computes a full MR×NR tile and only its store
-// is clipped to m ≤ MR rows and n ≤ NR columns.
+// panels are zero-padded, so a micro-kernel may compute a full MR×NR tile and clip only its store
+// to m ≤ MR rows and n ≤ NR columns (AVX-512 computes just 4 or 8 rows when m allows).
 #pragma once
 #include <cstdint>
 
@@ -39,7 +39,7 @@ struct KernelTable {
   SgemmUkernelRowA sgemm_ukernel_rowa;  // optional (nullptr: always pack A)
   // Optional (nullptr: the portable loop): packs one full MR×kc micro-panel of a row-major A
   // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
-  // main packing cost for small GEMMs, so ISAs with gathers do it in registers.
+  // main packing cost for small GEMMs, so SIMD ISAs do it in registers (gathers or transposes).
   void (*sgemm_pack_a_rowmajor)(int64_t kc, const float* A, int64_t rsA, float* out);
   // Optional, the same transposition for B stored transposed (row stride 1, column stride
   // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
