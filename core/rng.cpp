@@ -61,13 +61,43 @@ void Generator::twist() {
   constexpr int kM = 397;
   auto mix = [](uint32_t u, uint32_t v) {
     const uint32_t y = (u & 0x80000000u) | (v & 0x7FFFFFFFu);
-    return (y >> 1) ^ ((v & 1u) ? 0x9908B0DFu : 0u);
+    return (y >> 1) ^ ((0u - (v & 1u)) & 0x9908B0DFu);  // branch-free: the loops vectorize
   };
-  for (int i = 0; i < kN; ++i) {
-    state_[i] = state_[(i + kM) % kN] ^ mix(state_[i], state_[(i + 1) % kN]);
-  }
+  // state_[i] = state_[(i + kM) % kN] ^ mix(state_[i], state_[(i + 1) % kN]) for i in order, cut
+  // where the indices wrap: each loop then reads only words that are final for this step (the
+  // first kN - kM old ones, later ones new, written >= kN - kM = 227 iterations earlier).
+  uint32_t* s = state_.data();
+  for (int i = 0; i < kN - kM; ++i) s[i] = s[i + kM] ^ mix(s[i], s[i + 1]);
+  for (int i = kN - kM; i < kN - 1; ++i) s[i] = s[i + kM - kN] ^ mix(s[i], s[i + 1]);
+  s[kN - 1] = s[kM - 1] ^ mix(s[kN - 1], s[0]);
   left_ = kN;
   next_ = 0;
+}
+
+void Generator::random_block(uint32_t* out, int64_t n) {
+  while (n > 0) {
+    // random() twists when --left_ reaches 0 and leaves left_ = kN after the first word, so
+    // left_ - 1 words remain from next_; right after a twist all kN do (left_ = kN + 1, which
+    // the take below brings back into 1..kN).
+    if (left_ == 1) {
+      twist();
+      left_ = kN + 1;
+    }
+    const int64_t take = std::min<int64_t>(n, left_ - 1);
+    const uint32_t* s = state_.data() + next_;
+    for (int64_t i = 0; i < take; ++i) {
+      uint32_t y = s[i];
+      y ^= y >> 11;
+      y ^= (y << 7) & 0x9D2C5680u;
+      y ^= (y << 15) & 0xEFC60000u;
+      y ^= y >> 18;
+      out[i] = y;
+    }
+    next_ += static_cast<uint32_t>(take);
+    left_ -= static_cast<int32_t>(take);
+    out += take;
+    n -= take;
+  }
 }
 
 std::vector<int64_t> Generator::randperm(int64_t n) {
@@ -373,9 +403,33 @@ void check_probability(const char* fn, int64_t n, double p) {
 }
 }  // namespace
 
+namespace {
+// out[i] = (U53(W64()) < p ? 1 : 0) * scale for n elements, drawn in blocks of words.
+// U53 = r * 2^-53 is exact, so U53 < p  <=>  r < p * 2^53  <=>  r < ceil(p * 2^53): one integer
+// compare per element on the words' 21 + 32 low bits.
+void bernoulli_scaled(float* out, int64_t n, double p, float scale, Generator& gen) {
+  const uint64_t limit = static_cast<uint64_t>(std::ceil(p * 0x1p53));  // <= 2^53
+  const uint32_t limit_hi = static_cast<uint32_t>(limit >> 32),
+                 limit_lo = static_cast<uint32_t>(limit);
+  const float kept = 1.0f * scale, dropped = 0.0f * scale;  // as a separate multiply would round
+  constexpr int64_t kBlock = 512;
+  uint32_t w[2 * kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    gen.random_block(w, 2 * m);
+    float* o = out + i0;
+    for (int64_t j = 0; j < m; ++j) {  // r < limit on 32-bit halves, which vectorizes
+      const uint32_t hi = w[2 * j] & 0x1FFFFFu, lo = w[2 * j + 1];
+      const bool keep = (hi < limit_hi) | ((hi == limit_hi) & (lo < limit_lo));
+      o[j] = keep ? kept : dropped;
+    }
+  }
+}
+}  // namespace
+
 void bernoulli(float* out, int64_t n, double p, Generator& gen) {
   check_probability("bernoulli", n, p);
-  for (int64_t i = 0; i < n; ++i) out[i] = u53(gen.random64()) < p ? 1.0f : 0.0f;
+  bernoulli_scaled(out, n, p, 1.0f, gen);
 }
 
 void dropout_mask(float* mask, int64_t n, double p, Generator& gen) {
@@ -385,10 +439,9 @@ void dropout_mask(float* mask, int64_t n, double p, Generator& gen) {
     return;
   }
   const double keep = 1.0 - p;  // in double, as Python computes 1-p
-  bernoulli(mask, n, keep, gen);
-  // noise.div_(1-p) on a float tensor: the scalar becomes a float first.
-  const float scale = 1.0f / static_cast<float>(keep);
-  for (int64_t i = 0; i < n; ++i) mask[i] = mask[i] * scale;
+  // bernoulli(keep), then noise.div_(1-p) on a float tensor (the scalar becomes a float first),
+  // fused into one pass.
+  bernoulli_scaled(mask, n, keep, 1.0f / static_cast<float>(keep), gen);
 }
 
 // ---------------------------------------------------------------------------------------------
