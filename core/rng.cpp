@@ -4,6 +4,8 @@
 // Not here: see rng.h (baseline kernels, MKL paths, half types, thread safety).
 #include "core/rng.h"
 
+#include "core/kernels/kernels.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -58,18 +60,7 @@ void Generator::manual_seed(uint64_t seed) {
 }
 
 void Generator::twist() {
-  constexpr int kM = 397;
-  auto mix = [](uint32_t u, uint32_t v) {
-    const uint32_t y = (u & 0x80000000u) | (v & 0x7FFFFFFFu);
-    return (y >> 1) ^ ((0u - (v & 1u)) & 0x9908B0DFu);  // branch-free: the loops vectorize
-  };
-  // state_[i] = state_[(i + kM) % kN] ^ mix(state_[i], state_[(i + 1) % kN]) for i in order, cut
-  // where the indices wrap: each loop then reads only words that are final for this step (the
-  // first kN - kM old ones, later ones new, written >= kN - kM = 227 iterations earlier).
-  uint32_t* s = state_.data();
-  for (int i = 0; i < kN - kM; ++i) s[i] = s[i + kM] ^ mix(s[i], s[i + 1]);
-  for (int i = kN - kM; i < kN - 1; ++i) s[i] = s[i + kM - kN] ^ mix(s[i], s[i + 1]);
-  s[kN - 1] = s[kM - 1] ^ mix(s[kN - 1], s[0]);
+  kernels::mt19937_twist(state_.data());  // the vector paths vectorize the 624-word update
   left_ = kN;
   next_ = 0;
 }
@@ -84,15 +75,7 @@ void Generator::random_block(uint32_t* out, int64_t n) {
       left_ = kN + 1;
     }
     const int64_t take = std::min<int64_t>(n, left_ - 1);
-    const uint32_t* s = state_.data() + next_;
-    for (int64_t i = 0; i < take; ++i) {
-      uint32_t y = s[i];
-      y ^= y >> 11;
-      y ^= (y << 7) & 0x9D2C5680u;
-      y ^= (y << 15) & 0xEFC60000u;
-      y ^= y >> 18;
-      out[i] = y;
-    }
+    kernels::mt19937_temper(take, state_.data() + next_, out);
     next_ += static_cast<uint32_t>(take);
     left_ -= static_cast<int32_t>(take);
     out += take;
@@ -409,20 +392,13 @@ namespace {
 // compare per element on the words' 21 + 32 low bits.
 void bernoulli_scaled(float* out, int64_t n, double p, float scale, Generator& gen) {
   const uint64_t limit = static_cast<uint64_t>(std::ceil(p * 0x1p53));  // <= 2^53
-  const uint32_t limit_hi = static_cast<uint32_t>(limit >> 32),
-                 limit_lo = static_cast<uint32_t>(limit);
   const float kept = 1.0f * scale, dropped = 0.0f * scale;  // as a separate multiply would round
-  constexpr int64_t kBlock = 512;
+  constexpr int64_t kBlock = 2048;                          // 16 KiB of words: stays in L1
   uint32_t w[2 * kBlock];
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const int64_t m = std::min(kBlock, n - i0);
     gen.random_block(w, 2 * m);
-    float* o = out + i0;
-    for (int64_t j = 0; j < m; ++j) {  // r < limit on 32-bit halves, which vectorizes
-      const uint32_t hi = w[2 * j] & 0x1FFFFFu, lo = w[2 * j + 1];
-      const bool keep = (hi < limit_hi) | ((hi == limit_hi) & (lo < limit_lo));
-      o[j] = keep ? kept : dropped;
-    }
+    kernels::bernoulli_words(m, w, limit, kept, dropped, out + i0);
   }
 }
 }  // namespace

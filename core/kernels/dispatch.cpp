@@ -191,4 +191,14 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
   });
 }
 
+// The generator's kernels stay on the calling thread: its draws are sequential.
+void mt19937_twist(uint32_t* state) { active_table().mt19937_twist(state); }
+void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out) {
+  active_table().mt19937_temper(n, in, out);
+}
+void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                     float* out) {
+  active_table().bernoulli_words(n, w, limit, kept, dropped, out);
+}
+
 }  // namespace tg::kernels

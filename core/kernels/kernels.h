@@ -105,6 +105,18 @@ void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
 void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
            float beta2, float eps, float weight_decay, int64_t step);
 
+// ---- MT19937 and Bernoulli draws (the bulk paths of core/rng.cpp) -------------------------------
+// Integer kernels, so every path gives the same bits; they run on the calling thread (a generator
+// is sequential). The vector paths are the scalar loops, vectorized by the compiler per ISA.
+// One generation step of std::mt19937 over its 624-word state, in place.
+void mt19937_twist(uint32_t* state);
+// out[i] = MT19937's tempering of in[i]; out may alias in.
+void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out);
+// Element i reads the W64 draw (w[2i] << 32 | w[2i+1]) and keeps its low 53 bits r:
+// out[i] = r < limit ? kept : dropped. With limit = ceil(p * 2^53) that is U53 < p (rng.h §4).
+void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                     float* out);
+
 // ---- scalar references (same signatures) --------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
@@ -136,6 +148,10 @@ void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
                float beta2, float eps, float weight_decay, int64_t step);
+void mt19937_twist_ref(uint32_t* state);
+void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out);
+void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                         float* out);
 
 // ---- float64: always the reference path
 // ----------------------------------------------------------

@@ -370,6 +370,32 @@ void sum_cols(int64_t rows, int64_t cols, const double* x, double* out) {
   sum_cols_t(rows, cols, x, out);
 }
 
+// ---- MT19937 and Bernoulli draws, as defined (std::mt19937; rng.h §4) ------------------------
+void mt19937_twist_ref(uint32_t* s) {
+  constexpr int N = 624, M = 397;
+  for (int i = 0; i < N; ++i) {
+    const uint32_t y = (s[i] & 0x80000000u) | (s[(i + 1) % N] & 0x7FFFFFFFu);
+    s[i] = s[(i + M) % N] ^ (y >> 1) ^ ((y & 1u) ? 0x9908B0DFu : 0u);
+  }
+}
+void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t y = in[i];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    y ^= y >> 18;
+    out[i] = y;
+  }
+}
+void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                         float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = ((uint64_t{w[2 * i]} << 32) | w[2 * i + 1]) & ((uint64_t{1} << 53) - 1);
+    out[i] = r < limit ? kept : dropped;
+  }
+}
+
 // ---- the scalar table -------------------------------------------------------------------------
 // Block sizes only matter for cache reuse here; kc small enough to make KC+1 tests cheap.
 extern const KernelTable kScalarTable = {
@@ -394,6 +420,9 @@ extern const KernelTable kScalarTable = {
     max_rows_ref,
     sum_cols_ref,
     adamw_ref,
+    mt19937_twist_ref,
+    mt19937_temper_ref,
+    bernoulli_words_ref,
     mul_add_probe_ref,
 };
 

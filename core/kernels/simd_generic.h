@@ -324,9 +324,45 @@ void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float l
   });
 }
 
+// ---- MT19937 and Bernoulli draws ------------------------------------------------------------
+// Plain integer loops (no V): the compiler vectorizes them with this ISA's flags.
+inline uint32_t mt_mix(uint32_t u, uint32_t v) {
+  const uint32_t y = (u & 0x80000000u) | (v & 0x7FFFFFFFu);
+  return (y >> 1) ^ ((0u - (v & 1u)) & 0x9908B0DFu);  // branch-free
+}
+// s[i] = s[(i + 397) % 624] ^ mix(s[i], s[(i + 1) % 624]) in order, cut where the indices wrap:
+// each loop then reads only words already final for this step (old ones in the first, words
+// written >= 227 iterations earlier in the second), so its iterations are independent.
+void mt19937_twist_simd(uint32_t* s) {
+  constexpr int N = 624, M = 397;
+  for (int i = 0; i < N - M; ++i) s[i] = s[i + M] ^ mt_mix(s[i], s[i + 1]);
+  for (int i = N - M; i < N - 1; ++i) s[i] = s[i + M - N] ^ mt_mix(s[i], s[i + 1]);
+  s[N - 1] = s[M - 1] ^ mt_mix(s[N - 1], s[0]);
+}
+void mt19937_temper_simd(int64_t n, const uint32_t* in, uint32_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t y = in[i];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    out[i] = y ^ (y >> 18);
+  }
+}
+// r < limit compared on 32-bit halves (limit <= 2^53), which every ISA vectorizes.
+void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                          float* out) {
+  const uint32_t lim_hi = static_cast<uint32_t>(limit >> 32), lim_lo = static_cast<uint32_t>(limit);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t hi = w[2 * i] & 0x1FFFFFu, lo = w[2 * i + 1];
+    const bool keep = (hi < lim_hi) | ((hi == lim_hi) & (lo < lim_lo));
+    out[i] = keep ? kept : dropped;
+  }
+}
+
 // The elementwise part of a KernelTable, filled with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                      \
-  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd, \
-      softmax_rows_backward_simd, masked_fill_simd, layernorm_forward_simd,           \
-      layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd, sum_rows_simd,  \
-      max_rows_simd, sum_cols_simd, adamw_simd
+#define TG_GENERIC_TABLE_ENTRIES                                                         \
+  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd,    \
+      softmax_rows_backward_simd, masked_fill_simd, layernorm_forward_simd,              \
+      layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd, sum_rows_simd,     \
+      max_rows_simd, sum_cols_simd, adamw_simd, mt19937_twist_simd, mt19937_temper_simd, \
+      bernoulli_words_simd
