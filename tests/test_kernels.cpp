@@ -409,6 +409,44 @@ TEST_CASE("softmax forward/backward match the reference; all -inf rows give NaN"
   });
 }
 
+TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softmax_rows") {
+  std::mt19937 g(19);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      INFO("cols=" << cols);
+      const int64_t rows = 4;
+      std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
+      if (cols > 0) {
+        for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;     // all -inf
+        for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;  // some -inf
+      }
+      std::vector<float> m(rows), s(rows), mr(rows), sr(rows);
+      k::softmax_stats_rows(rows, cols, x.data(), m.data(), s.data());
+      k::softmax_stats_rows_ref(rows, cols, x.data(), mr.data(), sr.data());
+      CHECK(m == mr);  // a max is exact
+      std::vector<double> tol(rows);
+      for (int64_t r = 0; r < rows; ++r) tol[r] = 4.0 * (cols + 4) * FLT_EPSILON * std::fabs(sr[r]);
+      check_close(s, sr, tol, "softmax_stats sum");
+      CHECK(std::isnan(s[1]));
+      // exp(x - m) / s is the softmax, up to rounding.
+      std::vector<float> inv(rows), y(rows * cols), yr(rows * cols), sm(rows * cols);
+      for (int64_t r = 0; r < rows; ++r) inv[r] = 1.f / sr[r];
+      k::exp_rows_scaled(rows, cols, x.data(), mr.data(), inv.data(), y.data());
+      k::exp_rows_scaled_ref(rows, cols, x.data(), mr.data(), inv.data(), yr.data());
+      k::softmax_rows_ref(rows, cols, x.data(), sm.data());
+      std::vector<double> t2(y.size());
+      for (size_t i = 0; i < t2.size(); ++i) t2[i] = 4.0 * (cols + 4) * FLT_EPSILON * yr[i];
+      check_close(y, yr, t2, "exp_rows_scaled");
+      check_close(y, sm, t2, "exp_rows_scaled vs softmax");
+      // In place (out == x).
+      std::vector<float> xi = x;
+      k::exp_rows_scaled(rows, cols, xi.data(), mr.data(), inv.data(), xi.data());
+      CHECK(std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0);
+    }
+  });
+}
+
 TEST_CASE("masked_fill matches the reference, full and broadcast masks") {
   std::mt19937 g(17);
   const float ninf = -std::numeric_limits<float>::infinity();

@@ -66,6 +66,15 @@ void softmax_rows(int64_t rows, int64_t cols, const float* x, float* y);
 // From the saved output y: dx[r, :] = y[r, :] ⊙ (dy[r, :] - <y[r, :], dy[r, :]>). Overwrites dx.
 void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const float* dy, float* dx);
 
+// ---- softmax statistics, for cross-entropy
+// ------------------------------------------------------- mx[r] = max_c x[r, c] and sum[r] = sum_c
+// exp(x[r, c] - mx[r]): softmax_rows' first two passes without storing the exponentials (an all
+// -inf row gives mx = -inf and sum = NaN).
+void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
+// out[r, c] = exp(x[r, c] - mx[r]) * scale[r], with softmax_rows' exp. out may alias x.
+void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
+                     const float* scale, float* out);
+
 // ---- masked_fill --------------------------------------------------------------------------------
 // x, out are [rows, cols]; mask is [mask_rows, cols] and row r uses mask row r % mask_rows, so a
 // (T, T) causal mask broadcasts over (B, H, T, T) with mask_rows = T.
@@ -134,6 +143,9 @@ void exp_ref(int64_t n, const float* x, float* y);
 void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y);
 void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
                                float* dx);
+void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
+void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
+                         const float* scale, float* out);
 void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
                      int64_t mask_rows, float value, float* out);
 void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
@@ -163,6 +175,9 @@ void exp(int64_t n, const double* x, double* y);
 void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y);
 void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
                            double* dx);
+void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum);
+void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
+                     const double* scale, double* out);
 void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
                  int64_t mask_rows, double value, double* out);
 void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,

@@ -88,6 +88,26 @@ void softmax_rows_t(int64_t rows, int64_t cols, const T* x, T* y) {
     for (int64_t c = 0; c < cols; ++c) yr[c] /= sum;
   }
 }
+// softmax_rows' max and sum, nothing stored (cross-entropy keeps the logits instead).
+template <class T>
+void softmax_stats_rows_t(int64_t rows, int64_t cols, const T* x, T* mx, T* sum) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+    T s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
+    mx[r] = m;
+    sum[r] = m == -std::numeric_limits<T>::infinity() ? std::numeric_limits<T>::quiet_NaN() : s;
+  }
+}
+template <class T>
+void exp_rows_scaled_t(int64_t rows, int64_t cols, const T* x, const T* mx, const T* scale,
+                       T* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = std::exp(x[r * cols + c] - mx[r]) * scale[r];
+}
 // y = softmax(x) so dL/dx_i = y_i (dy_i - sum_j y_j dy_j).
 template <class T>
 void softmax_rows_backward_t(int64_t rows, int64_t cols, const T* y, const T* dy, T* dx) {
@@ -275,6 +295,13 @@ void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const
                                float* dx) {
   softmax_rows_backward_t(rows, cols, y, dy, dx);
 }
+void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+  softmax_stats_rows_t(rows, cols, x, mx, sum);
+}
+void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
+                         const float* scale, float* out) {
+  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
+}
 void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
                      int64_t mask_rows, float value, float* out) {
   masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
@@ -342,6 +369,13 @@ void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y) {
 void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
                            double* dx) {
   softmax_rows_backward_t(rows, cols, y, dy, dx);
+}
+void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum) {
+  softmax_stats_rows_t(rows, cols, x, mx, sum);
+}
+void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
+                     const double* scale, double* out) {
+  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
 }
 void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
                  int64_t mask_rows, double value, double* out) {
@@ -411,6 +445,8 @@ extern const KernelTable kScalarTable = {
     exp_ref,
     softmax_rows_ref,
     softmax_rows_backward_ref,
+    softmax_stats_rows_ref,
+    exp_rows_scaled_ref,
     masked_fill_ref,
     layernorm_forward_ref,
     layernorm_backward_ref,

@@ -173,6 +173,36 @@ void softmax_rows_backward_simd(int64_t rows, int64_t cols, const float* y, cons
   }
 }
 
+// ---- softmax statistics (cross-entropy) ------------------------------------------------------
+// softmax_rows' max and exp-sum passes, the same vector arithmetic, nothing stored.
+void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    V::T vmax = V::set1(ninf);
+    for_each_vec(cols, [&](int64_t i, int64_t c) { vmax = V::max(vmax, load_n(xr + i, c, ninf)); });
+    const float m = V::hmax(vmax);
+    const V::T vm = V::set1(m);
+    V::T vsum = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      vsum = V::add(vsum, exp_v(V::sub(load_n(xr + i, c, ninf), vm)));  // padding adds 0
+    });
+    mx[r] = m;
+    // exp(-inf - -inf) is NaN; an empty row's padding would hide that, so say it explicitly.
+    sum[r] = m == ninf ? std::numeric_limits<float>::quiet_NaN() : V::hsum(vsum);
+  }
+}
+void exp_rows_scaled_simd(int64_t rows, int64_t cols, const float* x, const float* mx,
+                          const float* scale, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const V::T vm = V::set1(mx[r]), vs = V::set1(scale[r]);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      const V::T e = exp_v(V::sub(load_n(x + r * cols + i, c), vm));
+      store_n(out + r * cols + i, V::mul(e, vs), c);
+    });
+  }
+}
+
 // ---- masked_fill ----------------------------------------------------------------------------
 void masked_fill_simd(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
                       int64_t mask_rows, float value, float* out) {
@@ -360,9 +390,9 @@ void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float ke
 }
 
 // The elementwise part of a KernelTable, filled with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                         \
-  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd,    \
-      softmax_rows_backward_simd, masked_fill_simd, layernorm_forward_simd,              \
-      layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd, sum_rows_simd,     \
-      max_rows_simd, sum_cols_simd, adamw_simd, mt19937_twist_simd, mt19937_temper_simd, \
-      bernoulli_words_simd
+#define TG_GENERIC_TABLE_ENTRIES                                                                   \
+  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd,              \
+      softmax_rows_backward_simd, softmax_stats_rows_simd, exp_rows_scaled_simd, masked_fill_simd, \
+      layernorm_forward_simd, layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd,      \
+      sum_rows_simd, max_rows_simd, sum_cols_simd, adamw_simd, mt19937_twist_simd,                 \
+      mt19937_temper_simd, bernoulli_words_simd

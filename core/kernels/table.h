@@ -50,6 +50,8 @@ struct KernelTable {
   void (*exp)(int64_t, const float*, float*);
   void (*softmax_rows)(int64_t, int64_t, const float*, float*);
   void (*softmax_rows_backward)(int64_t, int64_t, const float*, const float*, float*);
+  void (*softmax_stats_rows)(int64_t, int64_t, const float*, float*, float*);
+  void (*exp_rows_scaled)(int64_t, int64_t, const float*, const float*, const float*, float*);
   void (*masked_fill)(int64_t, int64_t, const float*, const uint8_t*, int64_t, float, float*);
   void (*layernorm_forward)(int64_t, int64_t, const float*, const float*, const float*, float,
                             float*, float*, float*);
