@@ -206,6 +206,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
 }
 
+bool gradient_reusable(const Tensor& g) {
+  return g.defined() && g.dtype() == DType::Float32 && g.is_contiguous() && sole_owner(g);
+}
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - int64_t(shape.size());

@@ -10,7 +10,8 @@
 //   rows, cols  a 2-D view [rows, cols] of a contiguous buffer; "row" ops work along cols.
 //   n           number of elements of a flat buffer.
 // Outputs may alias their same-shaped input (out == a) for the elementwise ops, exp, gelu_forward,
-// masked_fill and softmax_rows; they may not alias anything else.
+// masked_fill and softmax_rows, and the incoming gradient for gelu_backward (dx == dout) and
+// softmax_rows_backward (dx == dy); they may not alias anything else.
 //
 // Threads: the float entries split large problems over the pool in core/threadpool.h
 // (TAPEGRAD_THREADS, tg::set_num_threads). Results are bit-identical whatever the thread count:

@@ -95,6 +95,7 @@ Tensor filled_copy(const Tensor& a, const Tensor& mask, double value) {
 // The gradient of a fill: zero where the mask replaced the input.
 Node::BackwardFn masked_fill_backward() {
   return [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+    if (gradient_reusable(g) && fill_where_kernel(*g.impl(), n.saved_tensor(0), 0.0)) return {g};
     return {filled_copy(g, n.saved_tensor(0), 0.0)};
   };
 }
