@@ -442,7 +442,7 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       // In place (out == x).
       std::vector<float> xi = x;
       k::exp_rows_scaled(rows, cols, xi.data(), mr.data(), inv.data(), xi.data());
-      CHECK(std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0);
+      CHECK((y.empty() || std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0));
     }
   });
 }
