@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/impl.h"
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -110,6 +111,29 @@ void accumulate(TensorImpl& leaf, const Tensor& g) {
   }
 }
 
+// True when nothing but `t` can see its buffer: then it may be overwritten in place.
+bool sole_owner(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& i = t.impl_ptr();
+  return i.use_count() == 1 && i->storage.use_count() == 1 && !i->grad_fn;
+}
+
+// acc += g for two gradients reaching the same node (residual branches). Adds into whichever
+// operand nobody else holds, saving a fresh buffer and its first-touch; otherwise a new sum.
+// IEEE addition commutes, so the operand order cannot change a bit.
+void add_gradient(Tensor& acc, Tensor g) {
+  if (acc.dtype() == DType::Float32 && g.dtype() == DType::Float32 && acc.shape() == g.shape() &&
+      acc.is_contiguous() && g.is_contiguous()) {
+    Tensor* dst = sole_owner(acc) ? &acc : sole_owner(g) ? &g : nullptr;
+    if (dst) {
+      float* d = dst->data<float>();
+      kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(), d);
+      if (dst != &acc) acc = std::move(g);
+      return;
+    }
+  }
+  acc = acc + g;
+}
+
 struct BySeq {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
     return a->seq < b->seq;  // max-heap: latest op first
@@ -172,7 +196,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (e.leaf) {
         accumulate(*e.leaf, grads[i]);
       } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
-        p->second = p->second + grads[i];
+        add_gradient(p->second, std::move(grads[i]));
       } else {
         pending.emplace(e.fn.get(), grads[i]);
         ready.push(e.fn);
@@ -180,6 +204,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     }
     if (!retain_graph) node->release();
   }
+}
+
+bool gradient_reusable(const Tensor& g) {
+  return g.defined() && g.dtype() == DType::Float32 && g.is_contiguous() && sole_owner(g);
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

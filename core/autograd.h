@@ -78,6 +78,11 @@ std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs
 // The engine behind Tensor::backward.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
+// True when a backward may write its result into `grad_output`'s own buffer: a contiguous
+// float32 tensor that nothing else holds (no other handle, view or saved tensor), as the engine
+// passes a gradient that only this node receives. Saves a fresh buffer per elementwise backward.
+bool gradient_reusable(const Tensor& grad_output);
+
 // Reduces a broadcast gradient back to the shape of the input it flowed from.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 

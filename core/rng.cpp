@@ -4,6 +4,8 @@
 // Not here: see rng.h (baseline kernels, MKL paths, half types, thread safety).
 #include "core/rng.h"
 
+#include "core/kernels/kernels.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -58,16 +60,27 @@ void Generator::manual_seed(uint64_t seed) {
 }
 
 void Generator::twist() {
-  constexpr int kM = 397;
-  auto mix = [](uint32_t u, uint32_t v) {
-    const uint32_t y = (u & 0x80000000u) | (v & 0x7FFFFFFFu);
-    return (y >> 1) ^ ((v & 1u) ? 0x9908B0DFu : 0u);
-  };
-  for (int i = 0; i < kN; ++i) {
-    state_[i] = state_[(i + kM) % kN] ^ mix(state_[i], state_[(i + 1) % kN]);
-  }
+  kernels::mt19937_twist(state_.data());  // the vector paths vectorize the 624-word update
   left_ = kN;
   next_ = 0;
+}
+
+void Generator::random_block(uint32_t* out, int64_t n) {
+  while (n > 0) {
+    // random() twists when --left_ reaches 0 and leaves left_ = kN after the first word, so
+    // left_ - 1 words remain from next_; right after a twist all kN do (left_ = kN + 1, which
+    // the take below brings back into 1..kN).
+    if (left_ == 1) {
+      twist();
+      left_ = kN + 1;
+    }
+    const int64_t take = std::min<int64_t>(n, left_ - 1);
+    kernels::mt19937_temper(take, state_.data() + next_, out);
+    next_ += static_cast<uint32_t>(take);
+    left_ -= static_cast<int32_t>(take);
+    out += take;
+    n -= take;
+  }
 }
 
 std::vector<int64_t> Generator::randperm(int64_t n) {
@@ -373,9 +386,26 @@ void check_probability(const char* fn, int64_t n, double p) {
 }
 }  // namespace
 
+namespace {
+// out[i] = (U53(W64()) < p ? 1 : 0) * scale for n elements, drawn in blocks of words.
+// U53 = r * 2^-53 is exact, so U53 < p  <=>  r < p * 2^53  <=>  r < ceil(p * 2^53): one integer
+// compare per element on the words' 21 + 32 low bits.
+void bernoulli_scaled(float* out, int64_t n, double p, float scale, Generator& gen) {
+  const uint64_t limit = static_cast<uint64_t>(std::ceil(p * 0x1p53));  // <= 2^53
+  const float kept = 1.0f * scale, dropped = 0.0f * scale;  // as a separate multiply would round
+  constexpr int64_t kBlock = 2048;                          // 16 KiB of words: stays in L1
+  uint32_t w[2 * kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    gen.random_block(w, 2 * m);
+    kernels::bernoulli_words(m, w, limit, kept, dropped, out + i0);
+  }
+}
+}  // namespace
+
 void bernoulli(float* out, int64_t n, double p, Generator& gen) {
   check_probability("bernoulli", n, p);
-  for (int64_t i = 0; i < n; ++i) out[i] = u53(gen.random64()) < p ? 1.0f : 0.0f;
+  bernoulli_scaled(out, n, p, 1.0f, gen);
 }
 
 void dropout_mask(float* mask, int64_t n, double p, Generator& gen) {
@@ -385,10 +415,9 @@ void dropout_mask(float* mask, int64_t n, double p, Generator& gen) {
     return;
   }
   const double keep = 1.0 - p;  // in double, as Python computes 1-p
-  bernoulli(mask, n, keep, gen);
-  // noise.div_(1-p) on a float tensor: the scalar becomes a float first.
-  const float scale = 1.0f / static_cast<float>(keep);
-  for (int64_t i = 0; i < n; ++i) mask[i] = mask[i] * scale;
+  // bernoulli(keep), then noise.div_(1-p) on a float tensor (the scalar becomes a float first),
+  // fused into one pass.
+  bernoulli_scaled(mask, n, keep, 1.0f / static_cast<float>(keep), gen);
 }
 
 // ---------------------------------------------------------------------------------------------

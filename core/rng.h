@@ -45,6 +45,9 @@ class Generator {
     const uint64_t hi = random();
     return (hi << 32) | random();
   }
+  // The next n words of random(), in order, into out: the same stream and the same position
+  // afterwards as n calls, without the per-word branch, so bulk draws vectorize.
+  void random_block(uint32_t* out, int64_t n);
 
   // torch.randperm(n): n-1 words, Fisher-Yates from the front with modulo bias (§5).
   std::vector<int64_t> randperm(int64_t n);

@@ -11,6 +11,7 @@
 #include "core/ops.h"
 #include "core/ops/common.h"
 #include "core/print.h"
+#include "core/threadpool.h"
 
 namespace tg {
 
@@ -247,7 +248,19 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str
 Tensor empty(const Shape& shape, DType dtype) { return Tensor(new_impl(shape, dtype)); }
 Tensor zeros(const Shape& shape, DType dtype) {
   auto t = new_impl(shape, dtype);
-  std::memset(t->storage->data, 0, t->storage->nbytes);
+  // Large buffers (the embedding gradient: 25-150 MB) are cleared by the pool: one thread does
+  // not saturate memory bandwidth. Pieces are disjoint, so the split cannot change anything.
+  char* p = static_cast<char*>(t->storage->data);
+  const size_t n = t->storage->nbytes;
+  constexpr size_t kPiece = size_t(1) << 20;
+  if (n < 2 * kPiece || num_threads() == 1) {
+    std::memset(p, 0, n);
+  } else {
+    parallel_for(int64_t((n + kPiece - 1) / kPiece), [&](int64_t i) {
+      const size_t lo = size_t(i) * kPiece;
+      std::memset(p + lo, 0, std::min(kPiece, n - lo));
+    });
+  }
   return Tensor(t);
 }
 Tensor full(const Shape& shape, double value, DType dtype) {

@@ -63,9 +63,10 @@ Tensor gelu_fused(const Tensor& x_in) {
   if (any_requires_grad({&x}))
     record("GeluBackward0", {x}, {x},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const bool reuse = gradient_reusable(g);
              const Tensor gc = g.contiguous();
              const Tensor& xs = n.saved_tensor(0);
-             Tensor dx = empty(xs.shape());
+             Tensor dx = reuse ? gc : empty(xs.shape());  // dx may alias dout
              kernels::gelu_backward(xs.numel(), xs.data<float>(), gc.data<float>(),
                                     dx.data<float>());
              return {dx};

@@ -456,6 +456,44 @@ TEST_CASE("softmax forward/backward match the reference; all -inf rows give NaN"
   });
 }
 
+TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softmax_rows") {
+  std::mt19937 g(19);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      INFO("cols=" << cols);
+      const int64_t rows = 4;
+      std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
+      if (cols > 0) {
+        for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;     // all -inf
+        for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;  // some -inf
+      }
+      std::vector<float> m(rows), s(rows), mr(rows), sr(rows);
+      k::softmax_stats_rows(rows, cols, x.data(), m.data(), s.data());
+      k::softmax_stats_rows_ref(rows, cols, x.data(), mr.data(), sr.data());
+      CHECK(m == mr);  // a max is exact
+      std::vector<double> tol(rows);
+      for (int64_t r = 0; r < rows; ++r) tol[r] = 4.0 * (cols + 4) * FLT_EPSILON * std::fabs(sr[r]);
+      check_close(s, sr, tol, "softmax_stats sum");
+      CHECK(std::isnan(s[1]));
+      // exp(x - m) / s is the softmax, up to rounding.
+      std::vector<float> inv(rows), y(rows * cols), yr(rows * cols), sm(rows * cols);
+      for (int64_t r = 0; r < rows; ++r) inv[r] = 1.f / sr[r];
+      k::exp_rows_scaled(rows, cols, x.data(), mr.data(), inv.data(), y.data());
+      k::exp_rows_scaled_ref(rows, cols, x.data(), mr.data(), inv.data(), yr.data());
+      k::softmax_rows_ref(rows, cols, x.data(), sm.data());
+      std::vector<double> t2(y.size());
+      for (size_t i = 0; i < t2.size(); ++i) t2[i] = 4.0 * (cols + 4) * FLT_EPSILON * yr[i];
+      check_close(y, yr, t2, "exp_rows_scaled");
+      check_close(y, sm, t2, "exp_rows_scaled vs softmax");
+      // In place (out == x).
+      std::vector<float> xi = x;
+      k::exp_rows_scaled(rows, cols, xi.data(), mr.data(), inv.data(), xi.data());
+      CHECK((y.empty() || std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0));
+    }
+  });
+}
+
 TEST_CASE("masked_fill matches the reference, full and broadcast masks") {
   std::mt19937 g(17);
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -589,4 +627,42 @@ TEST_CASE("float64 entries run the reference") {
   double y[4];
   k::softmax_rows(1, 4, a, y);
   CHECK(std::fabs(y[0] + y[1] + y[2] + y[3] - 1.0) < 1e-15);
+}
+
+TEST_CASE("mt19937 twist/temper and bernoulli_words are bit-identical to the reference") {
+  std::mt19937 g(29);
+  for_each_isa([&](const std::string&) {
+    // The twist against std::mt19937 itself: twist the seeded state, temper, compare the stream.
+    std::mt19937 ref(5489u);
+    uint32_t s[624];
+    s[0] = 5489u;
+    for (uint32_t i = 1; i < 624; ++i) s[i] = 1812433253u * (s[i - 1] ^ (s[i - 1] >> 30)) + i;
+    bool same = true;
+    for (int round = 0; round < 3; ++round) {
+      uint32_t s_ref[624];
+      std::memcpy(s_ref, s, sizeof s);
+      k::mt19937_twist(s);
+      k::mt19937_twist_ref(s_ref);
+      same = same && std::memcmp(s, s_ref, sizeof s) == 0;
+      uint32_t out[624];
+      k::mt19937_temper(624, s, out);
+      for (uint32_t w : out) same = same && w == ref();
+    }
+    CHECK(same);
+    // Bernoulli over random words; limits at the edges of the 53-bit range and at a word split.
+    for (int64_t n :
+         {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(17), int64_t(1000)}) {
+      std::vector<uint32_t> w(static_cast<size_t>(2 * n));
+      for (auto& x : w) x = g();
+      if (n > 3) w[2] = 0x7FFFFu, w[3] = 0x1234u;  // hi half equal to a limit's below
+      for (uint64_t limit : {uint64_t(0), uint64_t(1), (uint64_t(0x7FFFF) << 32) | 0x1234u,
+                             (uint64_t(0x7FFFF) << 32) | 0x1235u, uint64_t(1) << 52,
+                             (uint64_t(1) << 53) - 1, uint64_t(1) << 53}) {
+        std::vector<float> o(static_cast<size_t>(n)), r(static_cast<size_t>(n));
+        k::bernoulli_words(n, w.data(), limit, 1.25f, -0.5f, o.data());
+        k::bernoulli_words_ref(n, w.data(), limit, 1.25f, -0.5f, r.data());
+        CHECK_MESSAGE(o == r, "n " << n << " limit " << limit);
+      }
+    }
+  });
 }

@@ -437,6 +437,52 @@ TEST_CASE("the engine is std::mt19937 on seed mod 2^32, across several twists") 
   CHECK(fresh.random() == ref());
 }
 
+TEST_CASE("random_block: the same words and the same position as calls to random()") {
+  // Starting offsets around a twist boundary, lengths spanning several twists.
+  for (int skip : {0, 1, 2, 622, 623, 624, 625, 1000}) {
+    for (int n : {0, 1, 5, 623, 624, 625, 1248, 3001}) {
+      tg::Generator a(99), b(99);
+      for (int i = 0; i < skip; ++i) (void)a.random(), (void)b.random();
+      std::vector<uint32_t> got(static_cast<size_t>(n));
+      a.random_block(got.data(), n);
+      bool same = true;
+      for (int i = 0; i < n; ++i) same = same && got[static_cast<size_t>(i)] == b.random();
+      CHECK_MESSAGE(same, "skip " << skip << " n " << n);
+      CHECK_MESSAGE(a.get_state() == b.get_state(), "skip " << skip << " n " << n);
+      CHECK(a.random() == b.random());
+    }
+  }
+}
+
+TEST_CASE("bernoulli and dropout_mask match the per-element definition") {
+  // U53(W64()) < p per element; p values whose p * 2^53 is and is not an integer.
+  for (double p : {0.9, 0.5, 1.0 / 3.0, 1e-20, 1.0 - 0x1p-53, 0.0, 1.0}) {
+    for (int64_t n : {1, 7, 511, 512, 513, 2000}) {
+      tg::Generator a(5), b(5);
+      (void)a.random(), (void)b.random();  // an odd offset: W64 straddles twists
+      std::vector<float> got(static_cast<size_t>(n));
+      tg::bernoulli(got.data(), n, p, a);
+      bool same = true;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t r = b.random64() & ((uint64_t{1} << 53) - 1);
+        same = same &&
+               got[static_cast<size_t>(i)] == (static_cast<double>(r) * 0x1p-53 < p ? 1.f : 0.f);
+      }
+      CHECK_MESSAGE(same, "p " << p << " n " << n);
+      CHECK(a.get_state() == b.get_state());
+    }
+  }
+  tg::Generator a(8), b(8);
+  std::vector<float> mask(1000);
+  tg::dropout_mask(mask.data(), 1000, 0.1, a);
+  const float scale = 1.0f / static_cast<float>(1.0 - 0.1);
+  for (size_t i = 0; i < mask.size(); ++i) {
+    const uint64_t r = b.random64() & ((uint64_t{1} << 53) - 1);
+    const float keep = static_cast<double>(r) * 0x1p-53 < 0.9 ? 1.f : 0.f;
+    CHECK(bits(mask[i]) == bits(keep * scale));
+  }
+}
+
 TEST_CASE("get_state / set_state round trip: position and normal cache") {
   tg::Generator g(77);
   float v[7];

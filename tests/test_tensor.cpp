@@ -9,6 +9,7 @@
 #include "core/impl.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
+#include "core/rng.h"
 
 using namespace tg;
 
@@ -375,4 +376,27 @@ TEST_CASE("errors name the op and the shapes") {
         }) ==
         "linear: input of shape [2, 3] does not match weight of shape [4, 5] (expected the last "
         "dim to be 5)");
+}
+
+// Backward functions may write into the incoming gradient's buffer when nothing else holds it
+// (gradient_reusable). Gradients shared between branches (an add passes one tensor to both
+// inputs) or read twice must be left alone: the float32 graph, where reuse happens, must agree
+// with the same graph in float64, where it never does.
+TEST_CASE("backward: reusing gradient buffers keeps shared gradients intact") {
+  auto run = [](DType dt) {
+    manual_seed(7);
+    Tensor x = randn({2, 3, 4, 4}).to(dt);
+    x.requires_grad_();
+    const Tensor c = rand({2, 3, 4, 4}).to(dt), upper = triu(ones({4, 4}), 1).to(DType::Bool);
+    Tensor a = x * c;  // used by three consumers below
+    Tensor s = softmax(a.masked_fill(upper, -std::numeric_limits<double>::infinity()) / 2.0, -1);
+    Tensor b = s * c;  // one gradient wanted: may reuse
+    Tensor h = b + a;  // the same gradient goes to both inputs
+    Tensor loss = ((h * c) + (a * 3.0)).sum();
+    loss.backward();
+    return x.grad().to(DType::Float64).to_vector<double>();
+  };
+  const std::vector<double> g32 = run(DType::Float32), g64 = run(DType::Float64);
+  REQUIRE(g32.size() == g64.size());
+  for (size_t i = 0; i < g32.size(); ++i) CHECK(g32[i] == doctest::Approx(g64[i]).epsilon(1e-5));
 }

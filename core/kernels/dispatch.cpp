@@ -130,6 +130,19 @@ void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const flo
     t.softmax_rows_backward(hi - lo, cols, y + lo * cols, dy + lo * cols, dx + lo * cols);
   });
 }
+void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+  const KernelTable& t = active_table();
+  split(rows, min_rows(cols), 1, [&](int64_t lo, int64_t hi) {
+    t.softmax_stats_rows(hi - lo, cols, x + lo * cols, mx + lo, sum + lo);
+  });
+}
+void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
+                     const float* scale, float* out) {
+  const KernelTable& t = active_table();
+  split(rows, min_rows(cols), 1, [&](int64_t lo, int64_t hi) {
+    t.exp_rows_scaled(hi - lo, cols, x + lo * cols, mx + lo, scale + lo, out + lo * cols);
+  });
+}
 void masked_fill(int64_t rows, int64_t cols, const float* x, const uint8_t* mask, int64_t mask_rows,
                  float value, float* out) {
   const KernelTable& t = active_table();
@@ -189,6 +202,16 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
   split(n, kMinPerTask, 64, [&](int64_t lo, int64_t hi) {
     t.adamw(hi - lo, p + lo, g + lo, m + lo, v + lo, lr, beta1, beta2, eps, weight_decay, step);
   });
+}
+
+// The generator's kernels stay on the calling thread: its draws are sequential.
+void mt19937_twist(uint32_t* state) { active_table().mt19937_twist(state); }
+void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out) {
+  active_table().mt19937_temper(n, in, out);
+}
+void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                     float* out) {
+  active_table().bernoulli_words(n, w, limit, kept, dropped, out);
 }
 
 }  // namespace tg::kernels

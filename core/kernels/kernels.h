@@ -10,7 +10,8 @@
 //   rows, cols  a 2-D view [rows, cols] of a contiguous buffer; "row" ops work along cols.
 //   n           number of elements of a flat buffer.
 // Outputs may alias their same-shaped input (out == a) for the elementwise ops, exp, gelu_forward,
-// masked_fill and softmax_rows; they may not alias anything else.
+// masked_fill and softmax_rows, and the incoming gradient for gelu_backward (dx == dout) and
+// softmax_rows_backward (dx == dy); they may not alias anything else.
 //
 // Threads: the float entries split large problems over the pool in core/threadpool.h
 // (TAPEGRAD_THREADS, tg::set_num_threads). Results are bit-identical whatever the thread count:
@@ -66,6 +67,15 @@ void softmax_rows(int64_t rows, int64_t cols, const float* x, float* y);
 // From the saved output y: dx[r, :] = y[r, :] ⊙ (dy[r, :] - <y[r, :], dy[r, :]>). Overwrites dx.
 void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const float* dy, float* dx);
 
+// ---- softmax statistics, for cross-entropy
+// ------------------------------------------------------- mx[r] = max_c x[r, c] and sum[r] = sum_c
+// exp(x[r, c] - mx[r]): softmax_rows' first two passes without storing the exponentials (an all
+// -inf row gives mx = -inf and sum = NaN).
+void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
+// out[r, c] = exp(x[r, c] - mx[r]) * scale[r], with softmax_rows' exp. out may alias x.
+void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
+                     const float* scale, float* out);
+
 // ---- masked_fill --------------------------------------------------------------------------------
 // x, out are [rows, cols]; mask is [mask_rows, cols] and row r uses mask row r % mask_rows, so a
 // (T, T) causal mask broadcasts over (B, H, T, T) with mask_rows = T.
@@ -105,6 +115,18 @@ void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
 void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
            float beta2, float eps, float weight_decay, int64_t step);
 
+// ---- MT19937 and Bernoulli draws (the bulk paths of core/rng.cpp) -------------------------------
+// Integer kernels, so every path gives the same bits; they run on the calling thread (a generator
+// is sequential). The vector paths are the scalar loops, vectorized by the compiler per ISA.
+// One generation step of std::mt19937 over its 624-word state, in place.
+void mt19937_twist(uint32_t* state);
+// out[i] = MT19937's tempering of in[i]; out may alias in.
+void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out);
+// Element i reads the W64 draw (w[2i] << 32 | w[2i+1]) and keeps its low 53 bits r:
+// out[i] = r < limit ? kept : dropped. With limit = ceil(p * 2^53) that is U53 < p (rng.h §4).
+void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                     float* out);
+
 // ---- scalar references (same signatures) --------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
@@ -122,6 +144,9 @@ void exp_ref(int64_t n, const float* x, float* y);
 void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y);
 void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
                                float* dx);
+void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
+void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
+                         const float* scale, float* out);
 void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
                      int64_t mask_rows, float value, float* out);
 void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
@@ -136,6 +161,10 @@ void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
                float beta2, float eps, float weight_decay, int64_t step);
+void mt19937_twist_ref(uint32_t* state);
+void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out);
+void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                         float* out);
 
 // ---- float64: always the reference path
 // ----------------------------------------------------------
@@ -147,6 +176,9 @@ void exp(int64_t n, const double* x, double* y);
 void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y);
 void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
                            double* dx);
+void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum);
+void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
+                     const double* scale, double* out);
 void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
                  int64_t mask_rows, double value, double* out);
 void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,

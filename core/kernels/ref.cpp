@@ -88,6 +88,26 @@ void softmax_rows_t(int64_t rows, int64_t cols, const T* x, T* y) {
     for (int64_t c = 0; c < cols; ++c) yr[c] /= sum;
   }
 }
+// softmax_rows' max and sum, nothing stored (cross-entropy keeps the logits instead).
+template <class T>
+void softmax_stats_rows_t(int64_t rows, int64_t cols, const T* x, T* mx, T* sum) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+    T s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
+    mx[r] = m;
+    sum[r] = m == -std::numeric_limits<T>::infinity() ? std::numeric_limits<T>::quiet_NaN() : s;
+  }
+}
+template <class T>
+void exp_rows_scaled_t(int64_t rows, int64_t cols, const T* x, const T* mx, const T* scale,
+                       T* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = std::exp(x[r * cols + c] - mx[r]) * scale[r];
+}
 // y = softmax(x) so dL/dx_i = y_i (dy_i - sum_j y_j dy_j).
 template <class T>
 void softmax_rows_backward_t(int64_t rows, int64_t cols, const T* y, const T* dy, T* dx) {
@@ -275,6 +295,13 @@ void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const
                                float* dx) {
   softmax_rows_backward_t(rows, cols, y, dy, dx);
 }
+void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+  softmax_stats_rows_t(rows, cols, x, mx, sum);
+}
+void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
+                         const float* scale, float* out) {
+  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
+}
 void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
                      int64_t mask_rows, float value, float* out) {
   masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
@@ -343,6 +370,13 @@ void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const do
                            double* dx) {
   softmax_rows_backward_t(rows, cols, y, dy, dx);
 }
+void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum) {
+  softmax_stats_rows_t(rows, cols, x, mx, sum);
+}
+void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
+                     const double* scale, double* out) {
+  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
+}
 void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
                  int64_t mask_rows, double value, double* out) {
   masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
@@ -370,6 +404,32 @@ void sum_cols(int64_t rows, int64_t cols, const double* x, double* out) {
   sum_cols_t(rows, cols, x, out);
 }
 
+// ---- MT19937 and Bernoulli draws, as defined (std::mt19937; rng.h §4) ------------------------
+void mt19937_twist_ref(uint32_t* s) {
+  constexpr int N = 624, M = 397;
+  for (int i = 0; i < N; ++i) {
+    const uint32_t y = (s[i] & 0x80000000u) | (s[(i + 1) % N] & 0x7FFFFFFFu);
+    s[i] = s[(i + M) % N] ^ (y >> 1) ^ ((y & 1u) ? 0x9908B0DFu : 0u);
+  }
+}
+void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t y = in[i];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    y ^= y >> 18;
+    out[i] = y;
+  }
+}
+void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                         float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = ((uint64_t{w[2 * i]} << 32) | w[2 * i + 1]) & ((uint64_t{1} << 53) - 1);
+    out[i] = r < limit ? kept : dropped;
+  }
+}
+
 // ---- the scalar table -------------------------------------------------------------------------
 // Block sizes only matter for cache reuse here; kc small enough to make KC+1 tests cheap.
 extern const KernelTable kScalarTable = {
@@ -385,6 +445,8 @@ extern const KernelTable kScalarTable = {
     exp_ref,
     softmax_rows_ref,
     softmax_rows_backward_ref,
+    softmax_stats_rows_ref,
+    exp_rows_scaled_ref,
     masked_fill_ref,
     layernorm_forward_ref,
     layernorm_backward_ref,
@@ -394,6 +456,9 @@ extern const KernelTable kScalarTable = {
     max_rows_ref,
     sum_cols_ref,
     adamw_ref,
+    mt19937_twist_ref,
+    mt19937_temper_ref,
+    bernoulli_words_ref,
     mul_add_probe_ref,
 };
 

@@ -108,7 +108,12 @@ void binary_scalar_simd(BinOp op, int64_t n, const float* a, float s, float* out
 // and n = 128 does not overflow early. Max relative error 2e-7 (tested against std::exp).
 inline V::T exp_v(V::T x) {
   const V::T lo = V::set1(-104.f), hi = V::set1(89.f);  // beyond these, 0 and +inf
-  x = V::max(lo, V::min(hi, x));                        // x second: NaN stays NaN
+  // Lanes below lo (masked attention scores are -inf) give 0 outright: computed from lo, their
+  // 2^n scaling would run through denormals, which cost a microcode assist per instruction on
+  // x86 (softmax over a causal mask ran ~8x slower). exp(lo) rounds to 0 as well.
+  const V::M under = V::lt(x, lo);  // false for NaN
+  x = V::max(lo, V::min(hi, x));    // x second: NaN stays NaN
+  x = V::select(under, V::set1(0.f), x);
   const V::T n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
   V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
   r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
@@ -119,7 +124,7 @@ inline V::T exp_v(V::T x) {
   p = V::fma(p, r, V::set1(1.6666665459e-1f));
   p = V::fma(p, r, V::set1(5.0000001201e-1f));
   const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
-  return V::ldexp_int(y, n);
+  return V::select(under, V::set1(0.f), V::ldexp_int(y, n));
 }
 void exp_simd(int64_t n, const float* x, float* y) {
   for_each_vec(n, [&](int64_t i, int64_t c) { store_n(y + i, exp_v(load_n(x + i, c)), c); });
@@ -164,6 +169,36 @@ void softmax_rows_backward_simd(int64_t rows, int64_t cols, const float* y, cons
     const V::T dot = V::set1(V::hsum(vdot));
     for_each_vec(cols, [&](int64_t i, int64_t c) {
       store_n(dx + r * cols + i, V::mul(load_n(yr + i, c), V::sub(load_n(dyr + i, c), dot)), c);
+    });
+  }
+}
+
+// ---- softmax statistics (cross-entropy) ------------------------------------------------------
+// softmax_rows' max and exp-sum passes, the same vector arithmetic, nothing stored.
+void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    V::T vmax = V::set1(ninf);
+    for_each_vec(cols, [&](int64_t i, int64_t c) { vmax = V::max(vmax, load_n(xr + i, c, ninf)); });
+    const float m = V::hmax(vmax);
+    const V::T vm = V::set1(m);
+    V::T vsum = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      vsum = V::add(vsum, exp_v(V::sub(load_n(xr + i, c, ninf), vm)));  // padding adds 0
+    });
+    mx[r] = m;
+    // exp(-inf - -inf) is NaN; an empty row's padding would hide that, so say it explicitly.
+    sum[r] = m == ninf ? std::numeric_limits<float>::quiet_NaN() : V::hsum(vsum);
+  }
+}
+void exp_rows_scaled_simd(int64_t rows, int64_t cols, const float* x, const float* mx,
+                          const float* scale, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const V::T vm = V::set1(mx[r]), vs = V::set1(scale[r]);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      const V::T e = exp_v(V::sub(load_n(x + r * cols + i, c), vm));
+      store_n(out + r * cols + i, V::mul(e, vs), c);
     });
   }
 }
@@ -319,9 +354,45 @@ void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float l
   });
 }
 
+// ---- MT19937 and Bernoulli draws ------------------------------------------------------------
+// Plain integer loops (no V): the compiler vectorizes them with this ISA's flags.
+inline uint32_t mt_mix(uint32_t u, uint32_t v) {
+  const uint32_t y = (u & 0x80000000u) | (v & 0x7FFFFFFFu);
+  return (y >> 1) ^ ((0u - (v & 1u)) & 0x9908B0DFu);  // branch-free
+}
+// s[i] = s[(i + 397) % 624] ^ mix(s[i], s[(i + 1) % 624]) in order, cut where the indices wrap:
+// each loop then reads only words already final for this step (old ones in the first, words
+// written >= 227 iterations earlier in the second), so its iterations are independent.
+void mt19937_twist_simd(uint32_t* s) {
+  constexpr int N = 624, M = 397;
+  for (int i = 0; i < N - M; ++i) s[i] = s[i + M] ^ mt_mix(s[i], s[i + 1]);
+  for (int i = N - M; i < N - 1; ++i) s[i] = s[i + M - N] ^ mt_mix(s[i], s[i + 1]);
+  s[N - 1] = s[M - 1] ^ mt_mix(s[N - 1], s[0]);
+}
+void mt19937_temper_simd(int64_t n, const uint32_t* in, uint32_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t y = in[i];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9D2C5680u;
+    y ^= (y << 15) & 0xEFC60000u;
+    out[i] = y ^ (y >> 18);
+  }
+}
+// r < limit compared on 32-bit halves (limit <= 2^53), which every ISA vectorizes.
+void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
+                          float* out) {
+  const uint32_t lim_hi = static_cast<uint32_t>(limit >> 32), lim_lo = static_cast<uint32_t>(limit);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t hi = w[2 * i] & 0x1FFFFFu, lo = w[2 * i + 1];
+    const bool keep = (hi < lim_hi) | ((hi == lim_hi) & (lo < lim_lo));
+    out[i] = keep ? kept : dropped;
+  }
+}
+
 // The elementwise part of a KernelTable, filled with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                      \
-  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd, \
-      softmax_rows_backward_simd, masked_fill_simd, layernorm_forward_simd,           \
-      layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd, sum_rows_simd,  \
-      max_rows_simd, sum_cols_simd, adamw_simd
+#define TG_GENERIC_TABLE_ENTRIES                                                                   \
+  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd,              \
+      softmax_rows_backward_simd, softmax_stats_rows_simd, exp_rows_scaled_simd, masked_fill_simd, \
+      layernorm_forward_simd, layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd,      \
+      sum_rows_simd, max_rows_simd, sum_cols_simd, adamw_simd, mt19937_twist_simd,                 \
+      mt19937_temper_simd, bernoulli_words_simd

@@ -50,6 +50,8 @@ struct KernelTable {
   void (*exp)(int64_t, const float*, float*);
   void (*softmax_rows)(int64_t, int64_t, const float*, float*);
   void (*softmax_rows_backward)(int64_t, int64_t, const float*, const float*, float*);
+  void (*softmax_stats_rows)(int64_t, int64_t, const float*, float*, float*);
+  void (*exp_rows_scaled)(int64_t, int64_t, const float*, const float*, const float*, float*);
   void (*masked_fill)(int64_t, int64_t, const float*, const uint8_t*, int64_t, float, float*);
   void (*layernorm_forward)(int64_t, int64_t, const float*, const float*, const float*, float,
                             float*, float*, float*);
@@ -62,6 +64,9 @@ struct KernelTable {
   void (*sum_cols)(int64_t, int64_t, const float*, float*);
   void (*adamw)(int64_t, float*, const float*, float*, float*, float, float, float, float, float,
                 int64_t);
+  void (*mt19937_twist)(uint32_t*);
+  void (*mt19937_temper)(int64_t, const uint32_t*, uint32_t*);
+  void (*bernoulli_words)(int64_t, const uint32_t*, uint64_t, float, float, float*);
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
   // ISA's FMA units (the machine's peak) and returns the flops executed.
   double (*fma_probe)(int64_t iters);

@@ -157,6 +157,22 @@ Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& 
   });
 }
 
+// g = g op y in g's own buffer, when the engine allows it (gradient_reusable) and y is float32 of
+// g's shape or a single value broadcast to it: the same IEEE operation per element as g op y.
+bool op_into_gradient(kernels::BinOp op, const Tensor& g, const Tensor& y) {
+  if (!gradient_reusable(g) || y.dtype() != DType::Float32) return false;
+  float* pg = g.data<float>();
+  if (y.shape() == g.shape() && y.is_contiguous()) {
+    kernels::binary(op, g.numel(), pg, y.data<float>(), pg);
+    return true;
+  }
+  if (y.numel() == 1 && y.dim() <= g.dim()) {
+    kernels::binary_scalar(op, g.numel(), pg, *y.data<float>(), pg);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // --- add / sub: the gradient passes through, summed back over broadcast dims ---
@@ -190,6 +206,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     record("MulBackward0", {a, b}, {a, b},
            [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+             // One gradient wanted (dropout: the mask needs none): it may take g's buffer.
+             if (n.needs(0) != n.needs(1) && g.shape() == (n.needs(0) ? sa : sb) &&
+                 op_into_gradient(kernels::BinOp::mul, g, n.needs(0) ? y : x))
+               return {n.needs(0) ? g : Tensor(), n.needs(1) ? g : Tensor()};
              return {n.needs(0) ? sum_to(g * y, sa) : Tensor(),
                      n.needs(1) ? sum_to(g * x, sb) : Tensor()};
            },
@@ -204,6 +224,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
     record("DivBackward0", {a, b}, {a, b},
            [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+             if (n.needs(0) && !n.needs(1) && g.shape() == sa &&
+                 op_into_gradient(kernels::BinOp::div, g, y))
+               return {g, Tensor()};
              return {n.needs(0) ? sum_to(g / y, sa) : Tensor(),
                      n.needs(1) ? sum_to(neg(g * x) / (y * y), sb) : Tensor()};
            },

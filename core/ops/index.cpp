@@ -32,9 +32,14 @@ void check_value(const char* op, const Tensor& a, double value) {
 }
 
 // The kernel's layout: dst contiguous, and the mask a contiguous block over dst's trailing dims,
-// repeated over the leading ones (a (T, T) causal mask over (B, H, T, T) scores).
-bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value) {
+// repeated over the leading ones (a (T, T) causal mask over (B, H, T, T) scores). Reads src (a
+// contiguous tensor of dst's shape and dtype) when given, so a copy and its fill are one pass.
+bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value,
+                       const TensorImpl* src = nullptr) {
   if (!is_floating(dst.dtype) || dst.strides != contiguous_strides(dst.shape) || dst.shape.empty())
+    return false;
+  if (src && (src->dtype != dst.dtype || src->shape != dst.shape ||
+              src->strides != contiguous_strides(src->shape)))
     return false;
   const Tensor m = mask.contiguous();  // a sliced causal mask is small: copying it is cheap
   if (m.numel() == 0) return false;
@@ -52,7 +57,8 @@ bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value) {
     using T = decltype(z);
     if constexpr (std::is_floating_point_v<T>) {
       T* p = reinterpret_cast<T*>(dst.bytes());
-      kernels::masked_fill(rows, cols, p, pm, mask_rows, T(value), p);
+      const T* x = src ? reinterpret_cast<const T*>(src->bytes()) : p;
+      kernels::masked_fill(rows, cols, x, pm, mask_rows, T(value), p);
     }
   });
   return true;
@@ -75,12 +81,22 @@ void fill_where(TensorImpl& dst, const Tensor& mask, double value) {
   });
 }
 
+// out = mask ? value : a as a fresh tensor: one pass through the kernel when the layouts allow.
+Tensor filled_copy(const Tensor& a, const Tensor& mask, double value) {
+  if (a.is_contiguous()) {
+    Tensor out = empty(a.shape(), a.dtype());
+    if (fill_where_kernel(*out.impl(), mask, value, a.impl())) return out;
+  }
+  Tensor out = wrap(detail::materialize(*a.impl(), a.dtype()));
+  fill_where(*out.impl(), mask, value);
+  return out;
+}
+
 // The gradient of a fill: zero where the mask replaced the input.
 Node::BackwardFn masked_fill_backward() {
   return [](Node& n, const Tensor& g) -> std::vector<Tensor> {
-    Tensor out = g.contiguous().clone();
-    fill_where(*out.impl(), n.saved_tensor(0), 0.0);
-    return {out};
+    if (gradient_reusable(g) && fill_where_kernel(*g.impl(), n.saved_tensor(0), 0.0)) return {g};
+    return {filled_copy(g, n.saved_tensor(0), 0.0)};
   };
 }
 
@@ -90,8 +106,7 @@ Node::BackwardFn masked_fill_backward() {
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const Tensor m = check_mask("masked_fill", a, mask);
   check_value("masked_fill", a, value);
-  Tensor out = wrap(detail::materialize(*a.impl(), a.dtype()));
-  fill_where(*out.impl(), m, value);
+  Tensor out = filled_copy(a, m, value);
   if (any_requires_grad({&a}))
     record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&out});
   return out;

@@ -89,7 +89,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   full.push_back(a2.shape()[a2.dim() - 2]);
   full.push_back(b2.shape().back());
-  Tensor out2 = zeros(full, a.dtype());
+  // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed
+  Tensor out2 = empty(full, a.dtype());
   batched_gemm(a2, b2, out2, false);
 
   Shape out_shape = full;  // drop the dims that 1-D operands added
@@ -141,7 +142,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape out_shape = x.shape();
   out_shape.back() = outf;
   Tensor y2 = b.defined() ? b.detach().expand({x2.shape()[0], outf}).contiguous()
-                          : zeros({x2.shape()[0], outf}, x.dtype());
+                          : empty({x2.shape()[0], outf}, x.dtype());  // beta = 0 below
   batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
   Tensor y = y2.view(out_shape);
   y.impl()->is_view = false;

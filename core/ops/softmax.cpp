@@ -3,6 +3,7 @@
 // plain row case (inner = 1) and no op copies to move the dim last.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
@@ -87,8 +88,9 @@ Tensor softmax(const Tensor& a, int64_t dim) {
            [dim](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& y = n.saved_tensor(0);
              if (detail::wrap_dim("softmax", dim, y.dim()) == y.dim() - 1 && y.dim() > 0) {
+               const bool reuse = gradient_reusable(g) && y.dtype() == g.dtype();
                const Tensor gc = g.contiguous();
-               Tensor dx = empty(y.shape(), y.dtype());
+               Tensor dx = reuse ? gc : empty(y.shape(), y.dtype());  // dx may alias dy
                const int64_t cols = y.shape().back(), rows = cols ? y.numel() / cols : 0;
                detail::dispatch_float("softmax", y.dtype(), [&](auto z) {
                  using T = decltype(z);
@@ -119,11 +121,13 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 }
 
 // --- cross_entropy: mean over rows of −log softmax(logits)[row, target] ---
-//   forward:  p = softmax(logits) in one pass of the row kernel; loss = −Σ log p[t] / N. A row
-//             whose p[t] underflows takes the exact (x[t] − max) − log Σ exp(x − max) in double.
-//   backward: dlogits = (p − onehot(target)) · g / N, from the saved p
+//   forward:  per row the max m and s = Σ exp(x − m) (softmax's first two passes, nothing
+//             stored); loss = −Σ (x[t] − m − log s) / N, in double.
+//   backward: dlogits = (exp(x − m) · (g/N)/s − onehot(target) · g/N), recomputed from the saved
+//             logits in one pass.
 // Targets equal to -100 are ignored (PyTorch's default ignore_index) and not counted in N.
-// The GPT's logits (N × 50257) are its largest activation, so this op makes one pass each way.
+// The GPT's logits (N × 50257) are its largest activation: keeping them instead of the
+// probabilities saves writing and re-reading a second buffer of that size.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   detail::check_floating("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
@@ -146,41 +150,34 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
     ++count;
   }
   const Tensor x = logits.detach().contiguous();
-  Tensor probs = empty({N, C}, logits.dtype());
+  Tensor mx = empty({N}, logits.dtype()), sums = empty({N}, logits.dtype());
   Tensor loss = empty({}, logits.dtype());
   detail::dispatch_float("cross_entropy", logits.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* px = x.data<T>();
-    const T* pp = probs.data<T>();
-    kernels::softmax_rows(N, C, px, probs.data<T>());
-    const T tiny = std::is_same_v<T, float> ? T(1e-30) : T(1e-300);
+    const T *pm = mx.data<T>(), *ps = sums.data<T>();
+    kernels::softmax_stats_rows(N, C, px, mx.data<T>(), sums.data<T>());
     double total = 0;
-    for (int64_t i = 0; i < N; ++i) {
-      if (tp[i] == kIgnore) continue;
-      const T pt = pp[i * C + tp[i]];
-      if (pt >= tiny) {
-        total -= std::log(double(pt));
-        continue;
-      }
-      const T* row = px + i * C;  // rare: this row's log-sum-exp again, in double
-      double m = double(row[0]);
-      for (int64_t j = 1; j < C; ++j) m = std::max(m, double(row[j]));
-      double sum = 0;
-      for (int64_t j = 0; j < C; ++j) sum += std::exp(double(row[j]) - m);
-      total -= double(row[tp[i]]) - m - std::log(sum);
-    }
+    for (int64_t i = 0; i < N; ++i)
+      if (tp[i] != kIgnore)
+        total -= double(px[i * C + tp[i]]) - double(pm[i]) - std::log(double(ps[i]));
     *loss.data<T>() = T(total / double(count));  // no valid target: 0/0 = nan, as in PyTorch
   });
   if (any_requires_grad({&logits}))
-    record("NllLossBackward0", {logits}, {probs, t},
+    record("NllLossBackward0", {logits}, {x, mx, sums, t},
            [N, C, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor& pr = n.saved_tensor(0);
-             const int64_t* tt = n.saved_tensor(1).data<int64_t>();
-             Tensor d = empty({N, C}, pr.dtype());
+             const Tensor& xs = n.saved_tensor(0);
+             const int64_t* tt = n.saved_tensor(3).data<int64_t>();
+             Tensor d = empty({N, C}, xs.dtype());
              detail::dispatch_float("cross_entropy", d.dtype(), [&](auto z) {
                using T = decltype(z);
                const T scale = T(g.item<double>() / double(count));
-               kernels::binary_scalar(kernels::BinOp::mul, N * C, pr.data<T>(), scale, d.data<T>());
+               const T* ps = n.saved_tensor(2).data<T>();
+               std::vector<T> row_scale(size_t(N), T(0));  // ignored rows: 0
+               for (int64_t i = 0; i < N; ++i)
+                 if (tt[i] != kIgnore) row_scale[size_t(i)] = scale / ps[i];
+               kernels::exp_rows_scaled(N, C, xs.data<T>(), n.saved_tensor(1).data<T>(),
+                                        row_scale.data(), d.data<T>());
                T* pd = d.data<T>();
                for (int64_t i = 0; i < N; ++i) {
                  if (tt[i] != kIgnore) {
