@@ -101,7 +101,12 @@ double probe_peak(int threads) {
   double best = 1e30;
   for (int r = 0; r < 9; ++r) {
     const auto t0 = Clock::now();
-    tg::parallel_for(threads, [&](int64_t i) { flops[i] = t.fma_probe(iters); });
+    // A team, not parallel_for: its members run at the same time (parallel_for may hand both
+    // tasks to a thread that is already awake, which measured the 2-thread peak at ~1.3 cores).
+    tg::parallel_team(threads, [&](int tid, int, tg::Barrier& barrier) {
+      barrier.arrive_and_wait();
+      flops[size_t(tid)] = t.fma_probe(iters);
+    });
     best = std::min(best, seconds_since(t0));
   }
   double total = 0;
