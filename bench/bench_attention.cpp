@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -166,14 +167,6 @@ bool torch_available() {
   return spawn_and_wait({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
 }
 
-std::vector<int> parse_ints(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stoi(item));
-  return v;
-}
-
 std::string json_num(double v) {
   if (!std::isfinite(v)) return "null";
   std::ostringstream os;
@@ -191,6 +184,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if ((a == "--reps" || a == "--threads" || a == "--sizes") && i + 1 >= argc)
+      bench::bad_option("bench_attention", a + " needs a value");
     if (a == "--child" && i + 4 < argc)
       return run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                        std::atoi(argv[i + 4]));
@@ -198,11 +193,11 @@ int main(int argc, char** argv) {
       json = true;
     } else if (a == "--no-torch") {
       want_torch = false;
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--threads" && i + 1 < argc) {
-      threads = parse_ints(argv[++i]);
-    } else if (a == "--sizes" && i + 1 < argc) {
+    } else if (a == "--reps") {
+      reps = static_cast<int>(bench::positive_int("bench_attention", a, argv[++i], 10000));
+    } else if (a == "--threads") {
+      threads = bench::positive_ints("bench_attention", a, argv[++i]);
+    } else if (a == "--sizes") {
       sizes.clear();
       std::stringstream ss(argv[++i]);
       std::string item;
@@ -212,12 +207,20 @@ int main(int argc, char** argv) {
           std::cerr << "bench_attention: --sizes expects BxT[,BxT...], got '" << item << "'\n";
           return 2;
         }
-        sizes.emplace_back(std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1)));
+        sizes.emplace_back(
+            bench::positive_int("bench_attention", "--sizes B", item.substr(0, x), 4096),
+            bench::positive_int("bench_attention", "--sizes T", item.substr(x + 1), 65536));
       }
     } else {
-      std::cerr << "usage: bench_attention [--json] [--reps N] [--threads 1,2] "
-                   "[--sizes 8x256,2x1024] [--no-torch]\n";
-      return a == "--help" ? 0 : 2;
+      const char* usage =
+          "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] "
+          "[--no-torch]";
+      if (a == "--help") {
+        std::cout << usage << "\n";
+        return 0;
+      }
+      std::cerr << "bench_attention: unknown option '" << a << "' (" << usage << ")\n";
+      return 2;
     }
   }
   char self[4096];

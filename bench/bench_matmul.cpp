@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
@@ -170,15 +171,21 @@ std::vector<Shape> make_shapes(const Options& o) {
   return v;
 }
 
+constexpr const char* kUsage =
+    "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] "
+    "[--shapes square|gpt2|tiny|all] [--blocking MC,KC,NC]";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "bench_matmul: %s (%s)\n", what.c_str(), kUsage);
+  std::exit(2);
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_matmul: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
+      if (i + 1 >= argc) usage_error(a + " needs a value");
       return argv[++i];
     };
     if (a == "--json") {
@@ -187,31 +194,29 @@ Options parse(int argc, char** argv) {
       o.quick = true, o.reps = 3;
     } else if (a == "--isa") {
       o.isa = next();
+      const std::vector<std::string> have = k::available_isas();
+      if (std::find(have.begin(), have.end(), o.isa) == have.end()) {
+        std::string list;
+        for (const std::string& h : have) list += (list.empty() ? "" : ", ") + h;
+        usage_error("--isa " + o.isa + " is not available on this machine (it has " + list + ")");
+      }
     } else if (a == "--reps") {
-      o.reps = std::max(1, std::atoi(next().c_str()));
+      o.reps = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 10000));
     } else if (a == "--blocking") {
       long mc = 0, kc = 0, nc = 0;
       if (std::sscanf(next().c_str(), "%ld,%ld,%ld", &mc, &kc, &nc) != 3 || mc < 1 || kc < 1 ||
           nc < 1) {
-        std::fprintf(stderr, "bench_matmul: --blocking wants MC,KC,NC, e.g. 240,384,1024\n");
-        std::exit(2);
+        usage_error("--blocking wants MC,KC,NC, e.g. 240,384,1024");
       }
       k::set_sgemm_blocking_override(mc, kc, nc);
     } else if (a == "--shapes") {
       o.shapes = next();
+      if (o.shapes != "square" && o.shapes != "gpt2" && o.shapes != "tiny" && o.shapes != "all")
+        usage_error("unknown --shapes '" + o.shapes + "'");
     } else if (a == "--threads") {
-      o.threads.clear();
-      std::string s = next();
-      for (size_t p = 0; p < s.size();) {
-        const size_t q = s.find(',', p);
-        o.threads.push_back(std::max(1, std::atoi(s.substr(p, q - p).c_str())));
-        p = q == std::string::npos ? s.size() : q + 1;
-      }
+      o.threads = bench::positive_ints("bench_matmul", a, next());
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] "
-                   "[--reps N] [--shapes square|gpt2|tiny|all] [--blocking MC,KC,NC]\n");
-      std::exit(2);
+      usage_error("unknown option '" + a + "'");
     }
   }
   return o;
@@ -219,7 +224,7 @@ Options parse(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::vector<std::string> isas =
       o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
@@ -292,4 +297,13 @@ int main(int argc, char** argv) {
   }
   if (o.json) std::printf("\n]\n");
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. a bad TAPEGRAD_THREADS or TAPEGRAD_ISA
+    std::fprintf(stderr, "bench_matmul: %s\n", e.what());
+    return 1;
+  }
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_train.h"
 
@@ -97,14 +98,18 @@ int main(int argc, char** argv) {
   double mb = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if ((a == "--mb") && i + 1 >= argc) bench::bad_option("bench_tokenizer", a + " needs a value");
     if (a == "--json") {
       json = true;
     } else if (a == "--no-tiktoken") {
       use_tiktoken = false;
-    } else if (a == "--mb" && i + 1 < argc) {
-      mb = std::atof(argv[++i]);
+    } else if (a == "--mb") {
+      mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken]\n");
+      std::fprintf(stderr,
+                   "bench_tokenizer: unknown option '%s' (usage: bench_tokenizer [--json] [--mb N] "
+                   "[--no-tiktoken])\n",
+                   a.c_str());
       return 2;
     }
   }

@@ -180,6 +180,10 @@ int main(int argc, char** argv) {
         steps_124m = std::stoll(next());
       } else if (a == "--only") {
         only = next();
+        if (only != "tiny" && only != "gpt2-124m") {
+          std::cerr << "bench_train: --only wants tiny or gpt2-124m, got '" << only << "'\n";
+          return 2;
+        }
       } else {
         std::cerr << "bench_train: unknown option " << a << "\n";
         return 2;
