@@ -22,8 +22,8 @@ inline long positive_int(const char* prog, const std::string& option, const std:
   errno = 0;
   const long v = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || errno != 0 || v < 1 || v > max)
-    bad_option(prog, option + " wants an integer from 1 to " + std::to_string(max) + ", got '" +
-                         s + "'");
+    bad_option(prog,
+               option + " wants an integer from 1 to " + std::to_string(max) + ", got '" + s + "'");
   return v;
 }
 
