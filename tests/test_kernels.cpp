@@ -426,18 +426,23 @@ TEST_CASE("exp: max relative error <= 2e-7 against std::exp over the whole float
   });
 }
 
+// rows × cols logits in [-8, 8) for the row kernels, with row 1 all -inf (a fully masked row) and
+// every other entry of row 2 -inf (as under a causal mask).
+static std::vector<float> masked_rows(std::mt19937& g, int64_t rows, int64_t cols) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
+  for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;
+  for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;
+  return x;
+}
+
 TEST_CASE("softmax forward/backward match the reference; all -inf rows give NaN") {
   std::mt19937 g(13);
-  const float ninf = -std::numeric_limits<float>::infinity();
   for_each_isa([&](const std::string&) {
     for (int64_t cols : kLens) {
       INFO("cols=" << cols);
       const int64_t rows = 4;
-      std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
-      if (cols > 0) {
-        for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;     // all masked
-        for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;  // causal-like
-      }
+      const std::vector<float> x = masked_rows(g, rows, cols);
       std::vector<float> y(rows * cols), r(rows * cols);
       k::softmax_rows(rows, cols, x.data(), y.data());
       k::softmax_rows_ref(rows, cols, x.data(), r.data());
@@ -458,16 +463,11 @@ TEST_CASE("softmax forward/backward match the reference; all -inf rows give NaN"
 
 TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softmax_rows") {
   std::mt19937 g(19);
-  const float ninf = -std::numeric_limits<float>::infinity();
   for_each_isa([&](const std::string&) {
     for (int64_t cols : kLens) {
       INFO("cols=" << cols);
       const int64_t rows = 4;
-      std::vector<float> x = randv(g, rows * cols, -8.f, 8.f);
-      if (cols > 0) {
-        for (int64_t c = 0; c < cols; ++c) x[1 * cols + c] = ninf;     // all -inf
-        for (int64_t c = 1; c < cols; c += 2) x[2 * cols + c] = ninf;  // some -inf
-      }
+      const std::vector<float> x = masked_rows(g, rows, cols);
       std::vector<float> m(rows), s(rows), mr(rows), sr(rows);
       k::softmax_stats_rows(rows, cols, x.data(), m.data(), s.data());
       k::softmax_stats_rows_ref(rows, cols, x.data(), mr.data(), sr.data());
