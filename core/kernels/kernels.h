@@ -106,9 +106,8 @@ void max_rows(int64_t rows, int64_t cols, const float* x, float* out);
 // out[c] = sum_r x[r, c] (bias gradients; out is [cols]). Overwrites out.
 void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
 
-// ---- AdamW (PyTorch semantics), one step over n parameters
-// --------------------------------------- step is the 1-based step count after increment. In order,
-// per element (torch.optim.AdamW):
+// ---- AdamW (PyTorch semantics), one step over n parameters -------------------------------------
+// step is the 1-based step count after increment. In order, per element (torch.optim.AdamW):
 //   p *= 1 - lr*wd;  m += (1-b1)*(g - m);  v = b2*v + (1-b2)*g*g;
 //   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps)
 // Bit-identical on every path (no FMA contraction, correctly rounded sqrt and division).
@@ -166,8 +165,7 @@ void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out);
 void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
                          float* out);
 
-// ---- float64: always the reference path
-// ----------------------------------------------------------
+// ---- float64: always the reference path ---------------------------------------------------
 void binary(BinOp op, int64_t n, const double* a, const double* b, double* out);
 void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const double* a, const double* b,
                      double* out);

@@ -74,8 +74,7 @@ void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, int64_t
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
 }
 
-// ---- V: 4 floats in a q register
-// -------------------------------------------------------------------
+// ---- V: 4 floats in a q register ----------------------------------------------------------------
 struct V {
   using T = float32x4_t;
   using M = uint32x4_t;

@@ -258,8 +258,7 @@ double mul_add_probe_ref(int64_t iters) {
 
 }  // namespace
 
-// ---- float / double references
-// --------------------------------------------------------------------
+// ---- float / double references ------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
