@@ -120,6 +120,15 @@ train::TrainOptions small_options(const Scratch& s) {
   return o;
 }
 
+// One epoch of the small config, leaving its checkpoint in out_dir.
+void train_one_epoch(const Scratch& s, const std::string& out_dir) {
+  std::ostringstream o, e;
+  train::TrainOptions a = small_options(s);
+  a.epochs = 1;
+  a.out_dir = out_dir;
+  train::run_training(a, o, e);
+}
+
 void check_param(const nn::NamedTensors& sd, const std::string& name,
                  const std::vector<double>& want, double tol) {
   for (const auto& [n, t] : sd) {
@@ -345,11 +354,7 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
                          "no such checkpoint");
   }
   SUBCASE("a checkpoint from another config") {
-    std::ostringstream o, e;
-    train::TrainOptions a = small_options(s);
-    a.epochs = 1;
-    a.out_dir = out;
-    train::run_training(a, o, e);
+    train_one_epoch(s, out);
     // resuming with a different data pipeline
     check_one_line_error(
         run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
@@ -370,11 +375,7 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
         "not a valid safetensors file");
   }
   SUBCASE("NaN loss stops with a message and keeps the last good checkpoint") {
-    std::ostringstream o, e;
-    train::TrainOptions a = small_options(s);
-    a.epochs = 1;
-    a.out_dir = out;
-    train::run_training(a, o, e);
+    train_one_epoch(s, out);
     const std::string before = slurp(out + "/checkpoint.safetensors");
     // An absurd learning rate blows the weights up within a step or two.
     const CliRun r = run_cli(cli::train_main, {"train", "--resume", out, "--epochs", "2", "--lr",
