@@ -10,7 +10,6 @@ early (the full 10 epochs take a while on CPU). Prints the same lines as `tapegr
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
 
@@ -19,20 +18,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "golden"))
 from book_gpt import GPTModel, create_dataloader_v1, train_model_simple  # noqa: E402
+from tapegrad_tokens import gpt2_decode, gpt2_encode  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-
-
-def gpt2_encode(text, tapegrad):
-    out = subprocess.run([tapegrad, "tokenize", "--encoding", "gpt2", "-"], input=text.encode(),
-                         capture_output=True, check=True)
-    return [int(x) for x in out.stdout.split()]
-
-
-def gpt2_decode(ids, tapegrad):
-    out = subprocess.run([tapegrad, "tokenize", "--encoding", "gpt2", "--decode", "-"],
-                         input=" ".join(map(str, ids)).encode(), capture_output=True, check=True)
-    return out.stdout.decode("utf-8", errors="replace")
 
 
 def main():

@@ -25,7 +25,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "golden"))
-from book_gpt import GPTModel  # noqa: E402
+from book_gpt import GPTModel, generate  # noqa: E402
+from tapegrad_tokens import gpt2_decode  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
@@ -45,36 +46,6 @@ def read_safetensors(path):
         t = torch.frombuffer(buf, dtype=DTYPES[e["dtype"]]) if buf else torch.empty(0)
         tensors[name] = t.reshape(e["shape"]).clone()
     return tensors, meta
-
-
-def generate(model, idx, max_new_tokens, context_size, temperature=0.0, top_k=None, eos_id=None):
-    """The book's generate() (§5.3)."""
-    for _ in range(max_new_tokens):
-        idx_cond = idx[:, -context_size:]
-        with torch.no_grad():
-            logits = model(idx_cond)
-        logits = logits[:, -1, :]
-        if top_k is not None:
-            top_logits, _ = torch.topk(logits, top_k)
-            min_val = top_logits[:, -1]
-            logits = torch.where(logits < min_val, torch.tensor(float("-inf")), logits)
-        if temperature > 0.0:
-            logits = logits / temperature
-            probs = torch.softmax(logits, dim=-1)
-            idx_next = torch.multinomial(probs, num_samples=1)
-        else:
-            idx_next = torch.argmax(logits, dim=-1, keepdim=True)
-        if idx_next == eos_id:
-            break
-        idx = torch.cat((idx, idx_next), dim=1)
-    return idx
-
-
-def decode(ids, tapegrad):
-    """Token ids to text through `tapegrad tokenize --decode` (GPT-2 checkpoints)."""
-    out = subprocess.run([tapegrad, "tokenize", "--encoding", "gpt2", "--decode", "-"],
-                         input=" ".join(map(str, ids)).encode(), capture_output=True, check=True)
-    return out.stdout.decode("utf-8", errors="replace")
 
 
 def main():
@@ -115,7 +86,7 @@ def main():
     if meta.get("tokenizer") == "gpt2":
         torch.manual_seed(123)
         ref_ids = generate(model, ids, 20, cfg["context_length"], temperature=1.4, top_k=25)
-        ref_text = decode(ref_ids[0].tolist(), args.tapegrad)
+        ref_text = gpt2_decode(ref_ids[0].tolist(), args.tapegrad)
         ours_text = sampled.stdout.decode("utf-8", errors="replace").rstrip("\n")
         same = ref_text == ours_text
         print(f"generate(T=1.4, top_k=25, seed 123): {'same text' if same else 'DIFFERENT'}")
