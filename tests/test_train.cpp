@@ -349,6 +349,22 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
                          "--epochs expects an integer");
     check_one_line_error(run_cli(cli::train_main, {"train", "--frobnicate"}),
                          "unknown option --frobnicate");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--threads", "4294967297"}),
+                         "--threads must be from 1 to 1024, got 4294967297");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--clip-grad", "nan"}),
+                         "--clip-grad must be a number >= 0");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--weight-decay", "inf"}),
+                         "--weight-decay must be a number >= 0");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--warmup-steps", "-5"}),
+                         "--warmup-steps must be >= 0");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--max-steps", "0"}),
+                         "--max-steps must be >= 1");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--log", s / "no-such-dir/log.jsonl",
+                                                   "--text", text, "--out", out}),
+                         "cannot write log file");
+    check_one_line_error(
+        run_cli(cli::generate_main, {"generate", "--threads", "100000", "--checkpoint", out}),
+        "--threads must be from 1 to 1024");
     check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required");
     check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
                          "no such checkpoint");
@@ -368,6 +384,19 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
     check_one_line_error(
         run_cli(cli::generate_main, {"generate", "--checkpoint", s / "other.safetensors"}),
         "another config");
+    // a resume position or history the file cannot have come from
+    auto resume_with = [&](const std::string& key, const std::string& value) {
+      train::SafeTensors bad = train::load_safetensors(out + "/checkpoint.safetensors");
+      bad.metadata[key] = value;
+      const std::string dir = s / ("bad-" + key);
+      std::filesystem::create_directories(dir);
+      train::save_safetensors(dir + "/checkpoint.safetensors", bad.tensors, bad.metadata);
+      return run_cli(cli::train_main, {"train", "--resume", dir, "--epochs", "3"});
+    };
+    check_one_line_error(resume_with("history", "[{\"step\": 0}]"),
+                         "checkpoint history entry lacks 'epoch'");
+    check_one_line_error(resume_with("batch", "99999"), "checkpoint position is out of range");
+    check_one_line_error(resume_with("epoch", "-5"), "checkpoint position is out of range");
     // not a safetensors file at all
     std::ofstream(s / "junk.safetensors") << "hello";
     check_one_line_error(

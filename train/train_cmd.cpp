@@ -127,6 +127,14 @@ Continues a prompt with the book's generate() (chapter 5.3).
   --logits FILE        also write the prompt's logits (1, T, vocab) as safetensors (interop check)
 )";
 
+// --threads N, range-checked before any narrowing (the pool's limit, as for TAPEGRAD_THREADS).
+int thread_count(const Args& a) {
+  const int64_t t = a.integer("threads", 1);
+  if (t < 1 || t > 1024)
+    throw train::TrainError("--threads must be from 1 to 1024, got " + std::to_string(t));
+  return int(t);
+}
+
 }  // namespace
 
 int train_main(int argc, char** argv) {
@@ -156,8 +164,7 @@ int train_main(int argc, char** argv) {
     const int64_t seed = a.integer("seed", int64_t(o.seed));
     if (seed < 0) throw train::TrainError("--seed must be >= 0");
     o.seed = uint64_t(seed);
-    o.threads = int(a.integer("threads", 0));
-    if (a.has("threads") && o.threads < 1) throw train::TrainError("--threads must be >= 1");
+    if (a.has("threads")) o.threads = thread_count(a);
     o.out_dir = a.str("out", o.out_dir);
     o.log_path = a.str("log", "");
     o.resume_dir = a.str("resume", "");
@@ -204,11 +211,7 @@ int generate_main(int argc, char** argv) {
     if (!(temperature >= 0)) throw train::TrainError("--temperature must be >= 0");
     if (top_k < 0) throw train::TrainError("--top-k must be >= 0");
     if (seed < 0) throw train::TrainError("--seed must be >= 0");
-    if (a.has("threads")) {
-      const int64_t t = a.integer("threads", 1);
-      if (t < 1) throw train::TrainError("--threads must be >= 1");
-      set_num_threads(int(t));
-    }
+    if (a.has("threads")) set_num_threads(thread_count(a));
     train::LoadedModel lm = train::load_checkpoint_model(a.str("checkpoint", ""));
     const std::vector<int64_t> ids = train::text_to_token_ids(prompt, *lm.tokenizer);
     if (ids.empty()) throw train::TrainError("--prompt is empty");

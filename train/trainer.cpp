@@ -326,8 +326,8 @@ LoadedModel load_checkpoint_model(const std::string& where) {
   LoadedModel lm;
   lm.cfg = config_from_checkpoint(st, path);
   lm.preset = st.metadata.count("preset") ? st.metadata.at("preset") : "";
-  lm.tokenizer_spec = st.metadata.at("tokenizer");
   lm.tokenizer = tokenizer_from_checkpoint(st, path);
+  lm.tokenizer_spec = st.metadata.at("tokenizer");  // present: tokenizer_from_checkpoint checked
   if (lm.tokenizer->n_vocab() > lm.cfg.vocab_size)
     throw TrainError(path + ": tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) +
                      " tokens but the model's vocab_size is " + std::to_string(lm.cfg.vocab_size));
@@ -530,7 +530,11 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     config_from_checkpoint(ckpt, ckpt_in);  // checks the format
     JsonValue saved;
     try {
-      saved = parse_json(ckpt.metadata.at("options"));
+      const auto it = ckpt.metadata.find("options");
+      if (it == ckpt.metadata.end()) throw TrainError(ckpt_in + ": checkpoint lacks its options");
+      saved = parse_json(it->second);
+    } catch (const TrainError&) {
+      throw;
     } catch (const std::exception& e) {
       throw TrainError(ckpt_in + ": checkpoint options do not parse (" + e.what() + ")");
     }
@@ -550,9 +554,24 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   at_least("eval-iter", opt.eval_iter, 1);
   at_least("sample-tokens", opt.sample_tokens, 0);
   if (!(opt.lr >= 0) || !std::isfinite(opt.lr)) throw TrainError("--lr must be a number >= 0");
-  if (!(opt.weight_decay >= 0)) throw TrainError("--weight-decay must be >= 0");
-  if (opt.threads < 0) throw TrainError("--threads must be >= 1");
+  auto finite_at_least_0 = [](const char* flag, double v) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw TrainError("--" + std::string(flag) + " must be a number >= 0");
+  };
+  finite_at_least_0("weight-decay", opt.weight_decay);
+  finite_at_least_0("clip-grad", opt.clip_grad);
+  finite_at_least_0("initial-lr", opt.initial_lr);
+  if (opt.min_lr != -1) finite_at_least_0("min-lr", opt.min_lr);  // -1: the default, 0.1 * lr
+  at_least("warmup-steps", opt.warmup_steps, 0);
+  if (opt.max_steps != -1) at_least("max-steps", opt.max_steps, 1);  // -1: no limit
   if (opt.threads > 0) set_num_threads(opt.threads);
+  if (!opt.log_path.empty()) {  // an unwritable log is found now, not after the first evaluation
+    const int fd = ::open(opt.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+      throw TrainError("cannot write log file '" + opt.log_path + "' (" + std::strerror(errno) +
+                       ")");
+    ::close(fd);
+  }
 
   nn::GPTConfig cfg;
   int64_t max_ctx = 0;
@@ -594,6 +613,11 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   std::unique_ptr<data::Tokenizer> tokenizer;
   if (resuming) {
     tokenizer = tokenizer_from_checkpoint(ckpt, ckpt_in);
+    // Before the vocabulary sizes a model: a corrupt tokenizer entry must not allocate one.
+    if (tokenizer->n_vocab() > config_from_checkpoint(ckpt, ckpt_in).vocab_size)
+      throw TrainError(ckpt_in + ": checkpoint tokenizer has " +
+                       std::to_string(tokenizer->n_vocab()) +
+                       " tokens, more than its model's vocab_size");
     if (ckpt.metadata["text_hash"] != fnv1a(text_data))
       throw TrainError("'" + opt.text_path + "' is not the text checkpoint " + ckpt_in +
                        " was trained on");
@@ -666,10 +690,16 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
       seconds_before = std::stod(ckpt.metadata.at("seconds"));
       gen.set_state(unhex(ckpt.metadata.at("rng_state")));
       for (const JsonValue& e : parse_json(ckpt.metadata.at("history")).items) {
+        auto integer = [&](const char* k) {
+          const JsonValue* v = e.find(k);
+          if (!v || v->kind != JsonValue::Kind::Number)
+            throw TrainError(ckpt_in + ": checkpoint history entry lacks '" + k + "'");
+          return v->as_int();
+        };
         EvalPoint p;
-        p.epoch = e.find("epoch")->as_int();
-        p.step = e.find("step")->as_int();
-        p.tokens_seen = e.find("tokens_seen")->as_int();
+        p.epoch = integer("epoch");
+        p.step = integer("step");
+        p.tokens_seen = integer("tokens_seen");
         auto d = [&](const char* k) {
           const JsonValue* v = e.find(k);
           return v && v->kind == JsonValue::Kind::Number ? v->num
@@ -686,6 +716,12 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     } catch (const std::exception& e) {
       throw TrainError(ckpt_in + ": checkpoint training state is incomplete (" + e.what() + ")");
     }
+    if (epoch_start < 0 || global_step < -1 || tokens_seen < 0 || optimizer.step_count < 0 ||
+        batch_start < 0 || batch_start > n_batches)
+      throw TrainError(ckpt_in + ": checkpoint position is out of range (epoch " +
+                       std::to_string(epoch_start) + ", batch " + std::to_string(batch_start) +
+                       " of " + std::to_string(n_batches) + ", step " +
+                       std::to_string(global_step) + ")");
     if (batch_start > 0) {
       const Tensor* o = ckpt.find("trainer.epoch_order");
       if (!o || o->numel() != train_loader.dataset->size())
@@ -774,9 +810,11 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   if (resuming)
     err << "resuming " << ckpt_in << " at epoch " << epoch_start + 1 << ", step " << global_step + 1
         << "\n";
-  if (epoch_start >= opt.epochs)
+  if (resuming && epoch_start >= opt.epochs)
     err << "nothing to do: the checkpoint has finished " << epoch_start
         << " epochs (raise --epochs)\n";
+  else if (opt.epochs == 0)
+    err << "nothing to do: --epochs 0\n";
 
   int64_t steps_this_run = 0;
   auto run_start = Clock::now();
