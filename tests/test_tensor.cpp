@@ -206,6 +206,19 @@ TEST_CASE("masked_fill with -inf, in place, and mask checks") {
         }).find("masked_fill: the mask must be a bool tensor") == 0);
   CHECK(what_of([&] { masked_fill(scores, ones({4}).to(DType::Bool), 0); }).find("masked_fill:") ==
         0);
+  // A single-value mask (0-d, [1], [1, 1]) broadcasts over every element, forward and backward.
+  for (const Shape& ms : {Shape{}, Shape{1}, Shape{1, 1}}) {
+    INFO("mask shape " << shape_str(ms));
+    Tensor x = ones({2, 3}).requires_grad_();
+    const Tensor on = ones(ms).to(DType::Bool), off = zeros(ms).to(DType::Bool);
+    const Tensor y = x.masked_fill(on, 5.0) + x.masked_fill(off, 5.0);
+    CHECK(y.to_vector<float>() == std::vector<float>(6, 6.f));
+    y.sum().backward();
+    CHECK(x.grad().to_vector<float>() == std::vector<float>(6, 1.f));
+    Tensor z = ones({2, 3});
+    z.masked_fill_(on, -1.0);
+    CHECK(z.to_vector<float>() == std::vector<float>(6, -1.f));
+  }
 }
 
 TEST_CASE("cat, stack, embedding") {

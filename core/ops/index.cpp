@@ -14,7 +14,7 @@ using detail::wrap;
 
 namespace {
 
-Tensor check_mask(const char* op, const Tensor& a, const Tensor& mask) {
+void check_mask(const char* op, const Tensor& a, const Tensor& mask) {
   detail::check_defined(op, a);
   detail::check_defined(op, mask);
   if (mask.dtype() != DType::Bool)
@@ -23,7 +23,7 @@ Tensor check_mask(const char* op, const Tensor& a, const Tensor& mask) {
   if (detail::broadcast_shapes(op, a.shape(), mask.shape()) != a.shape())
     fail(op, "mask of shape ", shape_str(mask.shape()), " does not broadcast to the input's shape ",
          shape_str(a.shape()));
-  return mask;  // broadcast where it is applied; saving it unexpanded keeps backward small
+  // broadcast where it is applied; saving it unexpanded keeps backward small
 }
 
 void check_value(const char* op, const Tensor& a, double value) {
@@ -47,6 +47,7 @@ bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value,
   const size_t lead = dst.shape.size() - ms.size();
   size_t first = 0;  // the mask's leading size-1 dims broadcast like missing ones
   while (first < ms.size() && ms[first] == 1) ++first;
+  if (first == ms.size()) return false;  // a single value: no row block to repeat
   for (size_t i = first; i < ms.size(); ++i)
     if (ms[i] != dst.shape[lead + i]) return false;
   const int64_t cols = dst.shape.back();
@@ -104,23 +105,23 @@ Node::BackwardFn masked_fill_backward() {
 
 // --- masked_fill: out = mask ? value : a;  da = mask ? 0 : g ---
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
-  const Tensor m = check_mask("masked_fill", a, mask);
+  check_mask("masked_fill", a, mask);
   check_value("masked_fill", a, value);
-  Tensor out = filled_copy(a, m, value);
+  Tensor out = filled_copy(a, mask, value);
   if (any_requires_grad({&a}))
-    record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&out});
+    record("MaskedFillBackward0", {a}, {mask}, masked_fill_backward(), {&out});
   return out;
 }
 
 // In place: the tensor takes a new grad_fn whose edge leads to the node that made it before.
 Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value) {
-  const Tensor m = check_mask("masked_fill_", a, mask);
+  check_mask("masked_fill_", a, mask);
   check_value("masked_fill_", a, value);
   detail::check_inplace("masked_fill_", a);
-  fill_where(*a.impl(), m, value);
+  fill_where(*a.impl(), mask, value);
   detail::bump_version(a);
   if (any_requires_grad({&a}))
-    record("MaskedFillBackward0", {a}, {m}, masked_fill_backward(), {&a});
+    record("MaskedFillBackward0", {a}, {mask}, masked_fill_backward(), {&a});
   return a;
 }
 
