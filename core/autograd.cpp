@@ -93,6 +93,12 @@ namespace {
 
 // Adds g into a leaf's .grad: the first gradient is copied (it may alias a tensor the caller
 // still uses) unless nothing else holds it, later ones accumulate in place.
+// True when nothing but `t` can see its buffer: then it may be overwritten in place.
+bool sole_owner(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& i = t.impl_ptr();
+  return i.use_count() == 1 && i->storage.use_count() == 1 && !i->grad_fn;
+}
+
 void accumulate(TensorImpl& leaf, const Tensor& g) {
   if (g.shape() != leaf.shape)
     throw std::logic_error("backward: gradient of shape " + shape_str(g.shape()) +
@@ -101,20 +107,14 @@ void accumulate(TensorImpl& leaf, const Tensor& g) {
     // A fresh gradient that nothing else references (a backward's own output, the usual case)
     // is adopted as is: copying it would cost a full pass over e.g. the embedding's gradient.
     const std::shared_ptr<TensorImpl>& gi = g.impl_ptr();
-    const bool sole = gi.use_count() == 1 && gi->storage.use_count() == 1 && !gi->grad_fn &&
-                      g.dtype() == leaf.dtype && g.is_contiguous() && gi->offset == 0 &&
+    const bool sole = sole_owner(g) && g.dtype() == leaf.dtype && g.is_contiguous() &&
+                      gi->offset == 0 &&
                       gi->storage->nbytes == size_t(g.numel()) * dtype_size(g.dtype());
     leaf.grad = sole ? gi : detail::materialize(*g.impl(), leaf.dtype);
   } else {
     Tensor acc(leaf.grad);
     acc.add_(g.dtype() == leaf.dtype ? g : g.to(leaf.dtype));
   }
-}
-
-// True when nothing but `t` can see its buffer: then it may be overwritten in place.
-bool sole_owner(const Tensor& t) {
-  const std::shared_ptr<TensorImpl>& i = t.impl_ptr();
-  return i.use_count() == 1 && i->storage.use_count() == 1 && !i->grad_fn;
 }
 
 // acc += g for two gradients reaching the same node (residual branches). Adds into whichever
@@ -126,7 +126,8 @@ void add_gradient(Tensor& acc, Tensor g) {
     Tensor* dst = sole_owner(acc) ? &acc : sole_owner(g) ? &g : nullptr;
     if (dst) {
       float* d = dst->data<float>();
-      kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(), d);
+      const float* other = (dst == &acc ? g : acc).data<float>();
+      kernels::binary(kernels::BinOp::add, acc.numel(), d, other, d);  // out may alias a only
       if (dst != &acc) acc = std::move(g);
       return;
     }
@@ -162,6 +163,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
                                 dtype_name(g.dtype()));
   }
+  // As PyTorch: the gradient takes the root's dtype, so every backward sees its own dtype.
+  if (g.dtype() != root.dtype()) g = g.to(root.dtype());
 
   NoGradGuard no_grad;
   if (root.is_leaf()) {

@@ -285,6 +285,16 @@ TEST_CASE("autograd: backward(grad) on a non-scalar, and its errors") {
   CHECK(what_of([] {
           ones({2}).backward();
         }).find("backward: the tensor (shape [2]) does not require grad") == 0);
+  // A float64 gradient for a float32 root is cast to float32 first, as PyTorch does, so the
+  // float32 backwards (softmax, GELU) see their own dtype.
+  Tensor z = tensor({{0.5, -1.0, 2.0}}).requires_grad_();
+  const Tensor w = gelu(softmax(z, 1));
+  const Tensor g64 = tensor({{1.0, 2.0, 3.0}}).to(DType::Float64);
+  w.backward(g64, /*retain_graph=*/true);
+  const std::vector<float> from64 = z.grad().to_vector<float>();
+  z.zero_grad();
+  w.backward(g64.to(DType::Float32));
+  CHECK(z.grad().to_vector<float>() == from64);
 }
 
 TEST_CASE("autograd: retain_graph, released saved tensors, a second backward") {
