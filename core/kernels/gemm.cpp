@@ -19,10 +19,11 @@
 // (the K blocking never depends on the split or on who computes a tile), which makes results
 // bit-identical for any thread count.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <new>
 
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
@@ -31,7 +32,9 @@ namespace tg::kernels {
 
 namespace {
 
-std::atomic<int64_t> g_override_mc{0}, g_override_kc{0}, g_override_nc{0};
+// bench_matmul --blocking: MC, KC, NC replacing every table's (0: none), read as one snapshot.
+std::mutex g_override_mutex;
+int64_t g_override[3] = {0, 0, 0};
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -43,7 +46,9 @@ class Scratch {
   float* get(int64_t n) {
     if (n > cap_) {
       const size_t bytes = ((static_cast<size_t>(n) * sizeof(float) + 63) / 64) * 64;
-      buf_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (p == nullptr) throw std::bad_alloc();  // cap_ stays: the old buffer is still valid
+      buf_.reset(p);
       cap_ = n;
     }
     return buf_.get();
@@ -141,14 +146,7 @@ void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_
         // The next rows start in other pages, where the hardware prefetcher cannot follow.
         __builtin_prefetch(b + kPackAhead * rsB);
         __builtin_prefetch(b + kPackAhead * rsB + NR - 1);
-        if (NR == 32)
-          copy_row<32>(o, b);
-        else if (NR == 16)
-          copy_row<16>(o, b);
-        else if (NR == 12)
-          copy_row<12>(o, b);
-        else
-          std::memcpy(o, b, static_cast<size_t>(NR) * sizeof(float));
+        copy_tile_row(o, b, NR);
       }
     }
   } else if (rsB == 1) {
@@ -186,9 +184,8 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 }  // namespace
 
 void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
-  g_override_kc.store(kc);
-  g_override_nc.store(nc);
-  g_override_mc.store(mc);
+  const std::lock_guard<std::mutex> lock(g_override_mutex);
+  g_override[0] = mc, g_override[1] = kc, g_override[2] = nc;
 }
 
 namespace {
@@ -214,8 +211,8 @@ int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
 
 GemmBlocking blocking_of(const KernelTable& t) {
   GemmBlocking bk = t.sgemm_blocking;
-  if (g_override_mc.load() > 0)
-    bk.mc = g_override_mc.load(), bk.kc = g_override_kc.load(), bk.nc = g_override_nc.load();
+  const std::lock_guard<std::mutex> lock(g_override_mutex);
+  if (g_override[0] > 0) bk.mc = g_override[0], bk.kc = g_override[1], bk.nc = g_override[2];
   return bk;
 }
 
@@ -377,12 +374,6 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
 
 }  // namespace
 
-void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
-                   int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
-                   float* C, int64_t ldc) {
-  sgemm_team(t, 1, M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-}
-
 void sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
            const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   const KernelTable& t = active_table();
@@ -399,8 +390,8 @@ void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
   if (batch >= nt && nt > 1 && batch * M * N * std::max<int64_t>(K, 1) >= kParallelMacs) {
     // Whole GEMMs per task: each C is still computed by the single-threaded nest.
     parallel_for(batch, [&](int64_t b) {
-      sgemm_blocked(t, M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
-                    C + b * strideC, ldc);
+      sgemm_team(t, 1, M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
+                 C + b * strideC, ldc);
     });
     return;
   }

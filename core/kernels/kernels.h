@@ -67,10 +67,9 @@ void softmax_rows(int64_t rows, int64_t cols, const float* x, float* y);
 // From the saved output y: dx[r, :] = y[r, :] ⊙ (dy[r, :] - <y[r, :], dy[r, :]>). Overwrites dx.
 void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const float* dy, float* dx);
 
-// ---- softmax statistics, for cross-entropy
-// ------------------------------------------------------- mx[r] = max_c x[r, c] and sum[r] = sum_c
-// exp(x[r, c] - mx[r]): softmax_rows' first two passes without storing the exponentials (an all
-// -inf row gives mx = -inf and sum = NaN).
+// ---- softmax statistics, for cross-entropy ------------------------------------------------------
+// mx[r] = max_c x[r, c] and sum[r] = sum_c exp(x[r, c] - mx[r]): softmax_rows' first two passes
+// without storing the exponentials (an all -inf row gives mx = -inf and sum = NaN).
 void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
 // out[r, c] = exp(x[r, c] - mx[r]) * scale[r], with softmax_rows' exp. out may alias x.
 void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
@@ -129,8 +128,6 @@ void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, f
 // ---- scalar references (same signatures) --------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
-void dgemm_ref(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
-               const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc);
 void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
                        int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,

@@ -263,10 +263,6 @@ void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
   gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
 }
-void dgemm_ref(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
-               const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc) {
-  gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-}
 void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
                        int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,

@@ -94,9 +94,4 @@ void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc);
 // The active table (dispatch.cpp).
 const KernelTable& active_table();
 
-// Blocked GEMM driver over one table's micro-kernel (gemm.cpp), single-threaded on its slice.
-void sgemm_blocked(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A,
-                   int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB, float beta,
-                   float* C, int64_t ldc);
-
 }  // namespace tg::kernels
