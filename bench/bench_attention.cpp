@@ -13,9 +13,6 @@
 // usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] [--no-torch]
 //
 // Not here: dropout (p = 0, as the notebook's examples), a fused attention kernel.
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,14 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/child.h"
 #include "bench/cli_args.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
-
-extern char** environ;
 
 namespace {
 
@@ -108,53 +104,6 @@ for r in range(reps):
 print("%.3f %.3f %.9g" % (best_f, best_fb, checksum))
 )PY";
 
-// Runs argv with TAPEGRAD_THREADS=threads; returns its stdout, status and peak RSS.
-bool spawn_and_wait(const std::vector<std::string>& args, int threads, std::string& out,
-                    long& peak_rss_kb, std::string& err) {
-  int pipefd[2];
-  if (pipe(pipefd) != 0) {
-    err = "pipe failed";
-    return false;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&fa, pipefd[0]);
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TAPEGRAD_THREADS=", 17) != 0) env_store.emplace_back(*e);
-  env_store.push_back("TAPEGRAD_THREADS=" + std::to_string(threads));
-  env_store.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
-  std::vector<char*> envp, argv;
-  for (auto& s : env_store) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args_copy = args;
-  for (auto& s : args_copy) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(pipefd[1]);
-  if (rc != 0) {
-    close(pipefd[0]);
-    err = std::string("cannot run ") + argv[0] + ": " + std::strerror(rc);
-    return false;
-  }
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(pipefd[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-  close(pipefd[0]);
-  int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
-  peak_rss_kb = ru.ru_maxrss;  // kilobytes on Linux
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    err = std::string(argv[0]) + " failed (status " + std::to_string(status) + ")";
-    return false;
-  }
-  return true;
-}
-
 void parse_child(const std::string& out, Measure& m) {
   std::istringstream is(out);
   if (!(is >> m.fwd_ms >> m.fwdbwd_ms >> m.checksum)) m.error = "unreadable output: " + out;
@@ -164,15 +113,7 @@ bool torch_available() {
   if (access("/usr/bin/python3", X_OK) != 0) return false;
   std::string out, err;
   long rss = 0;
-  return spawn_and_wait({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
-}
-
-std::string json_num(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
-  return os.str();
+  return bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
 }
 
 }  // namespace
@@ -211,6 +152,7 @@ int main(int argc, char** argv) {
             bench::positive_int("bench_attention", "--sizes B", item.substr(0, x), 4096),
             bench::positive_int("bench_attention", "--sizes T", item.substr(x + 1), 65536));
       }
+      if (sizes.empty()) bench::bad_option("bench_attention", "--sizes needs at least one BxT");
     } else {
       const char* usage =
           "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] "
@@ -246,7 +188,7 @@ int main(int argc, char** argv) {
         Measure m;
         m.impl = impl, m.B = B, m.T = T, m.threads = t;
         std::string out;
-        if (spawn_and_wait(
+        if (bench::run_child(
                 {self, "--child", impl, std::to_string(B), std::to_string(T), std::to_string(reps)},
                 t, out, m.peak_rss_kb, m.error))
           parse_child(out, m);
@@ -257,10 +199,10 @@ int main(int argc, char** argv) {
         Measure m;
         m.impl = "torch MultiHeadAttention", m.B = B, m.T = T, m.threads = t;
         std::string out;
-        if (spawn_and_wait({"/usr/bin/python3", "-c", kTorchScript, std::to_string(B),
-                            std::to_string(T), std::to_string(t), std::to_string(reps),
-                            std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden"},
-                           t, out, m.peak_rss_kb, m.error))
+        if (bench::run_child({"/usr/bin/python3", "-c", kTorchScript, std::to_string(B),
+                              std::to_string(T), std::to_string(t), std::to_string(reps),
+                              std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden"},
+                             t, out, m.peak_rss_kb, m.error))
           parse_child(out, m);
         results.push_back(m);
       }
@@ -283,11 +225,14 @@ int main(int argc, char** argv) {
       const Measure& m = results[i];
       const Measure* tr = torch_of(m);
       std::cout << "    {\"impl\": \"" << m.impl << "\", \"B\": " << m.B << ", \"T\": " << m.T
-                << ", \"threads\": " << m.threads << ", \"fwd_ms\": " << json_num(m.fwd_ms)
-                << ", \"fwd_bwd_ms\": " << json_num(m.fwdbwd_ms)
-                << ", \"peak_rss_mb\": " << json_num(m.peak_rss_kb / 1024.0)
-                << ", \"checksum\": " << json_num(m.checksum) << ", \"ratio_to_torch_fwd_bwd\": "
-                << json_num(tr && m.impl.rfind("torch", 0) != 0 ? m.fwdbwd_ms / tr->fwdbwd_ms : NAN)
+                << ", \"threads\": " << m.threads
+                << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
+                << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
+                << ", \"peak_rss_mb\": " << bench::json_number(m.peak_rss_kb / 1024.0)
+                << ", \"checksum\": " << bench::json_number(m.checksum)
+                << ", \"ratio_to_torch_fwd_bwd\": "
+                << bench::json_number(
+                       tr && m.impl.rfind("torch", 0) != 0 ? m.fwdbwd_ms / tr->fwdbwd_ms : NAN)
                 << (m.error.empty() ? "" : ", \"error\": \"" + m.error + "\"") << "}"
                 << (i + 1 < results.size() ? "," : "") << "\n";
     }

@@ -93,7 +93,7 @@ struct Row {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bool json = false, use_tiktoken = true;
   double mb = 10;
   for (int i = 1; i < argc; ++i) {
@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
       use_tiktoken = false;
     } else if (a == "--mb") {
       mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
+      if (mb < 0.001 || mb > 1000) bench::bad_option("bench_tokenizer", "--mb wants 0.001 to 1000");
     } else {
       std::fprintf(stderr,
                    "bench_tokenizer: unknown option '%s' (usage: bench_tokenizer [--json] [--mb N] "
@@ -114,7 +115,13 @@ int main(int argc, char** argv) {
     }
   }
   const Tokenizer tok = Tokenizer::gpt2();
-  const std::string verdict = read(kSrc + "/../shared/data/the-verdict.txt");
+  const std::string verdict_path = kSrc + "/../shared/data/the-verdict.txt";
+  const std::string verdict = read(verdict_path);
+  if (verdict.empty()) {
+    std::fprintf(stderr, "bench_tokenizer: cannot read %s (the book's sample text)\n",
+                 verdict_path.c_str());
+    return 1;
+  }
   // Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
   std::string mixed = verdict + read(kSrc + "/tests/golden/tokenizer_corpus.txt");
   for (const char* f : {"data/bpe_tokenizer.cpp", "data/pretokenize.cpp", "data/bpe_train.cpp",
@@ -191,4 +198,13 @@ int main(int argc, char** argv) {
   std::printf("\nBPE training on 1 MB (mixed text)\n");
   for (const auto& [v, s] : train) std::printf("  vocab %5d: %7.3f s\n", v, s);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. GPT-2's tokenizer files not fetched (make gpt2)
+    std::fprintf(stderr, "bench_tokenizer: %s\n", e.what());
+    return 1;
+  }
 }

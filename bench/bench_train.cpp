@@ -10,9 +10,6 @@
 //
 // usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--no-torch]
 //                    [--only tiny|gpt2-124m]
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,13 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/child.h"
+#include "bench/cli_args.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
 #include "train/trainer.h"
-
-extern char** environ;
 
 namespace {
 
@@ -81,67 +78,25 @@ int run_child(const Config& c, int64_t steps) {
   return 0;
 }
 
-// Runs argv with TAPEGRAD_THREADS/OMP_NUM_THREADS set, returns stdout and the peak RSS (KB).
-bool spawn(const std::vector<std::string>& args, int threads, std::string& out, long& rss_kb) {
-  int fds[2];
-  if (pipe(fds) != 0) return false;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TAPEGRAD_THREADS=", 17) && std::strncmp(*e, "OMP_NUM_THREADS=", 16))
-      env.emplace_back(*e);
-  env.push_back("TAPEGRAD_THREADS=" + std::to_string(threads));
-  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
-  std::vector<char*> envp, argv;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> a = args;
-  for (auto& s : a) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return false;
-  }
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-  close(fds[0]);
-  int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
-  rss_kb = ru.ru_maxrss;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 struct Result {
   bool ok = false;
   double first_loss = NAN, sec_per_step = NAN, tokens_per_s = NAN;
   long rss_kb = 0;
+  std::string error;  // why ok is false
 };
 
 Result measure(const std::vector<std::string>& args, int threads, int64_t tokens_per_step) {
   Result r;
   std::string out;
-  if (!spawn(args, threads, out, r.rss_kb)) return r;
+  if (!bench::run_child(args, threads, out, r.rss_kb, r.error)) return r;
   std::istringstream is(out);
-  if (!(is >> r.first_loss >> r.sec_per_step)) return r;
+  if (!(is >> r.first_loss >> r.sec_per_step)) {
+    r.error = args[0] + " printed no measurement";
+    return r;
+  }
   r.tokens_per_s = double(tokens_per_step) / r.sec_per_step;
   r.ok = true;
   return r;
-}
-
-std::string jnum(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
 }
 
 }  // namespace
@@ -163,7 +118,7 @@ int main(int argc, char** argv) {
     try {
       if (a == "--child") {
         const std::string name = next();
-        const int64_t steps = std::stoll(next());
+        const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
         for (const Config& c : configs())
           if (name == c.name) return run_child(c, steps);
         std::cerr << "bench_train: unknown config " << name << "\n";
@@ -173,11 +128,11 @@ int main(int argc, char** argv) {
       } else if (a == "--no-torch") {
         torch = false;
       } else if (a == "--threads") {
-        threads = std::stoi(next());
+        threads = int(bench::positive_int("bench_train", a, next(), 1024));
       } else if (a == "--steps-tiny") {
-        steps_tiny = std::stoll(next());
+        steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
       } else if (a == "--steps-124m") {
-        steps_124m = std::stoll(next());
+        steps_124m = bench::positive_int("bench_train", a, next(), 100000);
       } else if (a == "--only") {
         only = next();
         if (only != "tiny" && only != "gpt2-124m") {
@@ -193,10 +148,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (threads < 1 || steps_tiny < 1 || steps_124m < 1) {
-    std::cerr << "bench_train: --threads and --steps-* must be >= 1\n";
-    return 2;
-  }
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) {
@@ -206,10 +157,10 @@ int main(int argc, char** argv) {
   self[len] = '\0';
   const std::string script = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/bench_train_torch.py";
   if (torch) {
-    std::string out;
+    std::string out, err;
     long rss;
     torch = access("/usr/bin/python3", X_OK) == 0 &&
-            spawn({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss);
+            bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
   }
 
   std::vector<std::string> rows;
@@ -229,17 +180,24 @@ int main(int argc, char** argv) {
                         std::to_string(c.cfg.n_heads), std::to_string(c.cfg.n_layers),
                         std::to_string(c.batch), std::to_string(steps), std::to_string(threads)},
                        threads, tokens);
-    if (!ours.ok) rc = 1;
+    if (!ours.ok) {
+      std::cerr << "bench_train: our " << c.name << " run failed: " << ours.error << "\n";
+      rc = 1;
+    }
+    if (torch && !theirs.ok)
+      std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
     if (json) {
-      rows.push_back(
-          "{\"config\": \"" + std::string(c.name) + "\", \"threads\": " + std::to_string(threads) +
-          ", \"batch\": " + std::to_string(c.batch) + ", \"context\": " +
-          std::to_string(c.cfg.context_length) + ", \"steps\": " + std::to_string(steps) +
-          ", \"ours_tokens_per_s\": " + jnum(ours.tokens_per_s) + ", \"ours_peak_rss_mb\": " +
-          jnum(double(ours.rss_kb) / 1024) + ", \"ours_first_loss\": " + jnum(ours.first_loss) +
-          ", \"torch_tokens_per_s\": " + jnum(theirs.tokens_per_s) +
-          ", \"torch_peak_rss_mb\": " + jnum(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
-          ", \"torch_first_loss\": " + jnum(theirs.first_loss) + "}");
+      rows.push_back("{\"config\": \"" + std::string(c.name) + "\", \"threads\": " +
+                     std::to_string(threads) + ", \"batch\": " + std::to_string(c.batch) +
+                     ", \"context\": " + std::to_string(c.cfg.context_length) +
+                     ", \"steps\": " + std::to_string(steps) +
+                     ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
+                     ", \"ours_peak_rss_mb\": " + bench::json_number(double(ours.rss_kb) / 1024) +
+                     ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
+                     ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
+                     ", \"torch_peak_rss_mb\": " +
+                     bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
+                     ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
     } else {
       auto mb = [](const Result& r) {
         char b[32];
@@ -247,11 +205,16 @@ int main(int argc, char** argv) {
         std::snprintf(b, sizeof b, "%.0f MB", double(r.rss_kb) / 1024);
         return std::string(b);
       };
+      auto num = [&](const char* fmt, double v) {
+        char b[32];
+        if (!theirs.ok) return std::string("-");
+        std::snprintf(b, sizeof b, fmt, v);
+        return std::string(b);
+      };
       std::printf("%-10s %7d %12.0f %12s %8s %11s %11s %11.6f %11s\n", c.name, threads,
-                  ours.tokens_per_s, theirs.ok ? jnum(theirs.tokens_per_s).c_str() : "-",
-                  theirs.ok ? (jnum(ours.tokens_per_s / theirs.tokens_per_s) + "x").c_str() : "-",
-                  mb(ours).c_str(), mb(theirs).c_str(), ours.first_loss,
-                  theirs.ok ? jnum(theirs.first_loss).c_str() : "-");
+                  ours.tokens_per_s, num("%.1f", theirs.tokens_per_s).c_str(),
+                  num("%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str(), mb(ours).c_str(),
+                  mb(theirs).c_str(), ours.first_loss, num("%.6f", theirs.first_loss).c_str());
       std::fflush(stdout);
     }
   }
