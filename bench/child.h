@@ -59,8 +59,9 @@ inline bool run_child(const std::vector<std::string>& args, int threads, std::st
   wait4(pid, &status, 0, &ru);
   peak_rss_kb = ru.ru_maxrss;  // kilobytes on Linux
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    err = args[0] + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
-                                       : " was killed by signal " + std::to_string(WTERMSIG(status)));
+    err =
+        args[0] + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
+                                     : " was killed by signal " + std::to_string(WTERMSIG(status)));
     return false;
   }
   return true;

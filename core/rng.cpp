@@ -600,6 +600,10 @@ std::vector<int64_t> random_sampler_epoch_order(Generator& global, int64_t n) {
         std::to_string(n));
   }
   global.random64();  // _BaseDataLoaderIter._base_seed, drawn at iter()
+  return random_sampler_order(global, n);
+}
+
+std::vector<int64_t> random_sampler_order(Generator& global, int64_t n) {
   // RandomSampler.__iter__: int64 random_() (W64 mod 2^63) seeds a private torch.Generator.
   const uint64_t seed = global.random64() & ((uint64_t{1} << 63) - 1);
   Generator sampler(seed);

@@ -158,6 +158,9 @@ void multinomial(int64_t* out, const float* probs, int64_t rows, int64_t categor
 // second. Batches are consecutive slices of the returned order. Throws if n < 1 (RandomSampler
 // rejects an empty dataset).
 std::vector<int64_t> random_sampler_epoch_order(Generator& global, int64_t n);
+// The second half of it: RandomSampler's seed (one W64 from `global`, mod 2^63) and randperm(n),
+// for a loader that has already drawn its _base_seed.
+std::vector<int64_t> random_sampler_order(Generator& global, int64_t n);
 // The DataLoader(..., generator=g) variant: _base_seed is one W64() from g, the order is
 // randperm(n) drawn directly from g, and the sampler then runs one more randperm(n, g) whose
 // result torch discards (n-1 more words from g). The global generator is not touched.

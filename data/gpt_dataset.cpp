@@ -76,9 +76,7 @@ bool DataLoader::Iterator::next(Batch& batch) {
   if (!started_) {
     started_ = true;
     if (L.shuffle_) {
-      // RandomSampler: seed a fresh generator with one more W64 and take randperm(n) from it.
-      Generator sampler(L.generator_->random64());
-      order_ = sampler.randperm(n);
+      order_ = random_sampler_order(*L.generator_, n);  // its _base_seed was drawn at iter()
     } else {
       order_.resize(n);
       for (int64_t i = 0; i < n; ++i) order_[i] = i;
