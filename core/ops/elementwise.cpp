@@ -166,7 +166,7 @@ bool op_into_gradient(kernels::BinOp op, const Tensor& g, const Tensor& y) {
     kernels::binary(op, g.numel(), pg, y.data<float>(), pg);
     return true;
   }
-  if (y.numel() == 1 && y.dim() <= g.dim()) {
+  if (y.numel() == 1) {  // g is the broadcast result, so it has at least y's dims
     kernels::binary_scalar(op, g.numel(), pg, *y.data<float>(), pg);
     return true;
   }
@@ -323,8 +323,9 @@ Tensor gelu(const Tensor& a) {
     record("GeluBackward0", {a}, {x},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& xs = n.saved_tensor(0);
+             const bool reuse = gradient_reusable(g) && g.dtype() == xs.dtype();
              const Tensor gc = g.contiguous();
-             Tensor dx = empty(xs.shape(), xs.dtype());
+             Tensor dx = reuse ? gc : empty(xs.shape(), xs.dtype());  // dx may alias dout
              detail::dispatch_float("gelu", xs.dtype(), [&](auto z) {
                using T = decltype(z);
                kernels::gelu_backward(xs.numel(), xs.data<T>(), gc.data<T>(), dx.data<T>());

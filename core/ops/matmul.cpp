@@ -2,7 +2,8 @@
 //
 // Shape legend: a (..., n, k) · b (..., k, m) = (..., n, m); batch dims broadcast. A 1-D a is read
 // as (1, k) and a 1-D b as (k, 1), and the added dim is dropped from the result. Every product
-// runs on kernels::sgemm / dgemm through strides, so transposed operands are never copied.
+// runs on kernels::sgemm_batched / dgemm through strides, so transposed operands are never
+// copied.
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
@@ -36,7 +37,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
     const T beta = accumulate ? T(1) : T(0);
-    // Batch dims are walked one matrix at a time; a run of the last batch dim is `cnt` matrices.
+    // Batch dims are walked in runs: a run of the last batch dim is `cnt` matrices, one call.
     detail::for_each_run<3>(
         batch, {&sc, &sa, &sb}, {0, 0, 0},
         [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
