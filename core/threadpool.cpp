@@ -10,10 +10,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tg {
@@ -109,12 +111,20 @@ class Pool {
       cv_done_.wait(lk, [this] { return pending_.load() == 0; });
     }
     job_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));  // after all stopped
   }
 
-  // Take task indices until none are left; used by the caller and by every worker.
+  // Take task indices until none are left; used by the caller and by every worker. A task that
+  // throws ends the job early (no new tasks start) and its exception reaches the caller.
   void drain() {
     t_inside_task = true;
-    for (int64_t i = next_.fetch_add(1); i < n_tasks_; i = next_.fetch_add(1)) (*job_)(i);
+    try {
+      for (int64_t i = next_.fetch_add(1); i < n_tasks_; i = next_.fetch_add(1)) (*job_)(i);
+    } catch (...) {
+      next_.store(n_tasks_);
+      std::lock_guard<std::mutex> lk(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     t_inside_task = false;
   }
 
@@ -157,6 +167,8 @@ class Pool {
   int64_t n_tasks_ = 0;
   std::atomic<int64_t> next_{0};
   std::atomic<int> pending_{0};  // workers that have not finished the current job
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the first exception a task of the current job threw
 };
 
 Pool& pool() {

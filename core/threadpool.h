@@ -18,7 +18,8 @@ int num_threads();
 // n >= 1; joins or starts workers as needed. Call only while no parallel_for is running.
 void set_num_threads(int n);
 // Runs fn(i) for every i in [0, n_tasks) on up to num_threads() threads and returns when all are
-// done. Which thread runs which task is unspecified, so tasks must not depend on it.
+// done. Which thread runs which task is unspecified, so tasks must not depend on it. If a task
+// throws, no further tasks start and the first exception is rethrown here once all have stopped.
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
 
 // A reusable spinning barrier (yields while waiting) for the members of one parallel_team.
@@ -36,7 +37,7 @@ class Barrier {
 // Runs fn(tid, team, barrier) for tid in [0, team) on `team` threads at the same time, team =
 // min(n, num_threads()), or team = 1 when the pool is busy or this is a nested call. The members
 // run concurrently, so unlike parallel_for tasks they may wait for each other on `barrier`
-// (sized for the team).
+// (sized for the team). Members must not throw: the others would wait at the barrier for ever.
 void parallel_team(int n, const std::function<void(int tid, int team, Barrier& barrier)>& fn);
 
 }  // namespace tg

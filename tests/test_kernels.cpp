@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -309,6 +310,29 @@ TEST_CASE("sgemm_batched matches the reference per batch entry") {
                          R.data(), M * N, N);
     check_close(C, R, std::vector<double>(C.size(), 4.0 * (K + 2) * FLT_EPSILON * K), "batched");
   });
+}
+
+TEST_CASE("parallel_for: every task runs once; a throwing task's exception reaches the caller") {
+  const int before = tg::num_threads();
+  for (int threads : {1, 2, 3}) {
+    INFO("threads=" << threads);
+    tg::set_num_threads(threads);
+    std::vector<std::atomic<int>> hits(1000);
+    tg::parallel_for(1000, [&](int64_t i) { hits[size_t(i)].fetch_add(1); });
+    bool once = true;
+    for (const auto& h : hits) once = once && h.load() == 1;
+    CHECK(once);
+    CHECK_THROWS_WITH_AS(tg::parallel_for(64,
+                                          [](int64_t i) {
+                                            if (i == 37) throw std::runtime_error("task 37");
+                                          }),
+                         "task 37", std::runtime_error);
+    // The pool still works, in parallel, after the exception.
+    std::atomic<int> n{0};
+    tg::parallel_for(100, [&](int64_t) { n.fetch_add(1); });
+    CHECK(n.load() == 100);
+  }
+  tg::set_num_threads(before);
 }
 
 TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
