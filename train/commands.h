@@ -4,7 +4,6 @@
 
 namespace tg::cli {
 
-int demo_main(int argc, char** argv);
 int chapter3_main(int argc, char** argv);  // train/chapter3.cpp
 int train_main(int argc, char** argv);     // train/train_cmd.cpp
 int generate_main(int argc, char** argv);  // train/train_cmd.cpp

@@ -16,8 +16,6 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"demo", "the chapter's section 3.3 on the engine: attention weights and context vectors",
-     tg::cli::demo_main},
     {"chapter3", "replays the chapter-3 notebook's cells, printing what PyTorch prints",
      tg::cli::chapter3_main},
     {"train", "pretrains a GPT on a text (chapter 5), with checkpoints and a loss plot",
