@@ -182,6 +182,21 @@ TEST_CASE("matmul: torch.matmul semantics and its errors") {
         }).find("matmul: cannot multiply [2, 2, 3] by [3, 3, 1] (batch dims") == 0);
 }
 
+TEST_CASE("exp: a strided view gives the same bits as its contiguous copy") {
+  manual_seed(11);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    CAPTURE(std::string(dtype_name(dt)));
+    const Tensor x = (randn({67, 45}) * 20.0).to(dt);  // e^-60 .. e^60: every exponent range
+    const Tensor xt = x.T();
+    REQUIRE_FALSE(xt.is_contiguous());
+    const Tensor want = xt.contiguous().exp(), got = xt.exp();
+    if (dt == DType::Float32)
+      CHECK(got.contiguous().to_vector<float>() == want.to_vector<float>());
+    else
+      CHECK(got.contiguous().to_vector<double>() == want.to_vector<double>());
+  }
+}
+
 TEST_CASE("softmax: stable for large inputs; an all -inf row gives nan like PyTorch") {
   const double inf = std::numeric_limits<double>::infinity();
   const Tensor s = softmax(tensor({1000.0, 1000.0}), 0);

@@ -265,10 +265,11 @@ Tensor pow(const Tensor& a, double e) {
 
 // --- exp: d(e^a) = y, the output itself ---
 Tensor exp(const Tensor& a) {
-  Tensor out =
-      is_floating(a.dtype()) && a.is_contiguous()
-          ? unary_kernel(a, [](int64_t n, const auto* x, auto* y) { kernels::exp(n, x, y); })
-          : unary_map("exp", a, [](auto x) { return std::exp(x); });
+  // A strided view is copied first, so that exp gives the same bits whatever the layout.
+  Tensor out = is_floating(a.dtype())
+                   ? unary_kernel(a.is_contiguous() ? a : a.detach().contiguous(),
+                                  [](int64_t n, const auto* x, auto* y) { kernels::exp(n, x, y); })
+                   : unary_map("exp", a, [](auto x) { return std::exp(x); });
   if (any_requires_grad({&a}))
     record("ExpBackward0", {a}, {out},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> { return {g * n.saved_tensor(0)}; },
