@@ -6,12 +6,16 @@
 // bench_train_torch.py), so peak RSS (wait4's ru_maxrss) belongs to that run alone. Both sides
 // seed 123, build the model, then draw the batches with randint, so the weights, batches and
 // dropout masks are the same: the first step's losses are printed side by side as a check.
-// Step 0 is a warm-up and not timed. Compare numbers within one machine only.
+// Step 0 is a warm-up and not timed; each child prints every timed step's seconds. A run counts
+// as its median step (one slow step from a neighbour's burst does not move it), and the table
+// shows the best of --reps runs per side, ours and PyTorch's alternating so both see the same
+// background load; the mean step of every run is in --json. Compare numbers within one machine.
 //
-// usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--no-torch]
-//                    [--only tiny|gpt2-124m]
+// usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N]
+//                    [--no-torch] [--only tiny|gpt2-124m]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,9 +60,9 @@ int run_child(const Config& c, int64_t steps) {
   std::vector<int64_t> ids(size_t((steps + 1) * B * (T + 1)));
   randint(ids.data(), int64_t(ids.size()), 0, c.cfg.vocab_size);  // torch.randint's draws
   double first_loss = NAN;
-  std::chrono::steady_clock::time_point t0;
+  std::vector<double> seconds;
   for (int64_t s = 0; s <= steps; ++s) {
-    if (s == 1) t0 = std::chrono::steady_clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<int64_t> x(size_t(B * T)), y(size_t(B * T));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) {
@@ -70,33 +74,61 @@ int run_child(const Config& c, int64_t steps) {
     Tensor loss = train::calc_loss_batch(from_vector(x, {B, T}), from_vector(y, {B, T}), model);
     loss.backward();
     opt.step();
-    if (s == 0) first_loss = loss.item<double>();
+    if (s == 0)
+      first_loss = loss.item<double>();
+    else
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  const double per_step =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / double(steps);
-  std::printf("%.9g %.6f\n", first_loss, per_step);
+  std::printf("%.9g", first_loss);
+  for (double t : seconds) std::printf(" %.6f", t);
+  std::printf("\n");
   return 0;
 }
 
+// One side's runs of one configuration.
 struct Result {
   bool ok = false;
-  double first_loss = NAN, sec_per_step = NAN, tokens_per_s = NAN;
-  long rss_kb = 0;
-  std::string error;  // why ok is false
+  double first_loss = NAN;
+  double tokens_per_s = NAN;                   // from the best run's median step
+  std::vector<double> run_medians, run_means;  // seconds per step, one per run
+  long rss_kb = 0;                             // the largest peak over the runs
+  std::string error;                           // why ok is false
 };
 
-Result measure(const std::vector<std::string>& args, int threads, int64_t tokens_per_step) {
-  Result r;
+// Runs the child once more and folds it into r; false (with r.error) when it failed.
+bool measure(Result& r, const std::vector<std::string>& args, int threads, int64_t steps,
+             int64_t tokens_per_step) {
   std::string out;
-  if (!bench::run_child(args, threads, out, r.rss_kb, r.error)) return r;
+  long rss_kb = 0;
+  if (!bench::run_child(args, threads, out, rss_kb, r.error)) return r.ok = false;
   std::istringstream is(out);
-  if (!(is >> r.first_loss >> r.sec_per_step)) {
-    r.error = args[0] + " printed no measurement";
-    return r;
+  std::vector<double> t(static_cast<size_t>(steps));
+  double loss = NAN;
+  bool parsed = bool(is >> loss);
+  for (double& x : t) parsed = parsed && (is >> x) && x > 0;
+  if (!parsed) {
+    r.error = args[0] + " printed no measurement of " + std::to_string(steps) + " steps";
+    return r.ok = false;
   }
-  r.tokens_per_s = double(tokens_per_step) / r.sec_per_step;
-  r.ok = true;
-  return r;
+  double mean = 0;
+  for (double x : t) mean += x / double(steps);
+  std::sort(t.begin(), t.end());
+  const double median =
+      steps % 2 ? t[size_t(steps / 2)] : (t[size_t(steps / 2 - 1)] + t[size_t(steps / 2)]) / 2;
+  r.run_medians.push_back(median);
+  r.run_means.push_back(mean);
+  r.first_loss = loss;
+  r.rss_kb = std::max(r.rss_kb, rss_kb);
+  r.tokens_per_s =
+      double(tokens_per_step) / *std::min_element(r.run_medians.begin(), r.run_medians.end());
+  return r.ok = true;
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + bench::json_number(v[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -104,7 +136,7 @@ Result measure(const std::vector<std::string>& args, int threads, int64_t tokens
 int main(int argc, char** argv) {
   bool json = false, torch = true;
   int threads = 2;
-  int64_t steps_tiny = 20, steps_124m = 3;
+  int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -133,6 +165,8 @@ int main(int argc, char** argv) {
         steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
       } else if (a == "--steps-124m") {
         steps_124m = bench::positive_int("bench_train", a, next(), 100000);
+      } else if (a == "--reps") {
+        reps = bench::positive_int("bench_train", a, next(), 100);
       } else if (a == "--only") {
         only = next();
         if (only != "tiny" && only != "gpt2-124m") {
@@ -172,14 +206,27 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != c.name) continue;
     const int64_t steps = std::string(c.name) == "tiny" ? steps_tiny : steps_124m;
     const int64_t tokens = c.batch * c.cfg.context_length;
-    const Result ours = measure({self, "--child", c.name, std::to_string(steps)}, threads, tokens);
-    Result theirs;
-    if (torch)
-      theirs = measure({"/usr/bin/python3", script, std::to_string(c.cfg.vocab_size),
-                        std::to_string(c.cfg.context_length), std::to_string(c.cfg.emb_dim),
-                        std::to_string(c.cfg.n_heads), std::to_string(c.cfg.n_layers),
-                        std::to_string(c.batch), std::to_string(steps), std::to_string(threads)},
-                       threads, tokens);
+    const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps)};
+    const std::vector<std::string> torch_args = {"/usr/bin/python3",
+                                                 script,
+                                                 std::to_string(c.cfg.vocab_size),
+                                                 std::to_string(c.cfg.context_length),
+                                                 std::to_string(c.cfg.emb_dim),
+                                                 std::to_string(c.cfg.n_heads),
+                                                 std::to_string(c.cfg.n_layers),
+                                                 std::to_string(c.batch),
+                                                 std::to_string(steps),
+                                                 std::to_string(threads)};
+    Result ours, theirs;
+    // Alternate, starting with ours then theirs and swapping each run, until a side fails.
+    bool ours_alive = true, theirs_alive = torch;
+    for (int64_t r = 0; r < reps && (ours_alive || theirs_alive); ++r)
+      for (int side = 0; side < 2; ++side) {
+        if ((side == r % 2) && ours_alive)
+          ours_alive = measure(ours, our_args, threads, steps, tokens);
+        else if ((side != r % 2) && theirs_alive)
+          theirs_alive = measure(theirs, torch_args, threads, steps, tokens);
+      }
     if (!ours.ok) {
       std::cerr << "bench_train: our " << c.name << " run failed: " << ours.error << "\n";
       rc = 1;
@@ -187,17 +234,21 @@ int main(int argc, char** argv) {
     if (torch && !theirs.ok)
       std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
     if (json) {
-      rows.push_back("{\"config\": \"" + std::string(c.name) + "\", \"threads\": " +
-                     std::to_string(threads) + ", \"batch\": " + std::to_string(c.batch) +
-                     ", \"context\": " + std::to_string(c.cfg.context_length) +
-                     ", \"steps\": " + std::to_string(steps) +
-                     ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
-                     ", \"ours_peak_rss_mb\": " + bench::json_number(double(ours.rss_kb) / 1024) +
-                     ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
-                     ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
-                     ", \"torch_peak_rss_mb\": " +
-                     bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
-                     ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
+      rows.push_back(
+          "{\"config\": \"" + std::string(c.name) + "\", \"threads\": " + std::to_string(threads) +
+          ", \"batch\": " + std::to_string(c.batch) +
+          ", \"context\": " + std::to_string(c.cfg.context_length) +
+          ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
+          ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
+          ", \"ours_run_median_s\": " + json_list(ours.run_medians) +
+          ", \"ours_run_mean_s\": " + json_list(ours.run_means) +
+          ", \"ours_peak_rss_mb\": " + bench::json_number(double(ours.rss_kb) / 1024) +
+          ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
+          ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
+          ", \"torch_run_median_s\": " + json_list(theirs.run_medians) +
+          ", \"torch_run_mean_s\": " + json_list(theirs.run_means) + ", \"torch_peak_rss_mb\": " +
+          bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
+          ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
     } else {
       auto mb = [](const Result& r) {
         char b[32];
