@@ -1,6 +1,7 @@
 // GPTDatasetV1 and the DataLoader order; see gpt_dataset.h.
 #include "data/gpt_dataset.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -64,40 +65,62 @@ int64_t DataLoader::size() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-DataLoader::Iterator::Iterator(const DataLoader& loader) : loader_(&loader) {
+void DataLoader::draw_base_seed() const {
   // _BaseDataLoaderIter draws _base_seed (one W64) whether or not it shuffles; with
   // num_workers=0 the value is unused, but the draw moves the generator.
-  (void)loader.generator_->random64();
+  (void)generator_->random64();
+}
+
+std::vector<int64_t> DataLoader::sampler_order() const {
+  const int64_t n = dataset_->size();
+  if (shuffle_) return random_sampler_order(*generator_, n);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  return order;
+}
+
+std::vector<int64_t> DataLoader::epoch_order() const {
+  draw_base_seed();
+  return sampler_order();
+}
+
+Batch DataLoader::batch(const std::vector<int64_t>& order, int64_t b) const {
+  const int64_t n = dataset_->size();
+  if (static_cast<int64_t>(order.size()) != n)
+    throw std::invalid_argument("DataLoader::batch: an order of " + std::to_string(order.size()) +
+                                " windows for a dataset of " + std::to_string(n));
+  if (b < 0 || b >= size())
+    throw std::out_of_range("DataLoader::batch: batch " + std::to_string(b) + " out of range for " +
+                            std::to_string(size()) + " batches");
+  const int64_t T = dataset_->max_length();
+  const int64_t begin = b * batch_size_;
+  const int64_t rows = std::min(batch_size_, n - begin);
+  Batch out;
+  out.batch_size = rows;
+  out.max_length = T;
+  out.indices.assign(order.begin() + begin, order.begin() + begin + rows);
+  out.inputs.resize(static_cast<size_t>(rows * T));
+  out.targets.resize(static_cast<size_t>(rows * T));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto x = dataset_->input_ids(out.indices[r]);
+    const auto y = dataset_->target_ids(out.indices[r]);
+    std::copy(x.begin(), x.end(), out.inputs.begin() + r * T);
+    std::copy(y.begin(), y.end(), out.targets.begin() + r * T);
+  }
+  return out;
+}
+
+DataLoader::Iterator::Iterator(const DataLoader& loader) : loader_(&loader) {
+  loader.draw_base_seed();
 }
 
 bool DataLoader::Iterator::next(Batch& batch) {
-  const DataLoader& L = *loader_;
-  const int64_t n = L.dataset_->size();
   if (!started_) {
     started_ = true;
-    if (L.shuffle_) {
-      order_ = random_sampler_order(*L.generator_, n);  // its _base_seed was drawn at iter()
-    } else {
-      order_.resize(n);
-      for (int64_t i = 0; i < n; ++i) order_[i] = i;
-    }
+    order_ = loader_->sampler_order();  // its _base_seed was drawn at iter()
   }
-  const size_t left = order_.size() - pos_;
-  const size_t b = std::min<size_t>(left, static_cast<size_t>(L.batch_size_));
-  if (b == 0 || (L.drop_last_ && b < static_cast<size_t>(L.batch_size_))) return false;
-  const int64_t T = L.dataset_->max_length();
-  batch.batch_size = static_cast<int64_t>(b);
-  batch.max_length = T;
-  batch.indices.assign(order_.begin() + pos_, order_.begin() + pos_ + b);
-  batch.inputs.resize(b * T);
-  batch.targets.resize(b * T);
-  for (size_t r = 0; r < b; ++r) {
-    const auto x = L.dataset_->input_ids(batch.indices[r]);
-    const auto y = L.dataset_->target_ids(batch.indices[r]);
-    std::copy(x.begin(), x.end(), batch.inputs.begin() + r * T);
-    std::copy(y.begin(), y.end(), batch.targets.begin() + r * T);
-  }
-  pos_ += b;
+  if (b_ >= loader_->size()) return false;
+  batch = loader_->batch(order_, b_++);
   return true;
 }
 

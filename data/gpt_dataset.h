@@ -58,6 +58,14 @@ class DataLoader {
   int64_t size() const;  // len(loader): number of batches per epoch
   const GPTDatasetV1& dataset() const { return *dataset_; }
 
+  // The epoch's window order, making at once the draws of iter() and its first next(): one W64
+  // (_base_seed), and for shuffle one more that seeds randperm. For callers that keep the order,
+  // as the trainer does to resume mid-epoch from a checkpoint.
+  std::vector<int64_t> epoch_order() const;
+  // Batch b (0 <= b < size()) of an epoch order: the consecutive slice order[b*batch_size, ...),
+  // shorter at the end unless drop_last.
+  Batch batch(const std::vector<int64_t>& order, int64_t b) const;
+
   // One epoch, like `for x, y in loader` after iter(loader).
   class Iterator {
    public:
@@ -69,12 +77,16 @@ class DataLoader {
     const DataLoader* loader_;
     std::vector<int64_t> order_;
     bool started_ = false;
-    size_t pos_ = 0;
+    int64_t b_ = 0;  // the next batch
   };
   // Draws the epoch's base seed now, and the sampler's seed at the first next(), as torch does.
   Iterator iter() const { return Iterator(*this); }
 
  private:
+  // The two halves of epoch_order, which Iterator makes at different times.
+  void draw_base_seed() const;
+  std::vector<int64_t> sampler_order() const;
+
   std::shared_ptr<const GPTDatasetV1> dataset_;
   int64_t batch_size_;
   bool shuffle_, drop_last_;

@@ -131,6 +131,41 @@ TEST_CASE("DataLoader batch rows are the windows it names") {
   CHECK(total == 28);  // 7 full batches of 4; 3 windows dropped
 }
 
+TEST_CASE("DataLoader epoch_order + batch replay iter() + next(), draws included") {
+  // The trainer's way (order kept for checkpoints) must equal the Iterator's, batch by batch,
+  // and leave the generator where the Iterator leaves it.
+  for (const bool shuffle : {false, true}) {
+    for (const bool drop_last : {false, true}) {
+      CAPTURE(shuffle);
+      CAPTURE(drop_last);
+      Generator g_iter(42), g_order(42);
+      auto ds = std::make_shared<GPTDatasetV1>(iota(60), 5, 3);  // 19 windows
+      const DataLoader by_iter(ds, 4, shuffle, drop_last, g_iter);
+      const DataLoader by_order(ds, 4, shuffle, drop_last, g_order);
+      for (int e = 0; e < 2; ++e) {
+        auto it = by_iter.iter();
+        const std::vector<int64_t> order = by_order.epoch_order();
+        Batch b;
+        int64_t k = 0;
+        while (it.next(b)) {
+          const Batch c = by_order.batch(order, k++);
+          CHECK(c.indices == b.indices);
+          CHECK(c.inputs == b.inputs);
+          CHECK(c.targets == b.targets);
+          CHECK(c.batch_size == b.batch_size);
+        }
+        CHECK(k == by_order.size());
+        CHECK(k == (drop_last ? 4 : 5));
+        CHECK(g_iter.get_state() == g_order.get_state());
+      }
+      const std::vector<int64_t> order = by_order.epoch_order();
+      CHECK_THROWS_AS(by_order.batch(order, by_order.size()), std::out_of_range);
+      CHECK_THROWS_AS(by_order.batch(order, -1), std::out_of_range);
+      CHECK_THROWS_AS(by_order.batch({0, 1}, 0), std::invalid_argument);
+    }
+  }
+}
+
 TEST_CASE("create_dataloader_v1 on the-verdict.txt (the book's 2.6 example)") {
   const std::string path = std::string(TG_TEST_SHARED_DIR) + "/data/the-verdict.txt";
   if (!std::filesystem::exists(path)) {

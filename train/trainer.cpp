@@ -29,35 +29,6 @@ namespace tg::train {
 
 namespace fs = std::filesystem;
 
-// ---- loaders ---------------------------------------------------------------------------------
-
-int64_t Loader::size() const {
-  const int64_t n = dataset->size();
-  return drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
-}
-
-std::vector<int64_t> Loader::epoch_order(Generator& gen) const {
-  if (shuffle) return random_sampler_epoch_order(gen, dataset->size());
-  (void)gen.random64();  // _base_seed is drawn even without shuffling
-  std::vector<int64_t> order(size_t(dataset->size()));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
-  return order;
-}
-
-std::pair<Tensor, Tensor> Loader::batch(const std::vector<int64_t>& order, int64_t b) const {
-  const int64_t T = dataset->max_length();
-  const int64_t begin = b * batch_size;
-  const int64_t rows = std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
-  std::vector<int64_t> x(size_t(rows * T)), y(size_t(rows * T));
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto in = dataset->input_ids(order[size_t(begin + r)]);
-    const auto tg = dataset->target_ids(order[size_t(begin + r)]);
-    std::copy(in.begin(), in.end(), x.begin() + r * T);
-    std::copy(tg.begin(), tg.end(), y.begin() + r * T);
-  }
-  return {from_vector(x, {rows, T}), from_vector(y, {rows, T})};
-}
-
 // ---- losses ----------------------------------------------------------------------------------
 
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
@@ -65,30 +36,36 @@ Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn
   return cross_entropy(logits.flatten(0, 1), target_batch.flatten());
 }
 
-double calc_loss_loader(const Loader& loader, nn::GPTModel& model, int64_t num_batches,
-                        Generator& gen) {
+namespace {
+// (inputs, targets), each int64 (rows, max_length).
+std::pair<Tensor, Tensor> to_tensors(const data::Batch& b) {
+  return {from_vector(b.inputs, {b.batch_size, b.max_length}),
+          from_vector(b.targets, {b.batch_size, b.max_length})};
+}
+}  // namespace
+
+double calc_loss_loader(const data::DataLoader& loader, nn::GPTModel& model, int64_t num_batches) {
   const int64_t n = loader.size();
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();
   num_batches = num_batches < 0 ? n : std::min(num_batches, n);
   // `for i, batch in enumerate(loader)` starts the iterator even when it breaks at once.
-  const std::vector<int64_t> order = loader.epoch_order(gen);
+  const std::vector<int64_t> order = loader.epoch_order();
   double total_loss = 0;
   for (int64_t i = 0; i < num_batches; ++i) {
-    const auto [x, y] = loader.batch(order, i);
+    const auto [x, y] = to_tensors(loader.batch(order, i));
     total_loss += calc_loss_batch(x, y, model).item<double>();
   }
   return total_loss / double(num_batches);
 }
 
-std::pair<double, double> evaluate_model(nn::GPTModel& model, const Loader& train_loader,
-                                         const Loader& val_loader, int64_t eval_iter,
-                                         Generator& gen) {
+std::pair<double, double> evaluate_model(nn::GPTModel& model, const data::DataLoader& train_loader,
+                                         const data::DataLoader& val_loader, int64_t eval_iter) {
   model.eval();
   double train_loss, val_loss;
   {
     NoGradGuard no_grad;
-    train_loss = calc_loss_loader(train_loader, model, eval_iter, gen);
-    val_loss = calc_loss_loader(val_loader, model, eval_iter, gen);
+    train_loss = calc_loss_loader(train_loader, model, eval_iter);
+    val_loss = calc_loss_loader(val_loader, model, eval_iter);
   }
   model.train();
   return {train_loss, val_loss};
@@ -647,16 +624,19 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     return std::make_shared<const data::GPTDatasetV1>(std::vector<int64_t>(ids.begin(), ids.end()),
                                                       T, T);
   };
-  Loader train_loader{make_dataset(train_text, "training"), opt.batch_size, true, true};
-  Loader val_loader{make_dataset(val_text, "validation"), opt.batch_size, false, false};
+  // Both loaders draw from the global generator, as torch's do; constructing them draws nothing.
+  Generator& gen = default_generator();
+  const data::DataLoader train_loader(make_dataset(train_text, "training"), opt.batch_size,
+                                      /*shuffle=*/true, /*drop_last=*/true, gen);
+  const data::DataLoader val_loader(make_dataset(val_text, "validation"), opt.batch_size,
+                                    /*shuffle=*/false, /*drop_last=*/false, gen);
   const int64_t n_batches = train_loader.size();
   if (n_batches == 0)
-    throw TrainError("text too short: " + std::to_string(train_loader.dataset->size()) +
+    throw TrainError("text too short: " + std::to_string(train_loader.dataset().size()) +
                      " training windows of " + std::to_string(T) +
                      " tokens, fewer than one batch of " + std::to_string(opt.batch_size));
 
   // --- model and optimizer: manual_seed, then GPTModel's draws, as the book ---
-  Generator& gen = default_generator();
   manual_seed(opt.seed);
   nn::GPTModel model(cfg);
   AdamW optimizer(model, opt.lr, opt.weight_decay);
@@ -724,7 +704,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
                        std::to_string(global_step) + ")");
     if (batch_start > 0) {
       const Tensor* o = ckpt.find("trainer.epoch_order");
-      if (!o || o->numel() != train_loader.dataset->size())
+      if (!o || o->numel() != train_loader.dataset().size())
         throw TrainError(ckpt_in + ": checkpoint lacks the interrupted epoch's batch order");
       resumed_order = o->to_vector<int64_t>();
     }
@@ -827,14 +807,14 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
       order = resumed_order;
       b0 = batch_start;
     } else {
-      order = train_loader.epoch_order(gen);
+      order = train_loader.epoch_order();
     }
     for (int64_t b = b0; b < n_batches; ++b) {
       if (scheduled)
         optimizer.lr = warmup_cosine_lr(global_step + 1, total_steps, opt.warmup_steps,
                                         opt.initial_lr, opt.lr, opt.min_lr);
       optimizer.zero_grad();  // reset loss gradients from the previous batch
-      const auto [input_batch, target_batch] = train_loader.batch(order, b);
+      const auto [input_batch, target_batch] = to_tensors(train_loader.batch(order, b));
       Tensor loss = calc_loss_batch(input_batch, target_batch, model);
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) {
@@ -857,7 +837,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
 
       if (global_step % opt.eval_freq == 0) {
         const auto [train_loss, val_loss] =
-            evaluate_model(model, train_loader, val_loader, opt.eval_iter, gen);
+            evaluate_model(model, train_loader, val_loader, opt.eval_iter);
         EvalPoint p{epoch + 1, global_step,  tokens_seen, train_loss,
                     val_loss,  optimizer.lr, elapsed()};
         result.evals.push_back(p);

@@ -34,31 +34,15 @@ struct TrainError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// DataLoader over GPTDatasetV1 windows, drawing from the generator as torch's DataLoader draws
-// from the global one (TORCH_RNG.md §6).
-struct Loader {
-  std::shared_ptr<const data::GPTDatasetV1> dataset;
-  int64_t batch_size = 1;
-  bool shuffle = false, drop_last = false;
-
-  int64_t size() const;  // len(loader)
-  // What `iter(loader)` and its first next() draw: one W64 (_base_seed), plus for shuffle one
-  // more W64 that seeds randperm. Returns the epoch's window order.
-  std::vector<int64_t> epoch_order(Generator& gen) const;
-  // Batch b of that order: (inputs, targets), each int64 (rows, max_length).
-  std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& order, int64_t b) const;
-};
-
 // cross_entropy(logits.flatten(0, 1), target_batch.flatten())
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model);
 // Mean loss over the first num_batches batches (all when num_batches < 0); NaN for an empty
-// loader (without drawing, as the book returns before iterating).
-double calc_loss_loader(const Loader& loader, nn::GPTModel& model, int64_t num_batches,
-                        Generator& gen);
+// loader (without drawing, as the book returns before iterating). Draws from the loader's
+// generator as one iter(loader) does.
+double calc_loss_loader(const data::DataLoader& loader, nn::GPTModel& model, int64_t num_batches);
 // (train_loss, val_loss) over eval_iter batches each, in eval mode and without gradients.
-std::pair<double, double> evaluate_model(nn::GPTModel& model, const Loader& train_loader,
-                                         const Loader& val_loader, int64_t eval_iter,
-                                         Generator& gen);
+std::pair<double, double> evaluate_model(nn::GPTModel& model, const data::DataLoader& train_loader,
+                                         const data::DataLoader& val_loader, int64_t eval_iter);
 
 // Greedy decoding of one sequence (chapter 4): appends max_new_tokens argmax tokens, each
 // predicted from the last context_size tokens.
