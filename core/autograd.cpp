@@ -184,7 +184,12 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     Tensor gout = std::move(it->second);
     pending.erase(it);
     if (node->released) node->saved_tensor(0);  // throws the "second time" error
+    node->last_use = !retain_graph;
     std::vector<Tensor> grads = node->backward(*node, gout);
+    // Drop what the node no longer needs before handing its gradients on: a gradient written into
+    // gout's or a saved tensor's buffer is then held by nobody else, and a leaf adopts it as is.
+    gout = Tensor();
+    if (!retain_graph) node->release();
     if (grads.size() != node->next.size())
       throw std::logic_error(node->name + ": backward returned " + std::to_string(grads.size()) +
                              " gradients for " + std::to_string(node->next.size()) + " inputs");
@@ -201,16 +206,22 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
         add_gradient(p->second, std::move(grads[i]));
       } else {
-        pending.emplace(e.fn.get(), grads[i]);
+        pending.emplace(e.fn.get(), std::move(grads[i]));
         ready.push(e.fn);
       }
     }
-    if (!retain_graph) node->release();
   }
 }
 
 bool gradient_reusable(const Tensor& g) {
   return g.defined() && g.dtype() == DType::Float32 && g.is_contiguous() && sole_owner(g);
+}
+
+Tensor reusable_saved(const Node& node, size_t i) {
+  if (!node.last_use) return Tensor();
+  const Tensor& t = node.saved_tensor(i);  // the version check
+  if (!t.defined() || !t.is_contiguous() || !sole_owner(t)) return Tensor();
+  return t;
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

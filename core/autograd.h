@@ -57,6 +57,7 @@ struct Node {
   std::vector<SavedTensor> saved;
   BackwardFn backward;
   bool released = false;
+  bool last_use = false;  // set by the engine: this backward runs without retain_graph
 
   // Does input i need a gradient? Lets a backward skip work nobody will read.
   bool needs(size_t i) const { return i < next.size() && next[i].active(); }
@@ -82,6 +83,11 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 // float32 tensor that nothing else holds (no other handle, view or saved tensor), as the engine
 // passes a gradient that only this node receives. Saves a fresh buffer per elementwise backward.
 bool gradient_reusable(const Tensor& grad_output);
+
+// The i-th saved tensor if the backward may overwrite its buffer: the node's last backward (no
+// retain_graph) and a contiguous tensor whose storage nothing else holds (e.g. the GPT's logits,
+// which only cross_entropy keeps once the model's output goes out of scope). Else undefined.
+Tensor reusable_saved(const Node& node, size_t i);
 
 // Reduces a broadcast gradient back to the shape of the input it flowed from.
 Tensor sum_to(const Tensor& g, const Shape& shape);

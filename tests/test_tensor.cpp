@@ -253,6 +253,37 @@ TEST_CASE("cat, stack, embedding") {
   CHECK(what_of([&] { embedding(tensor({1.0}), w); }).find("embedding: ids must be int64") == 0);
 }
 
+TEST_CASE("cross_entropy's backward writes over logits nobody holds, and only then") {
+  manual_seed(5);
+  const Tensor w0 = randn({6, 37}) * 3.0;
+  const Tensor targets = tensor({0, 36, 5, -100, 2, 2});
+  // logits = gelu(w) has a buffer of its own; GeluBackward writes w's gradient into the gradient
+  // it receives when nothing else holds it, so w.grad() shows where cross_entropy's went.
+  auto grad_of_w = [&](bool keep_logits, bool twice, const float** logits_buffer) {
+    Tensor w = w0.detach().requires_grad_();
+    Tensor logits = gelu(w);
+    *logits_buffer = logits.data<float>();
+    Tensor loss = cross_entropy(logits, targets);
+    if (!keep_logits) logits = Tensor();
+    if (twice) loss.backward(Tensor(), /*retain_graph=*/true);
+    loss.backward();
+    if (keep_logits) CHECK(logits.to_vector<float>() == gelu(w0).to_vector<float>());
+    return w.grad();
+  };
+  const float* kept_buffer = nullptr;
+  const float* dropped_buffer = nullptr;
+  const float* unused = nullptr;
+  const Tensor kept = grad_of_w(true, false, &kept_buffer);
+  const Tensor dropped = grad_of_w(false, false, &dropped_buffer);
+  CHECK(kept.to_vector<float>() == dropped.to_vector<float>());
+  CHECK(kept.data<float>() != kept_buffer);        // the logits are the caller's: a new buffer
+  CHECK(dropped.data<float>() == dropped_buffer);  // nobody else's: written in place
+  // With retain_graph the saved logits must survive the first backward: two backwards give
+  // twice the gradient.
+  const Tensor retained = grad_of_w(false, true, &unused);
+  CHECK(retained.to_vector<float>() == (kept * 2.0).to_vector<float>());
+}
+
 TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are checked") {
   const Tensor logits = tensor({{2.0, 1.0, 0.1}, {0.5, 2.5, 0.3}});
   const Tensor targets = tensor({0, 1});

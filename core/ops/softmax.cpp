@@ -124,7 +124,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 //   forward:  per row the max m and s = Σ exp(x − m) (softmax's first two passes, nothing
 //             stored); loss = −Σ (x[t] − m − log s) / N, in double.
 //   backward: dlogits = (exp(x − m) · (g/N)/s − onehot(target) · g/N), recomputed from the saved
-//             logits in one pass.
+//             logits in one pass, written over them when nothing else holds them (the GPT's
+//             training step: then no second buffer of that size is allocated and first touched).
 // Targets equal to -100 are ignored (PyTorch's default ignore_index) and not counted in N.
 // The GPT's logits (N × 50257) are its largest activation: keeping them instead of the
 // probabilities saves writing and re-reading a second buffer of that size.
@@ -168,7 +169,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
            [N, C, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& xs = n.saved_tensor(0);
              const int64_t* tt = n.saved_tensor(3).data<int64_t>();
-             Tensor d = empty({N, C}, xs.dtype());
+             Tensor d = reusable_saved(n, 0);
+             if (!d.defined()) d = empty({N, C}, xs.dtype());
              detail::dispatch_float("cross_entropy", d.dtype(), [&](auto z) {
                using T = decltype(z);
                const T scale = T(g.item<double>() / double(count));
