@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -86,7 +87,7 @@ int run_child(const Config& c, int64_t steps) {
   return 0;
 }
 
-// One side's runs of one configuration.
+// One side's runs of one configuration. A side with a failed run reports nothing but the error.
 struct Result {
   bool ok = false;
   double first_loss = NAN;
@@ -96,21 +97,34 @@ struct Result {
   std::string error;                           // why ok is false
 };
 
-// Runs the child once more and folds it into r; false (with r.error) when it failed.
+bool fail(Result& r, std::string why) {
+  r = Result{};
+  r.error = std::move(why);
+  return false;
+}
+
+// Runs the child once more and folds it into r; false (r cleared, with r.error) when it failed.
 bool measure(Result& r, const std::vector<std::string>& args, int threads, int64_t steps,
              int64_t tokens_per_step) {
-  std::string out;
+  std::string out, error;
   long rss_kb = 0;
-  if (!bench::run_child(args, threads, out, rss_kb, r.error)) return r.ok = false;
+  if (!bench::run_child(args, threads, out, rss_kb, error)) return fail(r, error);
   std::istringstream is(out);
+  std::string loss_text;  // strtod, unlike >>, reads a diverged run's "nan"
+  is >> loss_text;
+  char* end = nullptr;
+  const double loss = std::strtod(loss_text.c_str(), &end);
+  bool parsed = !loss_text.empty() && *end == '\0';
   std::vector<double> t(static_cast<size_t>(steps));
-  double loss = NAN;
-  bool parsed = bool(is >> loss);
   for (double& x : t) parsed = parsed && (is >> x) && x > 0;
-  if (!parsed) {
-    r.error = args[0] + " printed no measurement of " + std::to_string(steps) + " steps";
-    return r.ok = false;
-  }
+  std::string extra;
+  if (!parsed || is >> extra)
+    return fail(r, args[0] + " did not print a loss and " + std::to_string(steps) + " step times");
+  // Same seed, same batches: every run must start from the same loss (NaN included).
+  if (!r.run_medians.empty() &&
+      !(loss == r.first_loss || (std::isnan(loss) && std::isnan(r.first_loss))))
+    return fail(r, args[0] + " began with loss " + loss_text + " after " +
+                       std::to_string(r.first_loss) + " in an earlier run");
   double mean = 0;
   for (double x : t) mean += x / double(steps);
   std::sort(t.begin(), t.end());
@@ -231,8 +245,10 @@ int main(int argc, char** argv) {
       std::cerr << "bench_train: our " << c.name << " run failed: " << ours.error << "\n";
       rc = 1;
     }
-    if (torch && !theirs.ok)
+    if (torch && !theirs.ok) {  // PyTorch is there but its run failed: the table lacks a peer
       std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
+      rc = 1;
+    }
     if (json) {
       rows.push_back(
           "{\"config\": \"" + std::string(c.name) + "\", \"threads\": " + std::to_string(threads) +
@@ -241,8 +257,8 @@ int main(int argc, char** argv) {
           ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
           ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
           ", \"ours_run_median_s\": " + json_list(ours.run_medians) +
-          ", \"ours_run_mean_s\": " + json_list(ours.run_means) +
-          ", \"ours_peak_rss_mb\": " + bench::json_number(double(ours.rss_kb) / 1024) +
+          ", \"ours_run_mean_s\": " + json_list(ours.run_means) + ", \"ours_peak_rss_mb\": " +
+          bench::json_number(ours.ok ? double(ours.rss_kb) / 1024 : NAN) +
           ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
           ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
           ", \"torch_run_median_s\": " + json_list(theirs.run_medians) +
@@ -256,16 +272,20 @@ int main(int argc, char** argv) {
         std::snprintf(b, sizeof b, "%.0f MB", double(r.rss_kb) / 1024);
         return std::string(b);
       };
-      auto num = [&](const char* fmt, double v) {
+      auto num = [](const Result& r, const char* fmt, double v) {
         char b[32];
-        if (!theirs.ok) return std::string("-");
+        if (!r.ok) return std::string("-");
         std::snprintf(b, sizeof b, fmt, v);
         return std::string(b);
       };
-      std::printf("%-10s %7d %12.0f %12s %8s %11s %11s %11.6f %11s\n", c.name, threads,
-                  ours.tokens_per_s, num("%.1f", theirs.tokens_per_s).c_str(),
-                  num("%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str(), mb(ours).c_str(),
-                  mb(theirs).c_str(), ours.first_loss, num("%.6f", theirs.first_loss).c_str());
+      const bool both = ours.ok && theirs.ok;
+      std::printf(
+          "%-10s %7d %12s %12s %8s %11s %11s %11s %11s\n", c.name, threads,
+          num(ours, "%.0f", ours.tokens_per_s).c_str(),
+          num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
+          both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
+          mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
+          num(theirs, "%.6f", theirs.first_loss).c_str());
       std::fflush(stdout);
     }
   }
