@@ -186,13 +186,13 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     if (node->released) node->saved_tensor(0);  // throws the "second time" error
     node->last_use = !retain_graph;
     std::vector<Tensor> grads = node->backward(*node, gout);
+    if (grads.size() != node->next.size())
+      throw std::logic_error(node->name + ": backward returned " + std::to_string(grads.size()) +
+                             " gradients for " + std::to_string(node->next.size()) + " inputs");
     // Drop what the node no longer needs before handing its gradients on: a gradient written into
     // gout's or a saved tensor's buffer is then held by nobody else, and a leaf adopts it as is.
     gout = Tensor();
     if (!retain_graph) node->release();
-    if (grads.size() != node->next.size())
-      throw std::logic_error(node->name + ": backward returned " + std::to_string(grads.size()) +
-                             " gradients for " + std::to_string(node->next.size()) + " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& e = node->next[i];
       if (!e.active() || !grads[i].defined()) continue;

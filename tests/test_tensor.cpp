@@ -195,6 +195,11 @@ TEST_CASE("exp: a strided view gives the same bits as its contiguous copy") {
     else
       CHECK(got.contiguous().to_vector<double>() == want.to_vector<double>());
   }
+  // Integers become float32 first, as in PyTorch: the same bits as exp of the float32 tensor.
+  const Tensor ints = arange(-87, 89, 1, DType::Int64);
+  const Tensor from_ints = ints.exp();
+  CHECK(from_ints.dtype() == DType::Float32);
+  CHECK(from_ints.to_vector<float>() == ints.to(DType::Float32).exp().to_vector<float>());
 }
 
 TEST_CASE("softmax: stable for large inputs; an all -inf row gives nan like PyTorch") {
@@ -282,6 +287,28 @@ TEST_CASE("cross_entropy's backward writes over logits nobody holds, and only th
   // twice the gradient.
   const Tensor retained = grad_of_w(false, true, &unused);
   CHECK(retained.to_vector<float>() == (kept * 2.0).to_vector<float>());
+  // Logits still visible through a view, or saved by another op (mul keeps both factors), are
+  // left alone: the view reads the forward's values, and the other op's gradient is right.
+  {
+    Tensor w = w0.detach().requires_grad_();
+    Tensor logits = gelu(w);
+    const Tensor view = logits.flatten();
+    const std::vector<float> before = view.to_vector<float>();
+    Tensor loss = cross_entropy(logits, targets);
+    logits = Tensor();
+    loss.backward();
+    CHECK(view.to_vector<float>() == before);
+    CHECK(w.grad().to_vector<float>() == kept.to_vector<float>());
+  }
+  auto with_square = [&](bool keep_logits) {
+    Tensor w = w0.detach().requires_grad_();
+    Tensor logits = gelu(w);
+    Tensor loss = (logits * logits).mean() + cross_entropy(logits, targets);
+    if (!keep_logits) logits = Tensor();
+    loss.backward();
+    return w.grad().to_vector<float>();
+  };
+  CHECK(with_square(false) == with_square(true));
 }
 
 TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are checked") {

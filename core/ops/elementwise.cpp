@@ -265,11 +265,10 @@ Tensor pow(const Tensor& a, double e) {
 
 // --- exp: d(e^a) = y, the output itself ---
 Tensor exp(const Tensor& a) {
-  // A strided view is copied first, so that exp gives the same bits whatever the layout.
-  Tensor out = is_floating(a.dtype())
-                   ? unary_kernel(a.is_contiguous() ? a : a.detach().contiguous(),
-                                  [](int64_t n, const auto* x, auto* y) { kernels::exp(n, x, y); })
-                   : unary_map("exp", a, [](auto x) { return std::exp(x); });
+  // A strided view is copied, and integers converted to float32 as PyTorch does, so that exp
+  // gives the same bits whatever the layout or input dtype.
+  const Tensor x = is_floating(a.dtype()) ? a.detach().contiguous() : a.to(DType::Float32);
+  Tensor out = unary_kernel(x, [](int64_t n, const auto* v, auto* y) { kernels::exp(n, v, y); });
   if (any_requires_grad({&a}))
     record("ExpBackward0", {a}, {out},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> { return {g * n.saved_tensor(0)}; },
