@@ -284,8 +284,8 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       run_gemm_case({8 * bk.mr, bk.nc / 3 - 1, 7 * bk.kc + 3, 0, 1.f}, g);
       // Rows split across column blocks: the kept packed A is shared by the team.
       run_gemm_case({16 * bk.mr, bk.nc + 40, bk.kc + 9, 2, 1.f}, g);
-      // M = 128 is not a whole number of row panels, so the last share ends in a short tile:
-      // kept packed A shared by the team, and A read in place.
+      // M = 128 rows: 10⅔ panels of 12 (AVX-512) or 21⅓ of 6 (AVX2), so there the last share
+      // ends in a short tile; kept packed A shared by the team, and A read in place.
       run_gemm_case({128, bk.nc + 40, bk.kc + 9, 0, 1.f}, g);
       run_gemm_case({128, 2 * bk.nr + 6, bk.kc + 9, 0, 0.f}, g);
     }
@@ -355,7 +355,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       // Few columns, many rows: the team splits rows instead of columns.
       std::vector<float> Cr(M * 40);
       k::sgemm(M, 40, K, A.data(), K, 1, B.data(), N, 1, 0.f, Cr.data(), 40);
-      // 128 rows (the last panel short), with the packed A kept across column blocks.
+      // 128 rows (the last panel short on AVX-512 and AVX2), the packed A kept across column
+      // blocks.
       const int64_t Nk = k::active_table().sgemm_blocking.nc + 76;
       std::vector<float> Bk(K * Nk), Ck(128 * Nk);
       for (int64_t i = 0; i < K * Nk; ++i) Bk[size_t(i)] = B[size_t(i % (K * N))];
