@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/kernels/kernels.h"
+
 namespace tg {
 
 class Generator {
@@ -34,12 +36,7 @@ class Generator {
     // Like at::mt19937: `left_` counts down to the next twist, so a fresh seed twists on its
     // first draw and get_state() can report the exact position.
     if (--left_ == 0) twist();
-    uint32_t y = state_[next_++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9D2C5680u;
-    y ^= (y << 15) & 0xEFC60000u;
-    y ^= y >> 18;
-    return y;
+    return kernels::mt19937_temper_word(state_[next_++]);
   }
   uint64_t random64() {  // W64(): the first word is the high half
     const uint64_t hi = random();

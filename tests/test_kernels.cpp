@@ -223,21 +223,19 @@ TEST_CASE("sgemm pack helpers: row-major A and transposed B panels, exact copies
     for (int64_t kc : {1, 7, 15, 16, 17, 40}) {
       INFO("kc=" << kc);
       const int64_t ld = kc + 5;  // source row stride, not a multiple of the vector width
-      if (t.sgemm_pack_a_rowmajor != nullptr) {
-        // Exactly MR rows, the last one exactly kc long: nothing past it may be read.
-        std::vector<float> A = randv(g, (MR - 1) * ld + kc), out(MR * kc, -1.f), want(MR * kc);
+      // Both packs transpose R source rows of kc floats (row i at i·ld) into kc rows of R. Exactly
+      // R rows, the last one exactly kc long: nothing past it may be read.
+      auto check_pack = [&](auto pack, int64_t R, const char* name) {
+        std::vector<float> src = randv(g, (R - 1) * ld + kc), out(R * kc, -1.f), want(R * kc);
         for (int64_t p = 0; p < kc; ++p)
-          for (int64_t i = 0; i < MR; ++i) want[p * MR + i] = A[i * ld + p];
-        t.sgemm_pack_a_rowmajor(kc, A.data(), ld, out.data());
-        check_equal(out, want, "pack_a_rowmajor");
-      }
-      if (t.sgemm_pack_b_colmajor != nullptr) {
-        std::vector<float> B = randv(g, (NR - 1) * ld + kc), out(NR * kc, -1.f), want(NR * kc);
-        for (int64_t p = 0; p < kc; ++p)
-          for (int64_t j = 0; j < NR; ++j) want[p * NR + j] = B[j * ld + p];
-        t.sgemm_pack_b_colmajor(kc, B.data(), ld, out.data());
-        check_equal(out, want, "pack_b_colmajor");
-      }
+          for (int64_t i = 0; i < R; ++i) want[p * R + i] = src[i * ld + p];
+        pack(kc, src.data(), ld, out.data());
+        check_equal(out, want, name);
+      };
+      if (t.sgemm_pack_a_rowmajor != nullptr)
+        check_pack(t.sgemm_pack_a_rowmajor, MR, "pack_a_rowmajor");
+      if (t.sgemm_pack_b_colmajor != nullptr)
+        check_pack(t.sgemm_pack_b_colmajor, NR, "pack_b_colmajor");
     }
   });
 }

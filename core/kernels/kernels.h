@@ -118,7 +118,15 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
 // is sequential). The vector paths are the scalar loops, vectorized by the compiler per ISA.
 // One generation step of std::mt19937 over its 624-word state, in place.
 void mt19937_twist(uint32_t* state);
-// out[i] = MT19937's tempering of in[i]; out may alias in.
+// MT19937's tempering of one state word: the one definition Generator::random() and the temper
+// kernels share.
+constexpr uint32_t mt19937_temper_word(uint32_t y) {
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9D2C5680u;
+  y ^= (y << 15) & 0xEFC60000u;
+  return y ^ (y >> 18);
+}
+// out[i] = mt19937_temper_word(in[i]); out may alias in.
 void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out);
 // Element i reads the W64 draw (w[2i] << 32 | w[2i+1]) and keeps its low 53 bits r:
 // out[i] = r < limit ? kept : dropped. With limit = ceil(p * 2^53) that is U53 < p (rng.h §4).

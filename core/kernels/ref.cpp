@@ -408,14 +408,7 @@ void mt19937_twist_ref(uint32_t* s) {
   }
 }
 void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t y = in[i];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9D2C5680u;
-    y ^= (y << 15) & 0xEFC60000u;
-    y ^= y >> 18;
-    out[i] = y;
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = mt19937_temper_word(in[i]);
 }
 void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
                          float* out) {

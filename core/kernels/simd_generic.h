@@ -370,13 +370,7 @@ void mt19937_twist_simd(uint32_t* s) {
   s[N - 1] = s[M - 1] ^ mt_mix(s[N - 1], s[0]);
 }
 void mt19937_temper_simd(int64_t n, const uint32_t* in, uint32_t* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t y = in[i];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9D2C5680u;
-    y ^= (y << 15) & 0xEFC60000u;
-    out[i] = y ^ (y >> 18);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = mt19937_temper_word(in[i]);  // vectorized per ISA
 }
 // r < limit compared on 32-bit halves (limit <= 2^53), which every ISA vectorizes.
 void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,

@@ -23,7 +23,6 @@ void check_mask(const char* op, const Tensor& a, const Tensor& mask) {
   if (detail::broadcast_shapes(op, a.shape(), mask.shape()) != a.shape())
     fail(op, "mask of shape ", shape_str(mask.shape()), " does not broadcast to the input's shape ",
          shape_str(a.shape()));
-  // broadcast where it is applied; saving it unexpanded keeps backward small
 }
 
 void check_value(const char* op, const Tensor& a, double value) {
@@ -104,6 +103,7 @@ Node::BackwardFn masked_fill_backward() {
 }  // namespace
 
 // --- masked_fill: out = mask ? value : a;  da = mask ? 0 : g ---
+// The mask is saved unexpanded and broadcast where it is applied, which keeps backward small.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   check_mask("masked_fill", a, mask);
   check_value("masked_fill", a, value);
