@@ -20,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
+#include <unistd.h>
+#endif
+
 #include "bench/cli_args.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
@@ -241,6 +245,10 @@ int run(int argc, char** argv) {
   else
     std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s\n", "isa", "thr", "shape", "M", "N",
                 "K", "GFLOP/s", "OpenBLAS", "ratio", "%peak");
+  if (!o.json && kHaveOpenBlas && std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr)
+    std::printf(
+        "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
+        std::getenv("OPENBLAS_THREAD_TIMEOUT"));
   for (int threads : o.threads) {
     tg::set_num_threads(threads);
     for (const std::string& isa : isas) {
@@ -302,7 +310,24 @@ int run(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
+// OpenBLAS's idle workers keep polling (sched_yield) for 2^28 cycles, ~0.1 s, after each call
+// before they sleep, and in an alternating benchmark they take a core from our next timed run:
+// measured right after 50 OpenBLAS calls, our 2-thread 512³ ran at 82-126 GFLOP/s for ~0.1 s,
+// then at 165-220; with OPENBLAS_THREAD_TIMEOUT=4 there was no such dip, and OpenBLAS's own
+// figures did not move. OpenBLAS reads the variable only when it loads, hence the restart.
+void quiet_openblas_workers(char** argv) {
+#if TAPEGRAD_HAVE_OPENBLAS && defined(__linux__)
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;  // the caller chose
+  if (setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");  // exec failed: run as we are, workers spinning
+#else
+  (void)argv;
+#endif
+}
+
 int main(int argc, char** argv) {
+  quiet_openblas_workers(argv);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {  // e.g. a bad TAPEGRAD_THREADS or TAPEGRAD_ISA
