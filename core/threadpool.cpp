@@ -87,10 +87,28 @@ class Pool {
       return;
     }
     Barrier barrier(team);
+    std::mutex cause_mu;
+    std::exception_ptr cause;  // the first exception that was not a TeamAborted
     const std::function<void(int64_t)> task = [&](int64_t i) {
-      fn(static_cast<int>(i), team, barrier);
+      try {
+        fn(static_cast<int>(i), team, barrier);
+      } catch (const TeamAborted&) {
+        throw;
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lk(cause_mu);
+          if (!cause) cause = std::current_exception();
+        }
+        barrier.abort();  // only now: members waiting for this one leave with TeamAborted
+        throw;
+      }
     };
-    launch(team, task);
+    try {
+      launch(team, task);
+    } catch (...) {
+      if (cause) std::rethrow_exception(cause);  // not the TeamAborted that may have come first
+      throw;
+    }
   }
 
  private:
@@ -201,7 +219,10 @@ void Barrier::arrive_and_wait() {
     gen_.fetch_add(1, std::memory_order_release);
     return;
   }
-  while (gen_.load(std::memory_order_acquire) == gen) std::this_thread::yield();
+  while (gen_.load(std::memory_order_acquire) == gen) {
+    if (aborted_.load(std::memory_order_acquire)) throw TeamAborted();
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace tg

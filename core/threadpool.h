@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 
 namespace tg {
 
@@ -23,21 +24,30 @@ void set_num_threads(int n);
 void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn);
 
 // A reusable spinning barrier (yields while waiting) for the members of one parallel_team.
+// abort() releases every waiter, now and later, with a TeamAborted exception.
 class Barrier {
  public:
   explicit Barrier(int n) : n_(n) {}
   void arrive_and_wait();
+  void abort() { aborted_.store(true, std::memory_order_release); }
 
  private:
   const int n_;
   std::atomic<int> count_{0};
   std::atomic<uint64_t> gen_{0};
+  std::atomic<bool> aborted_{false};
+};
+
+// What a team member waiting at the barrier throws when another member threw.
+struct TeamAborted : std::runtime_error {
+  TeamAborted() : std::runtime_error("parallel_team: another member of the team threw") {}
 };
 
 // Runs fn(tid, team, barrier) for tid in [0, team) on `team` threads at the same time, team =
 // min(n, num_threads()), or team = 1 when the pool is busy or this is a nested call. The members
 // run concurrently, so unlike parallel_for tasks they may wait for each other on `barrier`
-// (sized for the team). Members must not throw: the others would wait at the barrier for ever.
+// (sized for the team). If a member throws, the barrier is aborted so that no member waits for
+// it for ever, and the first member's own exception (not a TeamAborted) is rethrown here.
 void parallel_team(int n, const std::function<void(int tid, int team, Barrier& barrier)>& fn);
 
 }  // namespace tg

@@ -8,13 +8,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/kernels/kernels.h"
@@ -334,6 +337,53 @@ TEST_CASE("parallel_for: every task runs once; a throwing task's exception reach
     tg::parallel_for(100, [&](int64_t) { n.fetch_add(1); });
     CHECK(n.load() == 100);
   }
+  tg::set_num_threads(before);
+}
+
+TEST_CASE(
+    "parallel_team: a member that throws releases the others; its exception reaches the caller") {
+  const int before = tg::num_threads();
+  // Before the barrier could be aborted, the other members waited for ever: fail, not hang.
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !done.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done.load()) {
+      std::fprintf(stderr, "parallel_team test: members still waiting after 60 s\n");
+      std::_Exit(1);
+    }
+  });
+  for (int threads : {1, 2, 3}) {
+    for (int thrower = 0; thrower < threads; ++thrower) {
+      // Throw before the first barrier, or between two; many times, since which exception
+      // reaches the pool first (the cause or a waiter's TeamAborted) is a race.
+      for (int rep = 0; rep < 200; ++rep) {
+        const int phase = rep % 2;
+        INFO("threads=" << threads << " thrower=" << thrower << " phase=" << phase);
+        tg::set_num_threads(threads);
+        std::atomic<int> passed{0};
+        CHECK_THROWS_WITH_AS(tg::parallel_team(threads,
+                                               [&](int tid, int, tg::Barrier& barrier) {
+                                                 if (phase == 1) barrier.arrive_and_wait();
+                                                 if (tid == thrower)
+                                                   throw std::runtime_error("member failed");
+                                                 barrier.arrive_and_wait();
+                                                 passed.fetch_add(1);
+                                               }),
+                             "member failed", std::runtime_error);
+        CHECK(passed.load() == 0);  // nobody got past the barrier the thrower never reached
+        // The pool still runs teams afterwards.
+        std::atomic<int> n{0};
+        tg::parallel_team(threads, [&](int, int, tg::Barrier& barrier) {
+          barrier.arrive_and_wait();
+          n.fetch_add(1);
+        });
+        CHECK(n.load() == threads);
+      }
+    }
+  }
+  done.store(true);
+  watchdog.join();
   tg::set_num_threads(before);
 }
 
