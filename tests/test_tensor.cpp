@@ -331,6 +331,15 @@ TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are check
   CHECK(what_of([&] {
           cross_entropy(logits, tensor({0.0, 1.0}));
         }).find("cross_entropy: targets must be int64") == 0);
+  // The backward reads the saved logits (see softmax.cpp): editing them in place in between is
+  // an error, never a gradient silently computed from the edited values.
+  Tensor w = tensor({{2.0, 1.0, 0.1}, {0.5, 2.5, 0.3}}).requires_grad_();
+  Tensor z = w * 1.0;
+  Tensor loss = cross_entropy(z, targets);
+  z.masked_fill_(tensor({{1, 0, 0}, {0, 0, 0}}).to(DType::Bool), 0.0);
+  CHECK(what_of([&] { loss.backward(); })
+            .find("NllLossBackward0: a tensor of shape [2, 3] needed for gradient computation "
+                  "was modified by an in-place operation") == 0);
 }
 
 TEST_CASE("autograd: backward on a scalar, accumulation, fan-out, zero_grad") {

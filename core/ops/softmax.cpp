@@ -128,7 +128,9 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 //             training step: then no second buffer of that size is allocated and first touched).
 // Targets equal to -100 are ignored (PyTorch's default ignore_index) and not counted in N.
 // The GPT's logits (N × 50257) are its largest activation: keeping them instead of the
-// probabilities saves writing and re-reading a second buffer of that size.
+// probabilities saves writing and re-reading a second buffer of that size. The price: editing the
+// logits in place before backward() raises the saved-tensor version error, where PyTorch (which
+// saves log_softmax's output) would not.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   detail::check_floating("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
