@@ -69,9 +69,10 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Alternates f and g (g may be skipped) so both see the same background load, for `reps` rounds
-// or until ~min_time seconds have passed; returns the best time per call of each. A sample repeats
-// the call enough times to last ~2 ms, so small GEMMs are timed warm and above clock resolution.
+// Alternates f and g (g may be skipped) so both see the same background load, for at least `reps`
+// rounds and until min_time seconds have passed (at most 50 rounds); returns the best time per
+// call of each. A sample repeats the call enough times to last ~2 ms, so small GEMMs are timed
+// warm and above clock resolution.
 template <class F, class G>
 std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool run_g) {
   auto t0 = Clock::now();
@@ -93,7 +94,6 @@ std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool r
       best_g = std::min(best_g, t / inner);
       total += t;
     }
-    if (r >= 1 && total > 4 * min_time) break;
   }
   return {best_f, best_g};
 }
