@@ -75,8 +75,10 @@ std::string read_file(const std::string& path) {
   throw VocabError(path + ":" + std::to_string(line) + ": " + why);
 }
 
+}  // namespace
+
 // Printable form of a token for messages: C escapes for control and non-ASCII bytes.
-std::string show(std::string_view s) {
+std::string show_bytes(std::string_view s) {
   std::string out;
   for (const char ch : s.substr(0, 40)) {
     const auto c = static_cast<uint8_t>(ch);
@@ -90,8 +92,6 @@ std::string show(std::string_view s) {
   }
   return s.size() > 40 ? out + "..." : out;
 }
-
-}  // namespace
 
 std::string utf8_replace_invalid(std::string_view s) {
   std::string out;
@@ -153,7 +153,7 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
     const std::string& t = ranks_[id];
     if (t.empty()) continue;  // a gap in the ranks (allowed by tiktoken's format)
     if (const int old = lookup(t); old >= 0)
-      throw VocabError("vocabulary: token '" + show(t) + "' appears twice (ids " +
+      throw VocabError("vocabulary: token '" + show_bytes(t) + "' appears twice (ids " +
                        std::to_string(old) + " and " + std::to_string(id) + ")");
     insert(t, static_cast<int>(id));
     if (t.size() == 1) byte_id_[static_cast<uint8_t>(t[0])] = static_cast<int>(id);
@@ -187,10 +187,11 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
   n_vocab_ = static_cast<int>(ranks_.size());
   for (const auto& [s, id] : specials_) {
     if (s.empty()) throw VocabError("vocabulary: empty special token");
-    if (id < 0) throw VocabError("vocabulary: special token '" + show(s) + "' has negative id");
+    if (id < 0)
+      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' has negative id");
     if ((static_cast<size_t>(id) < ranks_.size() && !ranks_[id].empty()) ||
         !special_by_id_.emplace(id, s).second)
-      throw VocabError("vocabulary: special token '" + show(s) + "' reuses id " +
+      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' reuses id " +
                        std::to_string(id));
     n_vocab_ = std::max(n_vocab_, id + 1);
   }
@@ -236,7 +237,8 @@ struct JsonReader {
   void expect(char c) {
     ws();
     if (i >= s.size()) error(std::string("unexpected end of file, expected '") + c + "'");
-    if (s[i] != c) error(std::string("expected '") + c + "', found '" + show(s.substr(i, 1)) + "'");
+    if (s[i] != c)
+      error(std::string("expected '") + c + "', found '" + show_bytes(s.substr(i, 1)) + "'");
     ++i;
   }
   unsigned hex4() {
@@ -385,7 +387,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
       if (line.rfind("#version", 0) != 0)
-        fail(vocab_bpe_path, 1, "expected the header '#version: 0.2', found '" + show(line) + "'");
+        fail(vocab_bpe_path, 1,
+             "expected the header '#version: 0.2', found '" + show_bytes(line) + "'");
       continue;
     }
     if (line.empty()) {
@@ -396,17 +399,17 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
     if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
         line.find(' ', sp + 1) != std::string_view::npos)
       fail(vocab_bpe_path, line_no,
-           "expected two tokens separated by one space, found '" + show(line) + "'");
+           "expected two tokens separated by one space, found '" + show_bytes(line) + "'");
     const std::string a = gpt2_unmap(utf8_to_cps(vocab_bpe_path, line_no, line.substr(0, sp)));
     const std::string b = gpt2_unmap(utf8_to_cps(vocab_bpe_path, line_no, line.substr(sp + 1)));
     if (a.empty() || b.empty())
       fail(vocab_bpe_path, line_no, "a character outside GPT-2's byte-to-unicode alphabet");
     if (!known.count(a) || !known.count(b))
       fail(vocab_bpe_path, line_no,
-           "merge of '" + show(known.count(a) ? b : a) + "', which no earlier line defines");
+           "merge of '" + show_bytes(known.count(a) ? b : a) + "', which no earlier line defines");
     std::string ab = a + b;
     if (!known.emplace(ab, static_cast<int>(ranks.size())).second)
-      fail(vocab_bpe_path, line_no, "merge result '" + show(ab) + "' already defined");
+      fail(vocab_bpe_path, line_no, "merge result '" + show_bytes(ab) + "' already defined");
     ranks.push_back(std::move(ab));
   }
   if (ranks.size() == 256) fail(vocab_bpe_path, line_no, "no merges");
@@ -436,9 +439,9 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
     if (id >= 0 && static_cast<size_t>(id) < ranks.size()) {
       if (bytes != ranks[id]) {
         r.i = key_at;
-        r.error("token id " + std::to_string(id) + " is '" + show(bytes) +
+        r.error("token id " + std::to_string(id) + " is '" + show_bytes(bytes) +
                 "' here but vocab.bpe gives rank " + std::to_string(id) + " to '" +
-                show(ranks[id]) + "'");
+                show_bytes(ranks[id]) + "'");
       }
       seen[id] = true;
     } else if (id >= 0 && id <= INT_MAX) {
@@ -454,7 +457,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
   for (size_t id = 0; id < seen.size(); ++id)
     if (!seen[id]) {
       r.i = js.size();
-      r.error("no entry for id " + std::to_string(id) + " ('" + show(ranks[id]) +
+      r.error("no entry for id " + std::to_string(id) + " ('" + show_bytes(ranks[id]) +
               "'): encoder.json and vocab.bpe are not from the same release");
     }
   return Tokenizer(std::move(ranks), std::move(specials), "gpt2");
@@ -571,11 +574,11 @@ Tokenizer Tokenizer::from_tiktoken_file(const std::string& path,
     long long rank;
     std::string bytes;
     if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos)
-      fail(path, k + 1, "expected 'base64 rank', found '" + show(line) + "'");
+      fail(path, k + 1, "expected 'base64 rank', found '" + show_bytes(line) + "'");
     if (!base64_decode(line.substr(0, sp), bytes))
-      fail(path, k + 1, "bad base64 '" + show(line.substr(0, sp)) + "'");
+      fail(path, k + 1, "bad base64 '" + show_bytes(line.substr(0, sp)) + "'");
     if (!parse_int(line.substr(sp + 1), rank))
-      fail(path, k + 1, "bad rank '" + show(line.substr(sp + 1)) + "'");
+      fail(path, k + 1, "bad rank '" + show_bytes(line.substr(sp + 1)) + "'");
     if (static_cast<size_t>(rank) >= ranks.size()) ranks.resize(rank + 1);
     if (!ranks[rank].empty()) fail(path, k + 1, "rank " + std::to_string(rank) + " given twice");
     ranks[rank] = std::move(bytes);
@@ -608,19 +611,21 @@ Tokenizer Tokenizer::from_tapegrad_file(const std::string& path) {
     long long n;
     if (line.substr(0, key.size()) != key || line.size() <= key.size() || line[key.size()] != ' ' ||
         !parse_int(line.substr(key.size() + 1), n))
-      fail(path, k, "expected '" + std::string(key) + " <count>', found '" + show(line) + "'");
+      fail(path, k,
+           "expected '" + std::string(key) + " <count>', found '" + show_bytes(line) + "'");
     return static_cast<size_t>(n);
   };
   const std::string_view header = next("the header");
   if (header != "tapegrad-bpe v1")
     fail(path, k,
          header.rfind("tapegrad-bpe ", 0) == 0
-             ? "unsupported version '" + show(header) + "' (this build reads v1)"
-             : "not a tapegrad-bpe file (first line '" + show(header) + "')");
+             ? "unsupported version '" + show_bytes(header) + "' (this build reads v1)"
+             : "not a tapegrad-bpe file (first line '" + show_bytes(header) + "')");
   const std::string_view pattern = next("'pattern gpt2'");
   if (pattern != "pattern gpt2")
     fail(path, k,
-         "expected 'pattern gpt2' (the only pattern supported), found '" + show(pattern) + "'");
+         "expected 'pattern gpt2' (the only pattern supported), found '" + show_bytes(pattern) +
+             "'");
   const size_t n_merges = count(next("'merges N'"), "merges");
   std::vector<std::pair<int, int>> merges;
   for (size_t m = 0; m < n_merges; ++m) {
@@ -629,7 +634,7 @@ Tokenizer Tokenizer::from_tapegrad_file(const std::string& path) {
     long long a, b;
     if (sp == std::string_view::npos || !parse_int(line.substr(0, sp), a) ||
         !parse_int(line.substr(sp + 1), b))
-      fail(path, k, "expected a merge '<id> <id>', found '" + show(line) + "'");
+      fail(path, k, "expected a merge '<id> <id>', found '" + show_bytes(line) + "'");
     if (a >= static_cast<long long>(256 + m) || b >= static_cast<long long>(256 + m))
       fail(path, k,
            "merge uses id " + std::to_string(std::max(a, b)) +
@@ -643,7 +648,7 @@ Tokenizer Tokenizer::from_tapegrad_file(const std::string& path) {
     const size_t sp = line.find(' ');
     long long id;
     if (sp == std::string_view::npos || !parse_int(line.substr(0, sp), id) || sp + 1 >= line.size())
-      fail(path, k, "expected a special token '<id> <name>', found '" + show(line) + "'");
+      fail(path, k, "expected a special token '<id> <name>', found '" + show_bytes(line) + "'");
     specials.emplace_back(std::string(line.substr(sp + 1)), static_cast<int>(id));
   }
   while (k < lines.size())

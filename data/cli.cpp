@@ -119,7 +119,8 @@ int tokenize_main(int argc, char** argv, std::istream& in, std::ostream& out, st
       while (ids_in >> word) {
         long long id;
         if (!parse_int(word, id))
-          throw std::runtime_error(where + ": '" + word + "' is not a token id (id number " +
+          throw std::runtime_error(where + ": '" + show_bytes(word) +
+                                   "' is not a token id (id number " +
                                    std::to_string(ids.size() + 1) + ")");
         if (id < 0 || id >= tok.n_vocab())
           throw std::runtime_error(where + ": unknown token id " + word + " (id number " +

@@ -482,6 +482,9 @@ TEST_CASE("tokenize command: every bad input is one line and a non-zero exit") {
   bad({"tokenize"}, "", 1, "empty input");
   bad({"tokenize", "--decode"}, " \n", 1, "empty input");
   bad({"tokenize", "--decode"}, "1 2 x3", 1, "'x3' is not a token id (id number 3)");
+  // Binary input is quoted with escapes, not copied raw to the terminal.
+  bad({"tokenize", "--decode"}, "1 \x01\xff\x1b[2J 3", 1,
+      "'\\x01\\xff\\x1b[2J' is not a token id (id number 2)");
   bad({"tokenize", "--decode"}, "1 50257", 1, "unknown token id 50257");
   bad({"tokenize", "--decode"}, "-5", 1, "unknown token id -5");
   bad({"tokenize", "--tokenizer", "/nonexistent.bpe"}, "x", 1, "/nonexistent.bpe: cannot open");
