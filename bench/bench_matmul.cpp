@@ -1,7 +1,8 @@
 // bench_matmul: sgemm GFLOP/s per kernel path and thread count, on square sizes and on the GPT-2
 // (124M) and tiny-preset training shapes in nn::Linear's operand layouts, next to OpenBLAS's
 // cblas_sgemm when meson found it, and as a fraction of the machine's FMA peak (measured by each
-// path's built-in probe).
+// path's built-in probe, timed in turn with each GEMM and OpenBLAS so that all three see the same
+// clock and load).
 //
 // Every path is checked against sgemm_ref before it is timed (llm.c dev/cpu/matmul_forward.c):
 // whole-matrix for small shapes, sampled rows for big ones. Times are the best of several runs.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -69,48 +71,82 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Alternates f and g (g may be skipped) so both see the same background load, for at least `reps`
-// rounds and until min_time seconds have passed (at most 50 rounds); returns the best time per
-// call of each. A sample repeats the call enough times to last ~2 ms, so small GEMMs are timed
-// warm and above clock resolution.
-template <class F, class G>
-std::pair<double, double> best_times(int reps, double min_time, F f, G g, bool run_g) {
-  auto t0 = Clock::now();
-  f();
-  const double once = std::max(seconds_since(t0), 1e-7);
-  const int inner = static_cast<int>(std::clamp(2e-3 / once, 1.0, 10000.0));
-  auto sample = [&](auto& fn) {
-    const auto s0 = Clock::now();
-    for (int i = 0; i < inner; ++i) fn();
-    return seconds_since(s0);
-  };
-  double best_f = 1e30, best_g = 1e30, total = 0;
+// Alternates the calls (an empty one is skipped) so that all see the same background load, for
+// at least `reps` rounds and until min_time seconds have passed (at most 50 rounds); returns the
+// best time per call of each. A sample repeats a call enough times to last ~2 ms, so small GEMMs
+// are timed warm and above clock resolution.
+std::vector<double> best_times(int reps, double min_time,
+                               const std::vector<std::function<void()>>& fns) {
+  std::vector<int> inner(fns.size(), 1);
+  for (size_t k = 0; k < fns.size(); ++k) {
+    if (!fns[k]) continue;
+    const auto t0 = Clock::now();
+    fns[k]();
+    const double once = std::max(seconds_since(t0), 1e-7);
+    inner[k] = static_cast<int>(std::clamp(2e-3 / once, 1.0, 10000.0));
+  }
+  std::vector<double> best(fns.size(), 1e30);
+  double total = 0;
   for (int r = 0; r < reps || (total < min_time && r < 50); ++r) {
-    double t = sample(f);
-    best_f = std::min(best_f, t / inner);
-    total += t;
-    if (run_g) {
-      t = sample(g);
-      best_g = std::min(best_g, t / inner);
+    for (size_t k = 0; k < fns.size(); ++k) {
+      if (!fns[k]) continue;
+      const auto s0 = Clock::now();
+      for (int i = 0; i < inner[k]; ++i) fns[k]();
+      const double t = seconds_since(s0);
+      best[k] = std::min(best[k], t / inner[k]);
       total += t;
     }
   }
-  return {best_f, best_g};
+  return best;
 }
 
-// FMA peak of the active path on `threads` threads, in GFLOP/s.
-double probe_peak(int threads) {
+// One run of the active path's FMA probe on `threads` threads at once; returns its flops. A team,
+// not parallel_for: its members run at the same time (parallel_for may hand both tasks to a
+// thread that is already awake, which measured the 2-thread peak at ~1.3 cores).
+double probe_once(int threads, int64_t iters) {
   const k::KernelTable& t = k::active_table();
-  const int64_t iters = 4'000'000;
   std::vector<double> flops(threads, 0);
-  double best = 1e30;
+  tg::parallel_team(threads, [&](int tid, int, tg::Barrier& barrier) {
+    barrier.arrive_and_wait();
+    flops[size_t(tid)] = t.fma_probe(iters);
+  });
+  double total = 0;
+  for (double f : flops) total += f;
+  return total;
+}
+
+// FMA peak of the active path on `threads` threads, in GFLOP/s (best of 9).
+double probe_peak(int threads) {
+  const int64_t iters = 4'000'000;
+  double best = 1e30, flops = 0;
   for (int r = 0; r < 9; ++r) {
     const auto t0 = Clock::now();
-    // A team, not parallel_for: its members run at the same time (parallel_for may hand both
-    // tasks to a thread that is already awake, which measured the 2-thread peak at ~1.3 cores).
+    flops = probe_once(threads, iters);
+    best = std::min(best, seconds_since(t0));
+  }
+  return flops / best * 1e-9;
+}
+
+// The micro-kernel alone on packed panels that stay in L1 (one MR×KC A micro-panel, one KC×NR B
+// micro-panel, the C tile accumulated in place), on `threads` threads at once, in GFLOP/s: what
+// the path can reach before any cache miss or packing, so GEMM's %peak has a ceiling beside it.
+double ukernel_l1(int threads) {
+  const k::KernelTable& t = k::active_table();
+  const k::GemmBlocking bk = t.sgemm_blocking;
+  const double per_call = 2.0 * double(bk.mr) * double(bk.nr) * double(bk.kc);
+  const int64_t calls = std::max<int64_t>(1, int64_t(4e9 / per_call));
+  std::vector<double> flops(threads, 0);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
     tg::parallel_team(threads, [&](int tid, int, tg::Barrier& barrier) {
+      // Small values: C grows by ~KC·1e-6 per call, far from overflow or denormals.
+      std::vector<float> a(size_t(bk.mr * bk.kc) + 16, 1e-3f), b(size_t(bk.kc * bk.nr) + 16, 1e-3f);
+      std::vector<float> c(size_t(bk.mr * bk.nr), 0.f);
       barrier.arrive_and_wait();
-      flops[size_t(tid)] = t.fma_probe(iters);
+      for (int64_t i = 0; i < calls; ++i)
+        t.sgemm_ukernel(bk.kc, a.data(), b.data(), bk.nr, c.data(), bk.nr, bk.mr, bk.nr, true);
+      flops[size_t(tid)] = per_call * double(calls) + 0 * double(c[0]);
     });
     best = std::min(best, seconds_since(t0));
   }
@@ -243,8 +279,8 @@ int run(int argc, char** argv) {
   if (o.json)
     std::printf("[\n");
   else
-    std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s\n", "isa", "thr", "shape", "M", "N",
-                "K", "GFLOP/s", "OpenBLAS", "ratio", "%peak");
+    std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M", "N",
+                "K", "GFLOP/s", "OpenBLAS", "ratio", "probe", "%peak");
   if (!o.json && kHaveOpenBlas && std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr)
     std::printf(
         "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
@@ -256,10 +292,13 @@ int run(int argc, char** argv) {
       // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
       // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
       const bool has_peak = isa != "scalar";
-      const double peak = has_peak ? probe_peak(threads) : 0;
+      const double peak0 = has_peak ? probe_peak(threads) : 0;
+      const double l1 = has_peak ? ukernel_l1(threads) : 0;
       if (!o.json && has_peak)
-        std::printf("# %s, %d thread(s): FMA peak probe %.1f GFLOP/s\n", isa.c_str(), threads,
-                    peak);
+        std::printf(
+            "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
+            "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
+            isa.c_str(), threads, peak0, l1);
       for (const Shape& s : shapes) {
         // The scalar path is only the oracle: time it on small sizes only.
         if (isa == "scalar" && s.M * s.N * s.K > (int64_t(1) << 27)) continue;
@@ -282,25 +321,35 @@ int run(int argc, char** argv) {
           openblas_sgemm(threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
                          B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
         };
-        const auto [t_ours, t_blas] = best_times(o.reps, min_time, run, run_blas, kHaveOpenBlas);
-        const double gf = flop / t_ours * 1e-9;
-        const double blas = kHaveOpenBlas ? flop / t_blas * 1e-9 : 0;
+        // The probe takes its turn with each GEMM: the clock and the neighbours' load move
+        // within a run, and %peak compares times taken in the same window.
+        constexpr int64_t kProbeIters = 250'000;
+        double probe_flops = 0;
+        auto run_probe = [&] { probe_flops = probe_once(threads, kProbeIters); };
+        const std::vector<double> times =
+            best_times(o.reps, min_time,
+                       {run, kHaveOpenBlas ? std::function<void()>(run_blas) : nullptr,
+                        has_peak ? std::function<void()>(run_probe) : nullptr});
+        const double gf = flop / times[0] * 1e-9;
+        const double blas = kHaveOpenBlas ? flop / times[1] * 1e-9 : 0;
         const double ratio = blas > 0 ? gf / blas : 0;
+        const double peak = has_peak ? probe_flops / times[2] * 1e-9 : 0;
         if (o.json) {
           std::printf(
               "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
               "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
-              "\"peak_gflops\": %.2f, \"peak_fraction\": %s}",
+              "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s}",
               first_json ? "" : ",\n", isa.c_str(), threads, s.name.c_str(), (long long)s.M,
-              (long long)s.N, (long long)s.K, gf, blas, ratio, peak,
+              (long long)s.N, (long long)s.K, gf, blas, ratio, peak, l1,
               has_peak ? std::to_string(gf / peak).c_str() : "null");
           first_json = false;
         } else {
-          char frac[16] = "      -";
+          char probe[16] = "      -", frac[16] = "      -";
+          if (has_peak) std::snprintf(probe, sizeof probe, "%7.1f", peak);
           if (has_peak) std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * gf / peak);
-          std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %s\n", isa.c_str(),
+          std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %s %s\n", isa.c_str(),
                       threads, s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, gf,
-                      blas, ratio, frac);
+                      blas, ratio, probe, frac);
         }
         std::fflush(stdout);
       }
