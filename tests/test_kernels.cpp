@@ -261,6 +261,8 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     // Several column blocks and K blocks: the packed A is kept and reused across column blocks.
     run_gemm_case({2 * bk.mr + 5, bk.nc + 40, 2 * bk.kc + 3, 2, 1.f}, g);
     run_gemm_case({bk.mc + bk.mr + 1, bk.nc + 9, bk.kc + 2, 0, 0.f}, g);
+    // A narrow row-major B read in place over many K blocks and groups, with an edge panel.
+    run_gemm_case({37, 100, 9 * bk.kc + 5, 0, 1.f}, g);
   });
 }
 
@@ -289,6 +291,9 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       // ends in a short tile; kept packed A shared by the team, and A read in place.
       run_gemm_case({128, bk.nc + 40, bk.kc + 9, 0, 1.f}, g);
       run_gemm_case({128, 2 * bk.nr + 6, bk.kc + 9, 0, 0.f}, g);
+      // dY·W-like: N = 128 (a narrow B read in place, not packed) with a long K.
+      run_gemm_case({128, 128, 9 * bk.kc + 5, 0, 0.f}, g);
+      run_gemm_case({128, 100, 9 * bk.kc + 5, 0, 1.f}, g);
     }
   });
   tg::set_num_threads(before);
@@ -393,6 +398,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
   const int64_t M = 301, N = 517, K = 211, n = (1 << 17) + 33;
   std::vector<float> A = randv(g, M * K), B = randv(g, K * N), x = randv(g, n, -5.f, 5.f);
   std::vector<float> y = randv(g, n);
+  const int64_t Kl = 2600;  // a long K against a narrow B (read in place): dY·W-like
+  std::vector<float> Al = randv(g, 128 * Kl), Bl = randv(g, Kl * 100);
   for_each_isa([&](const std::string&) {
     std::vector<std::vector<float>> outs;
     for (int t : {1, 2, 3}) {
@@ -409,6 +416,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       std::vector<float> Bk(K * Nk), Ck(128 * Nk);
       for (int64_t i = 0; i < K * Nk; ++i) Bk[size_t(i)] = B[size_t(i % (K * N))];
       k::sgemm(128, Nk, K, A.data(), K, 1, Bk.data(), Nk, 1, 0.f, Ck.data(), Nk);
+      std::vector<float> Cl(128 * 100);
+      k::sgemm(128, 100, Kl, Al.data(), Kl, 1, Bl.data(), 100, 1, 0.f, Cl.data(), 100);
       k::exp(n, x.data(), e.data());
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
@@ -422,7 +431,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
                            mean.data(), rstd.data());
       k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v : {&C, &Cb, &Cr, &Ck, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+      for (auto* v :
+           {&C, &Cb, &Cr, &Ck, &Cl, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
         all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }
