@@ -91,14 +91,14 @@ std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs
 
 namespace {
 
-// Adds g into a leaf's .grad: the first gradient is copied (it may alias a tensor the caller
-// still uses) unless nothing else holds it, later ones accumulate in place.
 // True when nothing but `t` can see its buffer: then it may be overwritten in place.
 bool sole_owner(const Tensor& t) {
   const std::shared_ptr<TensorImpl>& i = t.impl_ptr();
   return i.use_count() == 1 && i->storage.use_count() == 1 && !i->grad_fn;
 }
 
+// Adds g into a leaf's .grad: the first gradient is copied (it may alias a tensor the caller
+// still uses) unless nothing else holds it, later ones accumulate in place.
 void accumulate(TensorImpl& leaf, const Tensor& g) {
   if (g.shape() != leaf.shape)
     throw std::logic_error("backward: gradient of shape " + shape_str(g.shape()) +
