@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <queue>
-#include <random>
 #include <sstream>
 
+#include "core/file_io.h"
 #include "data/pretokenize.h"
 
 namespace tg::data {
@@ -677,29 +677,6 @@ std::pair<int, int> Tokenizer::merge_of(int id) const {
   return {-1, -1};
 }
 
-namespace {
-void write_atomically(const std::string& path, const std::string& data) {
-  // Write a sibling temp file, then rename over the target: readers never see half a file.
-  const std::string tmp = path + ".tmp" + std::to_string(std::random_device{}());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error(path + ": cannot open '" + tmp + "' for writing");
-    f << data;
-    f.flush();
-    if (!f) {
-      std::filesystem::remove(tmp);
-      throw std::runtime_error(path + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error(path + ": cannot rename temp file into place: " + ec.message());
-  }
-}
-}  // namespace
-
 void Tokenizer::save(const std::string& path) const {
   std::string out =
       "tapegrad-bpe v1\npattern gpt2\nmerges " + std::to_string(ranks_.size() - 256) + "\n";
@@ -716,14 +693,14 @@ void Tokenizer::save(const std::string& path) const {
   }
   out += "specials " + std::to_string(specials_.size()) + "\n";
   for (const auto& [s, id] : specials_) out += std::to_string(id) + " " + s + "\n";
-  write_atomically(path, out);
+  write_file_atomic(path, out);
 }
 
 void Tokenizer::save_tiktoken(const std::string& path) const {
   std::string out;
   for (size_t id = 0; id < ranks_.size(); ++id)
     if (!ranks_[id].empty()) out += base64_encode(ranks_[id]) + " " + std::to_string(id) + "\n";
-  write_atomically(path, out);
+  write_file_atomic(path, out);
 }
 
 // ---------------------------------------------------------------------------------------------

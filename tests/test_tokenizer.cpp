@@ -531,6 +531,6 @@ TEST_CASE("bpe-train command: trains, writes atomically, rejects bad input") {
   bad({"bpe-train", "--vocab-size", "300", "-o", "x", empty.path}, 1, "empty input");
   // An unwritable destination fails cleanly and leaves no temp file behind.
   const std::string dir = std::filesystem::temp_directory_path() / "tg_test_no_such_dir";
-  bad({"bpe-train", "--vocab-size", "300", "-o", dir + "/v.bpe", text.path}, 1, "cannot open");
+  bad({"bpe-train", "--vocab-size", "300", "-o", dir + "/v.bpe", text.path}, 1, "cannot write");
   CHECK(!std::filesystem::exists(dir));
 }

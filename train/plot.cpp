@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "train/safetensors.h"
+#include "core/file_io.h"
 #include "train/trainer.h"
 
 namespace tg::train {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/file_io.h"
 #include "train/json.h"
 
 namespace tg::train {
@@ -21,38 +22,6 @@ const Tensor* SafeTensors::find(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return &t;
   return nullptr;
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  // A unique name per call, so two writers (or a crashed earlier run) never share a temp file.
-  static std::atomic<uint64_t> counter{0};
-  std::random_device rd;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter++) + "." + std::to_string(rd());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(path + ": write failed (" + std::strerror(e) + ")");
-    }
-    done += size_t(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": write failed (" + std::strerror(e) + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": cannot rename into place (" + std::strerror(e) + ")");
-  }
 }
 
 namespace {

@@ -4,7 +4,7 @@
 //              "__metadata__": {"key": "string value", ...}}
 //   rest      the tensors' little-endian bytes, offsets relative to the end of the header
 // We write F32, F64 and I64 tensors (contiguous copies), pad the header with spaces to a multiple
-// of 8 so data stays aligned, and write the whole file atomically (temp file + fsync + rename).
+// of 8 so data stays aligned, and write the whole file atomically (core/file_io.h).
 //
 // Not here: memory mapping, half types, big-endian hosts.
 #pragma once
@@ -30,8 +30,5 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
                       const Metadata& metadata);
 // Throws std::runtime_error "PATH: reason" on a missing, truncated or malformed file.
 SafeTensors load_safetensors(const std::string& path);
-
-// Writes `bytes` to path atomically: a unique temp file in the same directory, fsync, rename.
-void write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace tg::train

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/file_io.h"
 #include "core/ops.h"
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
@@ -467,15 +468,12 @@ std::string fmt_duration(double s) {
   return buf;
 }
 
-void append_line(const std::string& path, const std::string& line) {
-  // One write() per line on an O_APPEND descriptor: readers never see half a line.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0)
-    throw TrainError("cannot write log file '" + path + "' (" + std::strerror(errno) + ")");
-  const std::string l = line + "\n";
-  const ssize_t w = ::write(fd, l.data(), l.size());
-  ::close(fd);
-  if (w != ssize_t(l.size())) throw TrainError("cannot write log file '" + path + "'");
+void append_log_line(const std::string& path, const std::string& line) {
+  try {
+    tg::append_line(path, line);
+  } catch (const std::exception& e) {
+    throw TrainError(std::string("cannot write log file: ") + e.what());
+  }
 }
 
 std::string fmt3(double v) {
@@ -848,13 +846,13 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
             << ", Val loss " << fmt3(val_loss) << "\n"
             << std::flush;
         if (!opt.log_path.empty())
-          append_line(opt.log_path, "{\"step\": " + std::to_string(global_step) +
-                                        ", \"epoch\": " + std::to_string(epoch + 1) +
-                                        ", \"train_loss\": " + json_number(train_loss) +
-                                        ", \"val_loss\": " + json_number(val_loss) +
-                                        ", \"tokens_seen\": " + std::to_string(tokens_seen) +
-                                        ", \"lr\": " + json_number(optimizer.lr) +
-                                        ", \"seconds\": " + json_number(p.seconds) + "}");
+          append_log_line(opt.log_path, "{\"step\": " + std::to_string(global_step) +
+                                            ", \"epoch\": " + std::to_string(epoch + 1) +
+                                            ", \"train_loss\": " + json_number(train_loss) +
+                                            ", \"val_loss\": " + json_number(val_loss) +
+                                            ", \"tokens_seen\": " + std::to_string(tokens_seen) +
+                                            ", \"lr\": " + json_number(optimizer.lr) +
+                                            ", \"seconds\": " + json_number(p.seconds) + "}");
       }
       if (show_progress) {
         const double dt = std::chrono::duration<double>(Clock::now() - run_start).count();
