@@ -102,8 +102,8 @@ TEST_CASE("append_line: whole lines only, a short write is cut back off") {
 
   // 24 bytes so far; the limit lets 16 more of the 101-byte line through.
   CHECK(in_child_with_file_limit(
-            40, [&] { tg::append_line(path, std::string(100, 'y')); },
-            "log.jsonl: write failed") == 0);
+            40, [&] { tg::append_line(path, std::string(100, 'y')); }, "log.jsonl: write failed") ==
+        0);
   CHECK(slurp(path) == "{\"step\": 0}\n{\"step\": 5}\n");
 
   CHECK_THROWS_WITH_AS(tg::append_line(d / "none/log.jsonl", "x"),
