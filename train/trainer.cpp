@@ -21,10 +21,12 @@
 #include "core/ops.h"
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
+#include "train/checkpoint.h"
 #include "train/json.h"
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/safetensors.h"
+#include "train/train_options.h"
 
 namespace tg::train {
 
@@ -154,167 +156,6 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
-// ---- checkpoint helpers ----------------------------------------------------------------------
-
-namespace {
-
-constexpr const char* kFormat = "tapegrad-checkpoint-v1";
-constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-
-std::string hex(const std::vector<uint8_t>& b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  s.reserve(b.size() * 2);
-  for (uint8_t x : b) {
-    s += d[x >> 4];
-    s += d[x & 15];
-  }
-  return s;
-}
-
-std::vector<uint8_t> unhex(const std::string& s) {
-  auto v = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  if (s.size() % 2) throw std::runtime_error("odd hex length");
-  std::vector<uint8_t> out(s.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int hi = v(s[2 * i]), lo = v(s[2 * i + 1]);
-    if (hi < 0 || lo < 0) throw std::runtime_error("bad hex digit");
-    out[i] = uint8_t(hi << 4 | lo);
-  }
-  return out;
-}
-
-std::string fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-// The tokenizer's description for the checkpoint: merges for a trained BPE, nothing for gpt2.
-void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok,
-                             std::vector<std::pair<std::string, Tensor>>& tensors, Metadata& md) {
-  md["tokenizer"] = spec;
-  if (spec == "gpt2") return;
-  std::vector<int64_t> merges;
-  for (int id = 256; id < tok.n_mergeable(); ++id) {
-    const auto [a, b] = tok.merge_of(id);
-    merges.push_back(a);
-    merges.push_back(b);
-  }
-  tensors.emplace_back("tokenizer.merges", from_vector(merges, {int64_t(merges.size() / 2), 2}));
-  std::string sp = "[";
-  for (size_t i = 0; i < tok.specials().size(); ++i) {
-    if (i) sp += ',';
-    sp += '[';
-    sp += json_quote(tok.specials()[i].first);
-    sp += ',';
-    sp += std::to_string(tok.specials()[i].second);
-    sp += ']';
-  }
-  sp += ']';
-  md["tokenizer_specials"] = sp;
-}
-
-std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
-                                                           const std::string& path) {
-  const auto it = st.metadata.find("tokenizer");
-  if (it == st.metadata.end()) throw TrainError(path + ": checkpoint has no tokenizer entry");
-  if (it->second == "gpt2") {
-    try {
-      return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
-    } catch (const std::exception& e) {
-      throw TrainError(e.what());
-    }
-  }
-  const Tensor* m = st.find("tokenizer.merges");
-  const auto sp = st.metadata.find("tokenizer_specials");
-  if (!m || m->dim() != 2 || m->size(1) != 2 || m->dtype() != DType::Int64 ||
-      sp == st.metadata.end())
-    throw TrainError(path + ": checkpoint's tokenizer '" + it->second + "' lacks its merges");
-  std::vector<std::pair<int, int>> merges;
-  const std::vector<int64_t> v = m->to_vector<int64_t>();
-  for (size_t i = 0; i + 1 < v.size(); i += 2) merges.emplace_back(int(v[i]), int(v[i + 1]));
-  std::vector<std::pair<std::string, int>> specials;
-  try {
-    for (const JsonValue& e : parse_json(sp->second).items)
-      specials.emplace_back(e.items.at(0).str, int(e.items.at(1).as_int()));
-    return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials));
-  } catch (const std::exception& e) {
-    throw TrainError(path + ": checkpoint's tokenizer does not load (" + e.what() + ")");
-  }
-}
-
-// Copies the checkpoint's state_dict entries into the model; every name must be present with
-// the model's shape.
-void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
-  nn::NamedTensors sd;
-  for (const auto& [name, t] : model.state_dict()) {
-    const Tensor* src = st.find(name);
-    if (!src) throw TrainError(path + ": checkpoint lacks '" + name + "' (another model?)");
-    if (src->shape() != t.shape() || src->dtype() != t.dtype())
-      throw TrainError(path + ": '" + name + "' is " + shape_str(src->shape()) +
-                       " in the checkpoint but " + shape_str(t.shape()) +
-                       " in this model (a checkpoint from another config)");
-    sd.emplace_back(name, *src);
-  }
-  model.load_state_dict(sd);
-}
-
-nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path) {
-  const auto f = st.metadata.find("format");
-  if (f == st.metadata.end() || f->second != kFormat)
-    throw TrainError(path + ": not a tapegrad checkpoint (metadata format is not " +
-                     std::string(kFormat) + ")");
-  const auto c = st.metadata.find("config");
-  if (c == st.metadata.end()) throw TrainError(path + ": checkpoint has no config");
-  try {
-    nn::GPTConfig cfg = nn::GPTConfig::parse(c->second);
-    cfg.validate();
-    return cfg;
-  } catch (const std::exception& e) {
-    throw TrainError(path + ": " + e.what());
-  }
-}
-
-}  // namespace
-
-std::string checkpoint_path(const std::string& dir_or_file) {
-  if (fs::is_directory(dir_or_file)) return (fs::path(dir_or_file) / kCheckpointFile).string();
-  return dir_or_file;
-}
-
-LoadedModel load_checkpoint_model(const std::string& where) {
-  const std::string path = checkpoint_path(where);
-  if (!fs::exists(path)) throw TrainError(path + ": no such checkpoint");
-  SafeTensors st;
-  try {
-    st = load_safetensors(path);
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
-  }
-  LoadedModel lm;
-  lm.cfg = config_from_checkpoint(st, path);
-  lm.preset = st.metadata.count("preset") ? st.metadata.at("preset") : "";
-  lm.tokenizer = tokenizer_from_checkpoint(st, path);
-  lm.tokenizer_spec = st.metadata.at("tokenizer");  // present: tokenizer_from_checkpoint checked
-  if (lm.tokenizer->n_vocab() > lm.cfg.vocab_size)
-    throw TrainError(path + ": tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) +
-                     " tokens but the model's vocab_size is " + std::to_string(lm.cfg.vocab_size));
-  lm.model = std::make_unique<nn::GPTModel>(lm.cfg);
-  load_weights(*lm.model, st, path);
-  lm.model->eval();
-  return lm;
-}
-
 // ---- the session -----------------------------------------------------------------------------
 
 namespace {
@@ -326,16 +167,6 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string default_text_path() {
-  const char* rel = "data/sample/sample.txt";
-  if (fs::exists(rel)) return rel;
-#ifdef TAPEGRAD_SOURCE_ROOT
-  return std::string(TAPEGRAD_SOURCE_ROOT) + "/" + rel;
-#else
-  return rel;
-#endif
 }
 
 // Byte offset of code point `n` (Python's len() counts code points, not bytes).
@@ -376,83 +207,6 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
         data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
   }
   throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
-}
-
-bool is_explicit(const TrainOptions& o, const std::string& name) {
-  for (const auto& f : o.explicit_flags)
-    if (f == name) return true;
-  return false;
-}
-
-std::string options_json(const TrainOptions& o) {
-  std::ostringstream os;
-  os << "{\"text\": " << json_quote(o.text_path) << ", \"preset\": " << json_quote(o.preset)
-     << ", \"tokenizer\": " << json_quote(o.tokenizer)
-     << ", \"context_length\": " << o.context_length << ", \"epochs\": " << o.epochs
-     << ", \"batch_size\": " << o.batch_size << ", \"lr\": " << json_number(o.lr)
-     << ", \"weight_decay\": " << json_number(o.weight_decay) << ", \"eval_freq\": " << o.eval_freq
-     << ", \"eval_iter\": " << o.eval_iter << ", \"seed\": " << o.seed
-     << ", \"start_context\": " << json_quote(o.start_context)
-     << ", \"sample_tokens\": " << o.sample_tokens
-     << ", \"clip_grad\": " << json_number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
-     << ", \"cosine\": " << (o.cosine ? "true" : "false")
-     << ", \"initial_lr\": " << json_number(o.initial_lr)
-     << ", \"min_lr\": " << json_number(o.min_lr) << "}";
-  return os.str();
-}
-
-// Fills the options the user did not give from the checkpoint's; refuses explicit ones that
-// would change the data or the model.
-void merge_resume_options(TrainOptions& o, const JsonValue& saved, const std::string& path) {
-  auto str = [&](const char* k) {
-    const JsonValue* v = saved.find(k);
-    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    return v->str;
-  };
-  auto num = [&](const char* k) {
-    const JsonValue* v = saved.find(k);
-    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    return v->kind == JsonValue::Kind::Bool ? double(v->b) : v->num;
-  };
-  auto conflict = [&](const char* flag, const std::string& mine, const std::string& theirs) {
-    throw TrainError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +
-                     path + " (trained with " + theirs + "); a checkpoint from another config");
-  };
-  auto take_str = [&](const char* flag, const char* key, std::string& field) {
-    const std::string saved_v = str(key);
-    if (is_explicit(o, flag) && field != saved_v) conflict(flag, field, saved_v);
-    field = saved_v;
-  };
-  auto take_int = [&](const char* flag, const char* key, int64_t& field, bool must_match) {
-    const int64_t saved_v = int64_t(num(key));
-    if (!is_explicit(o, flag))
-      field = saved_v;
-    else if (must_match && field != saved_v)
-      conflict(flag, std::to_string(field), std::to_string(saved_v));
-  };
-  auto take_double = [&](const char* flag, const char* key, double& field) {
-    if (!is_explicit(o, flag)) field = num(key);
-  };
-  take_str("preset", "preset", o.preset);
-  take_str("tokenizer", "tokenizer", o.tokenizer);
-  take_int("context", "context_length", o.context_length, true);
-  take_int("batch-size", "batch_size", o.batch_size, true);
-  if (!is_explicit(o, "text")) o.text_path = str("text");
-  take_int("epochs", "epochs", o.epochs, false);
-  take_double("lr", "lr", o.lr);
-  take_double("weight-decay", "weight_decay", o.weight_decay);
-  take_int("eval-freq", "eval_freq", o.eval_freq, false);
-  take_int("eval-iter", "eval_iter", o.eval_iter, false);
-  int64_t seed = int64_t(o.seed);
-  take_int("seed", "seed", seed, false);
-  o.seed = uint64_t(seed);
-  if (!is_explicit(o, "start-context")) o.start_context = str("start_context");
-  take_int("sample-tokens", "sample_tokens", o.sample_tokens, false);
-  take_double("clip-grad", "clip_grad", o.clip_grad);
-  take_int("warmup-steps", "warmup_steps", o.warmup_steps, false);
-  if (!is_explicit(o, "cosine")) o.cosine = num("cosine") != 0;
-  take_double("initial-lr", "initial_lr", o.initial_lr);
-  take_double("min-lr", "min_lr", o.min_lr);
 }
 
 std::string fmt_duration(double s) {
@@ -497,48 +251,14 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   if (resuming) {
     ckpt_in = checkpoint_path(opt.resume_dir);
     if (!fs::exists(ckpt_in)) throw TrainError(ckpt_in + ": no checkpoint to resume from");
-    try {
-      ckpt = load_safetensors(ckpt_in);
-    } catch (const std::exception& e) {
-      throw TrainError(e.what());
-    }
-    config_from_checkpoint(ckpt, ckpt_in);  // checks the format
-    JsonValue saved;
-    try {
-      const auto it = ckpt.metadata.find("options");
-      if (it == ckpt.metadata.end()) throw TrainError(ckpt_in + ": checkpoint lacks its options");
-      saved = parse_json(it->second);
-    } catch (const TrainError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw TrainError(ckpt_in + ": checkpoint options do not parse (" + e.what() + ")");
-    }
+    ckpt = read_checkpoint(ckpt_in);
+    const JsonValue saved = options_from_checkpoint(ckpt, ckpt_in);
     merge_resume_options(opt, saved, ckpt_in);
     if (!is_explicit(opt, "out")) opt.out_dir = opt.resume_dir;
   }
 
   // --- options ---
-  auto at_least = [](const char* flag, int64_t v, int64_t lo) {
-    if (v < lo)
-      throw TrainError("--" + std::string(flag) + " must be >= " + std::to_string(lo) + ", got " +
-                       std::to_string(v));
-  };
-  at_least("epochs", opt.epochs, 0);
-  at_least("batch-size", opt.batch_size, 1);
-  at_least("eval-freq", opt.eval_freq, 1);
-  at_least("eval-iter", opt.eval_iter, 1);
-  at_least("sample-tokens", opt.sample_tokens, 0);
-  if (!(opt.lr >= 0) || !std::isfinite(opt.lr)) throw TrainError("--lr must be a number >= 0");
-  auto finite_at_least_0 = [](const char* flag, double v) {
-    if (!(v >= 0) || !std::isfinite(v))
-      throw TrainError("--" + std::string(flag) + " must be a number >= 0");
-  };
-  finite_at_least_0("weight-decay", opt.weight_decay);
-  finite_at_least_0("clip-grad", opt.clip_grad);
-  finite_at_least_0("initial-lr", opt.initial_lr);
-  if (opt.min_lr != -1) finite_at_least_0("min-lr", opt.min_lr);  // -1: the default, 0.1 * lr
-  at_least("warmup-steps", opt.warmup_steps, 0);
-  if (opt.max_steps != -1) at_least("max-steps", opt.max_steps, 1);  // -1: no limit
+  check_options(opt);
   if (opt.threads > 0) set_num_threads(opt.threads);
   if (!opt.log_path.empty()) {  // an unwritable log is found now, not after the first evaluation
     const int fd = ::open(opt.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -548,32 +268,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     ::close(fd);
   }
 
-  nn::GPTConfig cfg;
-  int64_t max_ctx = 0;
-  if (opt.preset == "custom" && resuming) opt.config = config_from_checkpoint(ckpt, ckpt_in);
-  if (opt.config) {
-    cfg = *opt.config;
-    opt.preset = "custom";
-    max_ctx = cfg.context_length;
-  } else {
-    try {
-      cfg = nn::gpt_preset(opt.preset);
-      max_ctx = nn::gpt_preset_max_context(opt.preset);
-    } catch (const std::exception& e) {
-      throw TrainError(e.what());
-    }
-  }
-  if (opt.context_length == 0) opt.context_length = cfg.context_length;
-  if (opt.context_length < 2 || opt.context_length > max_ctx)
-    throw TrainError("--context " + std::to_string(opt.context_length) +
-                     " is outside what preset " + opt.preset + " allows (2.." +
-                     std::to_string(max_ctx) + ")");
-  cfg.context_length = opt.context_length;
-  if (opt.tokenizer.empty()) opt.tokenizer = opt.preset == "tiny" ? "bpe:512" : "gpt2";
-  if (opt.tokenizer != "gpt2" && opt.tokenizer.rfind("bpe:", 0) != 0)
-    throw TrainError("unknown tokenizer '" + opt.tokenizer + "' (known: gpt2, bpe:N)");
-  if (opt.text_path.empty()) opt.text_path = default_text_path();
-  if (opt.min_lr < 0) opt.min_lr = 0.1 * opt.lr;
+  nn::GPTConfig cfg = resolve_model_config(opt, resuming ? &ckpt : nullptr, ckpt_in);
 
   // --- text: the book's 90/10 split by characters ---
   const std::string text_data = read_text_file(opt.text_path);
@@ -593,7 +288,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
       throw TrainError(ckpt_in + ": checkpoint tokenizer has " +
                        std::to_string(tokenizer->n_vocab()) +
                        " tokens, more than its model's vocab_size");
-    if (ckpt.metadata["text_hash"] != fnv1a(text_data))
+    if (ckpt.metadata["text_hash"] != text_hash(text_data))
       throw TrainError("'" + opt.text_path + "' is not the text checkpoint " + ckpt_in +
                        " was trained on");
   } else {
@@ -639,74 +334,17 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   nn::GPTModel model(cfg);
   AdamW optimizer(model, opt.lr, opt.weight_decay);
 
-  int64_t global_step = -1, tokens_seen = 0, epoch_start = 0, batch_start = 0;
-  double seconds_before = 0;
-  std::vector<int64_t> resumed_order;
+  RunPosition pos;  // a fresh run: no steps yet
   if (resuming) {
     if (config_from_checkpoint(ckpt, ckpt_in) != cfg)
       throw TrainError(ckpt_in + ": checkpoint config " + ckpt.metadata["config"] +
                        " differs from " + cfg.str() + " (a checkpoint from another config)");
-    load_weights(model, ckpt, ckpt_in);
-    const auto params = model.named_parameters();
-    for (size_t k = 0; k < params.size(); ++k) {
-      for (auto* pair : {&optimizer.exp_avg, &optimizer.exp_avg_sq}) {
-        const std::string key = std::string(pair == &optimizer.exp_avg ? "optimizer.exp_avg."
-                                                                       : "optimizer.exp_avg_sq.") +
-                                params[k].first;
-        const Tensor* t = ckpt.find(key);
-        if (!t || t->shape() != params[k].second.shape())
-          throw TrainError(ckpt_in + ": checkpoint lacks optimizer state '" + key + "'");
-        (*pair)[k] = t->clone();
-      }
-    }
-    try {
-      optimizer.step_count = std::stoll(ckpt.metadata.at("optimizer_step"));
-      global_step = std::stoll(ckpt.metadata.at("global_step"));
-      tokens_seen = std::stoll(ckpt.metadata.at("tokens_seen"));
-      epoch_start = std::stoll(ckpt.metadata.at("epoch"));
-      batch_start = std::stoll(ckpt.metadata.at("batch"));
-      seconds_before = std::stod(ckpt.metadata.at("seconds"));
-      gen.set_state(unhex(ckpt.metadata.at("rng_state")));
-      for (const JsonValue& e : parse_json(ckpt.metadata.at("history")).items) {
-        auto integer = [&](const char* k) {
-          const JsonValue* v = e.find(k);
-          if (!v || v->kind != JsonValue::Kind::Number)
-            throw TrainError(ckpt_in + ": checkpoint history entry lacks '" + k + "'");
-          return v->as_int();
-        };
-        EvalPoint p;
-        p.epoch = integer("epoch");
-        p.step = integer("step");
-        p.tokens_seen = integer("tokens_seen");
-        auto d = [&](const char* k) {
-          const JsonValue* v = e.find(k);
-          return v && v->kind == JsonValue::Kind::Number ? v->num
-                                                         : std::numeric_limits<double>::quiet_NaN();
-        };
-        p.train_loss = d("train_loss");
-        p.val_loss = d("val_loss");
-        p.lr = d("lr");
-        p.seconds = d("seconds");
-        result.evals.push_back(p);
-      }
-    } catch (const TrainError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw TrainError(ckpt_in + ": checkpoint training state is incomplete (" + e.what() + ")");
-    }
-    if (epoch_start < 0 || global_step < -1 || tokens_seen < 0 || optimizer.step_count < 0 ||
-        batch_start < 0 || batch_start > n_batches)
-      throw TrainError(ckpt_in + ": checkpoint position is out of range (epoch " +
-                       std::to_string(epoch_start) + ", batch " + std::to_string(batch_start) +
-                       " of " + std::to_string(n_batches) + ", step " +
-                       std::to_string(global_step) + ")");
-    if (batch_start > 0) {
-      const Tensor* o = ckpt.find("trainer.epoch_order");
-      if (!o || o->numel() != train_loader.dataset().size())
-        throw TrainError(ckpt_in + ": checkpoint lacks the interrupted epoch's batch order");
-      resumed_order = o->to_vector<int64_t>();
-    }
+    pos = restore_checkpoint(ckpt, ckpt_in, model, optimizer, gen, train_loader.size(),
+                             train_loader.dataset().size());
+    result.evals = pos.history;
   }
+  int64_t global_step = pos.global_step, tokens_seen = pos.tokens_seen;
+  const int64_t epoch_start = pos.epoch, batch_start = pos.batch;
 
   // --- output directory ---
   std::error_code ec;
@@ -718,52 +356,13 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
   std::string last_good = resuming ? ckpt_in : "";
 
   auto elapsed = [&] {
-    return seconds_before + std::chrono::duration<double>(Clock::now() - t_start).count();
+    return pos.seconds + std::chrono::duration<double>(Clock::now() - t_start).count();
   };
+  const std::string options = options_json(opt), hash = text_hash(text_data);
+  const RunRecipe recipe{cfg, opt.preset, options, opt.tokenizer, *tokenizer, hash};
   auto save = [&](int64_t epoch, int64_t batch, const std::vector<int64_t>& order) {
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
-    const auto params = model.named_parameters();
-    for (size_t k = 0; k < params.size(); ++k)
-      tensors.emplace_back("optimizer.exp_avg." + params[k].first, optimizer.exp_avg[k]);
-    for (size_t k = 0; k < params.size(); ++k)
-      tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first, optimizer.exp_avg_sq[k]);
-    if (batch > 0)
-      tensors.emplace_back("trainer.epoch_order", from_vector(order, {int64_t(order.size())}));
-    Metadata md;
-    md["format"] = kFormat;
-    md["config"] = cfg.str();
-    md["preset"] = opt.preset;
-    md["options"] = options_json(opt);
-    md["optimizer"] = "AdamW";
-    md["optimizer_step"] = std::to_string(optimizer.step_count);
-    md["global_step"] = std::to_string(global_step);
-    md["step"] = std::to_string(global_step + 1);  // optimizer steps taken
-    md["epoch"] = std::to_string(epoch);
-    md["batch"] = std::to_string(batch);
-    md["tokens_seen"] = std::to_string(tokens_seen);
-    md["seconds"] = json_number(elapsed());
-    md["threads"] = std::to_string(num_threads());
-    md["rng_state"] = hex(gen.get_state());
-    md["text_hash"] = fnv1a(text_data);
-    std::string hist = "[";
-    for (size_t i = 0; i < result.evals.size(); ++i) {
-      const EvalPoint& p = result.evals[i];
-      if (i) hist += ',';
-      hist += std::string("{\"epoch\":") + std::to_string(p.epoch) +
-              ",\"step\":" + std::to_string(p.step) +
-              ",\"tokens_seen\":" + std::to_string(p.tokens_seen) +
-              ",\"train_loss\":" + json_number(p.train_loss) +
-              ",\"val_loss\":" + json_number(p.val_loss) + ",\"lr\":" + json_number(p.lr) +
-              ",\"seconds\":" + json_number(p.seconds) + "}";
-    }
-    md["history"] = hist + "]";
-    tokenizer_to_checkpoint(opt.tokenizer, *tokenizer, tensors, md);
-    try {
-      save_safetensors(ckpt_out, tensors, md);
-    } catch (const std::exception& e) {
-      throw TrainError(e.what());
-    }
+    const RunPosition at{global_step, tokens_seen, epoch, batch, elapsed(), order, result.evals};
+    save_checkpoint(ckpt_out, model, optimizer, gen, recipe, at);
     last_good = ckpt_out;
     result.checkpoint = ckpt_out;
   };
@@ -802,7 +401,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     std::vector<int64_t> order;
     int64_t b0 = 0;
     if (epoch == epoch_start && batch_start > 0) {
-      order = resumed_order;
+      order = pos.epoch_order;
       b0 = batch_start;
     } else {
       order = train_loader.epoch_order();

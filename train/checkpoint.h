@@ -1,0 +1,68 @@
+// Training checkpoints: one safetensors file holding the model's state_dict under the book's
+// names, AdamW's moments, and in its metadata everything needed to continue the run to exactly
+// the losses of an uninterrupted one (position, generator state, options, tokenizer, history).
+// train/README.md lists the entries. Every reader throws TrainError naming the file.
+//
+// The public side (LoadedModel, load_checkpoint_model, checkpoint_path) is declared in
+// trainer.h; this header is what run_training uses to write and resume.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rng.h"
+#include "data/bpe_tokenizer.h"
+#include "nn/gpt.h"
+#include "train/json.h"
+#include "train/optim.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+namespace tg::train {
+
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+
+// Where a run stands after its last optimizer step.
+struct RunPosition {
+  int64_t global_step = -1, tokens_seen = 0;
+  int64_t epoch = 0;                 // epochs completed, or the epoch in progress when batch > 0
+  int64_t batch = 0;                 // batches of that epoch already trained
+  double seconds = 0;                // training time so far, earlier runs included
+  std::vector<int64_t> epoch_order;  // the epoch's window order, kept when batch > 0
+  std::vector<EvalPoint> history;    // every evaluation so far
+};
+
+// What the run was made from, recorded beside the tensors.
+struct RunRecipe {
+  const nn::GPTConfig& cfg;
+  const std::string& preset;
+  const std::string& options_json;    // TrainOptions as JSON, read back on --resume
+  const std::string& tokenizer_spec;  // gpt2 | bpe:N
+  const data::Tokenizer& tokenizer;
+  const std::string& text_hash;  // text_hash() of the whole text
+};
+
+// Writes the checkpoint atomically (core/file_io.h).
+void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& optimizer,
+                     const Generator& gen, const RunRecipe& recipe, const RunPosition& pos);
+
+// Reads a checkpoint file and checks its format.
+SafeTensors read_checkpoint(const std::string& path);
+nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path);
+JsonValue options_from_checkpoint(const SafeTensors& st, const std::string& path);
+std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
+                                                           const std::string& path);
+
+// Loads weights, AdamW's moments and the generator's state into a model and optimizer built
+// from the checkpoint's config, and returns the position; `n_batches` and `n_windows` (the
+// training loader's batches per epoch and windows) bound it.
+RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, nn::GPTModel& model,
+                               AdamW& optimizer, Generator& gen, int64_t n_batches,
+                               int64_t n_windows);
+
+// FNV-1a of the text, as 16 hex digits: --resume refuses another text.
+std::string text_hash(std::string_view text);
+
+}  // namespace tg::train
