@@ -688,6 +688,16 @@ TEST_CASE("row reductions and column sums match the reference") {
       k::sum_cols_ref(rows, cols, x.data(), scr.data());
       check_equal(sc, scr, "sum_cols");
     }
+    // Rows wider than a page take sum_cols' other path (row by row, in blocks of 4096 columns).
+    for (int64_t cols : {1025, 3072, 4096, 8195}) {
+      INFO("cols=" << cols);
+      const int64_t rows = 5;
+      const std::vector<float> x = randv(g, rows * cols);
+      std::vector<float> sc(cols), scr(cols);
+      k::sum_cols(rows, cols, x.data(), sc.data());
+      k::sum_cols_ref(rows, cols, x.data(), scr.data());
+      check_equal(sc, scr, "sum_cols");
+    }
   });
 }
 

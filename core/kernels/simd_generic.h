@@ -320,12 +320,32 @@ void max_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
   }
 }
 // Column sums walk rows in order, so each out[c] sees the reference's summation order.
+// Each column adds its rows in order from 0, as the reference does. Rows of up to 1024 columns
+// (a page or less) are walked one vector of columns at a time, the sum in a register. Wider
+// rows go row by row into `out` (blocks of 4096 columns, 16 KiB, that stay in L1), so x streams
+// in order: the vector walk would take a new page at every row (512×3072, a GPT-2 bias
+// gradient: 8 GB/s against 20).
 void sum_cols_simd(int64_t rows, int64_t cols, const float* x, float* out) {
-  for_each_vec(cols, [&](int64_t i, int64_t c) {
-    V::T s = V::set1(0.f);
-    for (int64_t r = 0; r < rows; ++r) s = V::add(s, load_n(x + r * cols + i, c));
-    store_n(out + i, s, c);
-  });
+  if (cols <= 1024) {
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      V::T s = V::set1(0.f);
+      for (int64_t r = 0; r < rows; ++r) s = V::add(s, load_n(x + r * cols + i, c));
+      store_n(out + i, s, c);
+    });
+    return;
+  }
+  constexpr int64_t kBlock = 4096;
+  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+    const int64_t w = cols - j0 < kBlock ? cols - j0 : kBlock;
+    float* o = out + j0;
+    for_each_vec(w, [&](int64_t i, int64_t c) { store_n(o + i, V::set1(0.f), c); });
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols + j0;
+      for_each_vec(w, [&](int64_t i, int64_t c) {
+        store_n(o + i, V::add(load_n(o + i, c), load_n(xr + i, c)), c);
+      });
+    }
+  }
 }
 
 // ---- AdamW ----------------------------------------------------------------------------------
