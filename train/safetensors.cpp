@@ -1,15 +1,10 @@
 // safetensors reader and writer (see safetensors.h).
 #include "train/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 

@@ -1,4 +1,5 @@
-// Chapter 5's training loop, evaluation, generation and checkpoints (see trainer.h).
+// Chapter 5's training loop, evaluation and generation (see trainer.h); the checkpoints it
+// writes and resumes from are in checkpoint.cpp, its options in train_options.cpp.
 #include "train/trainer.h"
 
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -339,7 +339,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     if (config_from_checkpoint(ckpt, ckpt_in) != cfg)
       throw TrainError(ckpt_in + ": checkpoint config " + ckpt.metadata["config"] +
                        " differs from " + cfg.str() + " (a checkpoint from another config)");
-    pos = restore_checkpoint(ckpt, ckpt_in, model, optimizer, gen, train_loader.size(),
+    pos = restore_checkpoint(ckpt, ckpt_in, model, optimizer, gen, n_batches,
                              train_loader.dataset().size());
     result.evals = pos.history;
   }

@@ -319,7 +319,6 @@ void max_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
     out[r] = std::isnan(nv) ? nv : mx;
   }
 }
-// Column sums walk rows in order, so each out[c] sees the reference's summation order.
 // Each column adds its rows in order from 0, as the reference does. Rows of up to 1024 columns
 // (a page or less) are walked one vector of columns at a time, the sum in a register. Wider
 // rows go row by row into `out` (blocks of 4096 columns, 16 KiB, that stay in L1), so x streams
