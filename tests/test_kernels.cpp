@@ -180,13 +180,22 @@ TEST_CASE("sgemm micro-kernel alone: full and edge tiles against a double-precis
         if (m >= 1 && m <= MR && std::find(ms.begin(), ms.end(), m) == ms.end()) ms.push_back(m);
       for (int64_t m : ms) {
         for (int64_t n : {NR, NR - 1, NR / 2 + 1, int64_t(1)}) {
-          for (int variant = 0; variant < 4; ++variant) {
-            // variants: packed A / in-place row-major A (when the table has it), × accumulate.
-            const bool accumulate = variant & 1, row_a = variant & 2;
+          for (int variant = 0; variant < 6; ++variant) {
+            // variants: packed A / in-place row-major A / in-place transposed A (when the table
+            // has them; transposed only for full tiles), × accumulate.
+            const bool accumulate = variant & 1, row_a = variant / 2 == 1, col_a = variant / 2 == 2;
             if (row_a && t.sgemm_ukernel_rowa == nullptr) continue;
+            if (col_a && (t.sgemm_ukernel_cola == nullptr || m != MR)) continue;
             const int64_t ldc = NR + 3;
             std::vector<float> c(MR * ldc, 0.5f);
-            if (row_a) {
+            if (col_a) {
+              // kc rows of lda = MR + 5, the last exactly MR long: nothing past it may be read.
+              const int64_t lda = MR + 5;
+              std::vector<float> acol((kc - 1) * lda + MR);
+              for (int64_t p = 0; p < kc; ++p)
+                for (int64_t i = 0; i < MR; ++i) acol[p * lda + i] = a[p * MR + i];
+              t.sgemm_ukernel_cola(kc, acol.data(), lda, bp, NR, c.data(), ldc, m, n, accumulate);
+            } else if (row_a) {
               // Exactly m rows of lda = kc + 3: rows >= m must not be read (ASan checks).
               const int64_t lda = kc + 3;
               std::vector<float> arow(m * lda);
@@ -263,6 +272,36 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     run_gemm_case({bk.mc + bk.mr + 1, bk.nc + 9, bk.kc + 2, 0, 0.f}, g);
     // A narrow row-major B read in place over many K blocks and groups, with an edge panel.
     run_gemm_case({37, 100, 9 * bk.kc + 5, 0, 1.f}, g);
+    // A transposed A read in place: whole row panels only, or an edge panel, over K blocks.
+    run_gemm_case({4 * bk.mr, bk.nr, 2 * bk.kc + 3, 2, 0.5f}, g);
+    run_gemm_case({bk.mc + 2 * bk.mr + 1, 3 * bk.nr + 1, bk.kc + 1, 2, 1.f}, g);
+  });
+}
+
+TEST_CASE("sgemm: A's layout never changes the bits (packed, in place row-major, transposed)") {
+  // Each C element is the same chain of FMAs whichever way A reaches the micro-kernel, so C is
+  // the same to the bit. Few column panels (A read in place when the table can), then many
+  // (A packed), each with A row-major, transposed and with strides; M has an edge row panel.
+  std::mt19937 g(44);
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    for (int64_t N : {2 * bk.nr + 5, 9 * bk.nr + 3}) {
+      const int64_t M = bk.mc + bk.mr + 7, K = bk.kc + 21;
+      INFO("M=" << M << " N=" << N << " K=" << K);
+      std::vector<float> A = randv(g, M * K), B = randv(g, K * N);
+      std::vector<float> At(K * M), As(2 * M * K);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t p = 0; p < K; ++p) {
+          At[p * M + i] = A[i * K + p];
+          As[2 * (i * K + p)] = A[i * K + p];
+        }
+      std::vector<float> C(M * N), Ct(M * N), Cs(M * N);
+      k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C.data(), N);
+      k::sgemm(M, N, K, At.data(), 1, M, B.data(), N, 1, 0.f, Ct.data(), N);
+      k::sgemm(M, N, K, As.data(), 2 * K, 2, B.data(), N, 1, 0.f, Cs.data(), N);
+      check_equal(Ct, C, "transposed A vs row-major A");
+      check_equal(Cs, C, "strided A vs row-major A");
+    }
   });
 }
 
@@ -294,6 +333,10 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       // dY·W-like: N = 128 (a narrow B read in place, not packed) with a long K.
       run_gemm_case({128, 128, 9 * bk.kc + 5, 0, 0.f}, g);
       run_gemm_case({128, 100, 9 * bk.kc + 5, 0, 1.f}, g);
+      // dYᵀ·X-like: a transposed A read in place (few column panels), many row blocks, an edge
+      // row panel packed, two K blocks; the same with B transposed (packed).
+      run_gemm_case({3 * bk.mc + bk.mr + 5, 2 * bk.nr + 6, bk.kc + 7, 2, 0.f}, g);
+      run_gemm_case({3 * bk.mc + 5, bk.nr + 3, bk.kc + 7, 3, 1.f}, g);
     }
   });
   tg::set_num_threads(before);
@@ -418,6 +461,9 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::sgemm(128, Nk, K, A.data(), K, 1, Bk.data(), Nk, 1, 0.f, Ck.data(), Nk);
       std::vector<float> Cl(128 * 100);
       k::sgemm(128, 100, Kl, Al.data(), Kl, 1, Bl.data(), 100, 1, 0.f, Cl.data(), 100);
+      // dYᵀ·X-like: 2600 × 100 × 128 with A transposed (read in place, few column panels).
+      std::vector<float> Ct(Kl * 100);
+      k::sgemm(Kl, 100, 128, Al.data(), 1, Kl, Bl.data(), 100, 1, 0.f, Ct.data(), 100);
       k::exp(n, x.data(), e.data());
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
@@ -432,7 +478,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
       for (auto* v :
-           {&C, &Cb, &Cr, &Ck, &Cl, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+           {&C, &Cb, &Cr, &Ck, &Cl, &Ct, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
         all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }

@@ -34,12 +34,18 @@ __m256i lane_mask(int64_t n) {
 // 15 of the 16 ymm registers. Per k: 2 loads + 6 broadcasts feed 12 FMAs.
 // Edge tiles: the full tile is computed from zero-padded panels; stores are clipped with
 // maskstore for n < 16 and a row bound for m < 6.
-// ROW_A: A is read in place from a row-major matrix (row i at a + i·lda; rows ≥ m repeat row
-// m − 1 so nothing past A is read) instead of a packed micro-panel; for small GEMMs.
+// MODE kRowA: A is read in place from a row-major matrix (row i at a + i·lda; rows ≥ m repeat
+// row m − 1 so nothing past A is read) instead of a packed micro-panel; for small GEMMs.
+// MODE kColA: A is read in place from a transposed matrix (a(i, p) = a[p·lda + i]): the packed
+// layout with a row stride of lda instead of 6, so only full tiles (m = 6) may use it.
 constexpr int kMR = 6, kNR = 16;
-template <bool ROW_A>
+// kColA reads A's 6 values of each k-step from rows lda apart: fetch them this many steps ahead.
+constexpr int64_t kPrefetchA = 8;
+enum AMode { kPacked, kRowA, kColA };
+template <int MODE>
 void sgemm_ukernel_avx2_t(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
                           float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  constexpr bool ROW_A = MODE == kRowA;
   const float* rows[kMR];
   if (ROW_A)
     for (int i = 0; i < kMR; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
@@ -47,6 +53,10 @@ void sgemm_ukernel_avx2_t(int64_t kc, const float* a, int64_t lda, const float* 
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
+    if (MODE == kColA) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * lda), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * lda + kMR - 1), _MM_HINT_T0);
+    }
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
@@ -55,7 +65,7 @@ void sgemm_ukernel_avx2_t(int64_t kc, const float* a, int64_t lda, const float* 
       acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += ROW_A ? 0 : kMR;
+    a += MODE == kRowA ? 0 : MODE == kColA ? lda : kMR;
     b += ldb;
   }
   if (m == kMR && n == kNR) {
@@ -87,12 +97,17 @@ void sgemm_ukernel_avx2_t(int64_t kc, const float* a, int64_t lda, const float* 
 
 void sgemm_ukernel_avx2_6x16(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                              int64_t ldc, int64_t m, int64_t n, bool accumulate) {
-  sgemm_ukernel_avx2_t<false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx2_t<kPacked>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
 }
 void sgemm_ukernel_avx2_6x16_rowa(int64_t kc, const float* a, int64_t lda, const float* b,
                                   int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                   bool accumulate) {
-  sgemm_ukernel_avx2_t<true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx2_t<kRowA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+}
+void sgemm_ukernel_avx2_6x16_cola(int64_t kc, const float* a, int64_t lda, const float* b,
+                                  int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                                  bool accumulate) {
+  sgemm_ukernel_avx2_t<kColA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
 // Packs one 6×kc micro-panel of row-major A: per k one masked gather of the 6 row values
@@ -198,6 +213,7 @@ const KernelTable* avx2_table() {
       {kMR, kNR, 240, 256, 1024},
       sgemm_ukernel_avx2_6x16,
       sgemm_ukernel_avx2_6x16_rowa,
+      sgemm_ukernel_avx2_6x16_cola,
       sgemm_pack_a_avx2_6,
       sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,

@@ -26,15 +26,22 @@ namespace {
 // would otherwise waste 8 of 64 rows of work); the store is clipped with a lane mask for n < 32
 // and a row bound for m < ROWS. A row's FMAs are the same whatever ROWS is, so results do not
 // depend on which instance computed a tile.
-// ROW_A: A is read in place from a row-major matrix (row i at a + i·lda, rows ≥ m repeat row
-// m − 1 so nothing past A is read) instead of from a packed micro-panel; for small GEMMs. The 12
-// row pointers need 12 general registers, so a few live in spare zmm/stack slots: ~1 extra load
-// per 24 FMAs, far cheaper than packing A when there are only a few column panels.
+// MODE kRowA: A is read in place from a row-major matrix (row i at a + i·lda, rows ≥ m repeat
+// row m − 1 so nothing past A is read) instead of from a packed micro-panel; for small GEMMs. The
+// 12 row pointers need 12 general registers, so a few live in spare zmm/stack slots: ~1 extra
+// load per 24 FMAs, far cheaper than packing A when there are only a few column panels.
+// MODE kColA: A is read in place from a transposed matrix (a(i, p) = a[p·lda + i]): the packed
+// layout with a row stride of lda instead of 12, so only full tiles (m = 12) may use it.
 constexpr int kMR = 12;
 constexpr int64_t kPrefetchB = 8;
-template <int ROWS, bool ROW_A>
+// A stored transposed (kColA) is read 12 floats per k-step from rows lda apart: fetch them
+// this many k-steps ahead, as the packing loop would.
+constexpr int64_t kPrefetchA = 8;
+enum AMode { kPacked, kRowA, kColA };
+template <int ROWS, int MODE>
 void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
                             float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  constexpr bool ROW_A = MODE == kRowA;
   const float* rows[ROWS];
   if (ROW_A)
     for (int i = 0; i < ROWS; ++i) rows[i] = a + std::min<int64_t>(i, m - 1) * lda;
@@ -50,6 +57,10 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
     // B streams from L2: ask for it kPrefetchB k-steps ahead (two 64-byte lines per step).
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb + 16), _MM_HINT_T0);
+    if (MODE == kColA) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * lda), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchA * lda + 11), _MM_HINT_T0);
+    }
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
@@ -58,7 +69,7 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += ROW_A ? 0 : kMR;
+    a += MODE == kRowA ? 0 : MODE == kColA ? lda : kMR;
     b += ldb;
   }
   if (m == ROWS && n == 32) {
@@ -91,25 +102,30 @@ void sgemm_ukernel_avx512_t(int64_t kc, const float* a, int64_t lda, const float
 }
 
 // The smallest instance that covers m rows.
-template <bool ROW_A>
+template <int MODE>
 void sgemm_ukernel_avx512_rows(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
                                float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) {
   if (m > 8)
-    sgemm_ukernel_avx512_t<12, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+    sgemm_ukernel_avx512_t<12, MODE>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
   else if (m > 4)
-    sgemm_ukernel_avx512_t<8, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+    sgemm_ukernel_avx512_t<8, MODE>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
   else
-    sgemm_ukernel_avx512_t<4, ROW_A>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+    sgemm_ukernel_avx512_t<4, MODE>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
 void sgemm_ukernel_avx512_12x32(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                                 int64_t ldc, int64_t m, int64_t n, bool accumulate) {
-  sgemm_ukernel_avx512_rows<false>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx512_rows<kPacked>(kc, a, 0, b, ldb, c, ldc, m, n, accumulate);
 }
 void sgemm_ukernel_avx512_12x32_rowa(int64_t kc, const float* a, int64_t lda, const float* b,
                                      int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                      bool accumulate) {
-  sgemm_ukernel_avx512_rows<true>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+  sgemm_ukernel_avx512_rows<kRowA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
+}
+void sgemm_ukernel_avx512_12x32_cola(int64_t kc, const float* a, int64_t lda, const float* b,
+                                     int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                                     bool accumulate) {
+  sgemm_ukernel_avx512_t<kMR, kColA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
 // Transposes the 16×16 block r[0..15] (row i in r[i]) in place: unpacks interleave row pairs,
@@ -246,6 +262,7 @@ const KernelTable* avx512_table() {
       {kMR, 32, 240, 256, 1024},
       sgemm_ukernel_avx512_12x32,
       sgemm_ukernel_avx512_12x32_rowa,
+      sgemm_ukernel_avx512_12x32_cola,
       sgemm_pack_a_avx512_12,
       sgemm_pack_b_avx512_32,
       TG_GENERIC_TABLE_ENTRIES,

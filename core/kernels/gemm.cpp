@@ -8,7 +8,7 @@
 //                               (small row-major Bs are read in place instead)
 //    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
 //     ic: M in steps of MC    ─ the A block mc×kc is packed, or kept from the first jc when
-//                               N > NC
+//                               N > NC, or read in place when N spans only a few NR panels
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
 //       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
 //                                (BLIS's skx order with the operands' roles swapped)
@@ -200,8 +200,11 @@ constexpr int64_t kDirectBElems = int64_t(1) << 16;
 // across the row panels, so packing would copy all of B for no locality. Measured on that shape:
 // 1.17-1.20× OpenBLAS → 1.28-1.29× on 2 threads, 1.04 → 1.06-1.07 on one.
 constexpr int64_t kDirectBCols = 128;
-// With at most this many column panels, a row-major A is read in place instead of packed (when
-// the table has an in-place-A micro-kernel): packing costs about as much as one panel's compute.
+// With at most this many column panels, A is read in place instead of packed (when the table has
+// an in-place-A micro-kernel for its layout): packing costs about as much as one panel's compute.
+// For a transposed A (dYᵀ·X, M = 50257, N = K = 128; attention's Pᵀ·dO, 256×64×256), measured
+// by alternating both in one process (best of 40-200): 169 → 192 and 172 → 207 GFLOP/s on 2
+// threads, 87 → 125 for the attention shape on one.
 constexpr int64_t kDirectAPanels = 4;
 // Up to this many floats (16 MiB) of packed A are kept across column blocks: reading the packed
 // copy back is cheaper than transposing the source again.
@@ -223,7 +226,8 @@ GemmBlocking blocking_of(const KernelTable& t) {
 
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  bool direct_a, direct_b;  // A / B read in place instead of packed
+  bool direct_a, direct_b;  // A (row-major) / B read in place instead of packed
+  bool col_a;               // A stored transposed read in place (its edge row panel packed)
   bool split_rows;          // a team splits rows (else the columns of each NC block)
   bool keep_a;              // the packed A of all rows × K is kept across column blocks
   int64_t rb_panels;        // row panels per row block (the A block packed at a time)
@@ -232,11 +236,13 @@ struct Plan {
 };
 
 Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
-               int64_t K, int64_t csA, int64_t csB) {
+               int64_t K, int64_t rsA, int64_t csA, int64_t csB) {
   const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc;
   Plan p{};
   p.direct_b = csB == 1 && (K * N <= kDirectBElems || N <= kDirectBCols);
-  p.direct_a = csA == 1 && t.sgemm_ukernel_rowa != nullptr && (N + NR - 1) / NR <= kDirectAPanels;
+  const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
+  p.direct_a = csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels;
+  p.col_a = !p.direct_a && rsA == 1 && t.sgemm_ukernel_cola != nullptr && few_panels;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -258,7 +264,7 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   p.split_rows = rows_extra <= cols_extra;
   p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
   p.a_rows = (M + MR - 1) / MR * MR;
-  p.keep_a = !p.direct_a && N > NC && p.a_rows * K <= kKeepPackedA;
+  p.keep_a = !p.direct_a && !p.col_a && N > NC && p.a_rows * K <= kKeepPackedA;
   p.kg = bk.kc * k_blocks_per_panel(bk, N);
   return p;
 }
@@ -276,7 +282,8 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, i
                const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB, int64_t csB,
                float beta, float* C, int64_t ldc) {
   const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, KG = plan.kg;
-  const bool direct_a = plan.direct_a, direct_b = plan.direct_b, split_rows = plan.split_rows;
+  const bool direct_a = plan.direct_a, col_a = plan.col_a, direct_b = plan.direct_b;
+  const bool split_rows = plan.split_rows;
   const int64_t row_panels = (M + MR - 1) / MR, RBP = plan.rb_panels;
   auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
     lo = std::min(extent, units * tid / team * unit);
@@ -326,8 +333,11 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, i
           const bool accumulate = pc > 0 || beta != 0.f;
           const float* const bk_pc = bq + (pc - pg) * bw;
           float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + ic * kc : a_all;
-          if (!direct_a && (!plan.keep_a || jc == 0))
+          if (!direct_a && !col_a && (!plan.keep_a || jc == 0))
             pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
+          else if (col_a && mc % MR != 0)
+            pack_a(t, mc % MR, kc, A + (ic + mc - mc % MR) * rsA + pc * csA, rsA, csA, MR,
+                   ap + (mc - mc % MR) * kc);
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t m = std::min(MR, mc - ir);
             const float* a = ap + ir * kc;
@@ -337,7 +347,10 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, i
               const float* b = in_place ? B + pc * rsB + jc + jr : bk_pc + (jr - b_base) * kc;
               const int64_t ldb = in_place ? rsB : NR;
               float* c = C + (ic + ir) * ldc + jc + jr;
-              if (direct_a)
+              if (col_a && m == MR)
+                t.sgemm_ukernel_cola(kc, A + (ic + ir) * rsA + pc * csA, csA, b, ldb, c, ldc, m, n,
+                                     accumulate);
+              else if (direct_a)
                 t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
                                      accumulate);
               else
@@ -362,7 +375,7 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     beta = 1.f;
   }
   const GemmBlocking bk = blocking_of(t);
-  const Plan plan = make_plan(t, bk, team, M, N, K, csA, csB);
+  const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   thread_local Scratch b_buf, a_shared;
   float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
   float* a_kept = plan.keep_a && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;

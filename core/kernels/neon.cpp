@@ -142,7 +142,8 @@ const KernelTable* neon_table() {
       "neon",
       {kMR, kNR, 256, 256, 768},
       sgemm_ukernel_neon_8x12,
-      nullptr,  // no in-place-A micro-kernel
+      nullptr,  // no in-place-A micro-kernels
+      nullptr,
       nullptr,  // pack A: the portable loop
       nullptr,  // pack Bᵀ: the portable loop
       TG_GENERIC_TABLE_ENTRIES,

@@ -424,7 +424,8 @@ extern const KernelTable kScalarTable = {
     "scalar",
     {kRefMR, kRefNR, 64, 128, 512},
     sgemm_ukernel_ref_4x8,
-    nullptr,  // no in-place-A micro-kernel
+    nullptr,  // no in-place-A micro-kernels
+    nullptr,
     nullptr,
     nullptr,
     binary_ref,

@@ -19,11 +19,13 @@ namespace tg::kernels {
 using SgemmUkernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                               int64_t ldc, int64_t m, int64_t n, bool accumulate);
 
-// The same product with A read in place from a row-major matrix (a(i, p) = a[i*lda + p], rows
-// i >= m never read): small GEMMs skip packing A, whose cost their few column panels cannot repay.
-using SgemmUkernelRowA = void (*)(int64_t kc, const float* a, int64_t lda, const float* b,
-                                  int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-                                  bool accumulate);
+// The same product with A read in place, for GEMMs with few column panels, which cannot repay
+// the cost of packing A. Row-major A (..._rowa): a(i, p) = a[i*lda + p], rows i >= m never read.
+// Transposed A (..._cola, e.g. dYᵀ in a weight gradient): a(i, p) = a[p*lda + i], full tiles
+// only (m == MR), as all MR values of each k are read.
+using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, const float* b,
+                                      int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
+                                      bool accumulate);
 
 struct GemmBlocking {
   int64_t mr, nr;  // micro-tile (registers)
@@ -36,7 +38,8 @@ struct KernelTable {
   const char* name;
   GemmBlocking sgemm_blocking;
   SgemmUkernel sgemm_ukernel;
-  SgemmUkernelRowA sgemm_ukernel_rowa;  // optional (nullptr: always pack A)
+  SgemmUkernelInPlaceA sgemm_ukernel_rowa;  // optional (nullptr: always pack A)
+  SgemmUkernelInPlaceA sgemm_ukernel_cola;  // optional (nullptr: always pack A)
   // Optional (nullptr: the portable loop): packs one full MR×kc micro-panel of a row-major A
   // (column stride 1, row stride rsA < 2^31 / MR) into out[p*MR + i]. The transposition is the
   // main packing cost for small GEMMs, so SIMD ISAs do it in registers (gathers or transposes).
