@@ -24,6 +24,15 @@ inline void for_each_vec(int64_t n, F f) {
   if (i < n) f(i, n - i);
 }
 
+// Asks for the cache line 4 KiB past element i of an n-element array (clamped to its last one):
+// loops that stream arrays from memory while doing real work per element (exp, AdamW's divides)
+// run ahead of the hardware prefetcher this way. RW = 1: the line will be written.
+template <int RW>
+inline void prefetch_ahead(const float* base, int64_t i, int64_t n) {
+  const int64_t j = i + 1024 < n ? i + 1024 : n - 1;
+  __builtin_prefetch(base + j, RW, 3);
+}
+
 // Loads `cnt` lanes (cnt <= W) from p, padding the rest with `pad`.
 inline V::T load_n(const float* p, int64_t cnt, float pad = 0.f) {
   if (cnt == V::W) return V::load(p);
@@ -184,7 +193,12 @@ void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* 
     const float m = V::hmax(vmax);
     const V::T vm = V::set1(m);
     V::T vsum = V::set1(0.f);
+    // This pass reads the row from L2 (the max pass brought it there) and is bound by exp_v:
+    // meanwhile bring the next row into L2, so that its max pass does not wait on memory (the
+    // GPT's 128 × 50257 logits, 2 threads: 2.75 -> 1.7-2.0 ms).
+    const bool next = r + 1 < rows;
     for_each_vec(cols, [&](int64_t i, int64_t c) {
+      if (next) __builtin_prefetch(xr + cols + i, 0, 2);
       vsum = V::add(vsum, exp_v(V::sub(load_n(xr + i, c, ninf), vm)));  // padding adds 0
     });
     mx[r] = m;
@@ -196,7 +210,10 @@ void exp_rows_scaled_simd(int64_t rows, int64_t cols, const float* x, const floa
                           const float* scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const V::T vm = V::set1(mx[r]), vs = V::set1(scale[r]);
+    // Written for cross_entropy's backward, which overwrites x (out == x): fetch x for writing
+    // (128 × 50257 in place, 2 threads: 2.35 -> 1.3-1.6 ms).
     for_each_vec(cols, [&](int64_t i, int64_t c) {
+      prefetch_ahead<1>(x, r * cols + i, rows * cols);
       const V::T e = exp_v(V::sub(load_n(x + r * cols + i, c), vm));
       store_n(out + r * cols + i, V::mul(e, vs), c);
     });
@@ -359,7 +376,12 @@ void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float l
   const V::T bc2_sqrt = V::set1(static_cast<float>(std::sqrt(bc2)));
   const V::T w1 = V::set1(1.f - beta1), w2 = V::set1(1.f - beta2), b2 = V::set1(beta2);
   const V::T veps = V::set1(eps);
+  // Seven streams from memory (13.3M parameters, 2 threads: median 9.3 -> 8.5 ms with these).
   for_each_vec(n, [&](int64_t i, int64_t c) {
+    prefetch_ahead<1>(p, i, n);
+    prefetch_ahead<0>(g, i, n);
+    prefetch_ahead<1>(m, i, n);
+    prefetch_ahead<1>(v, i, n);
     const V::T gi = load_n(g + i, c);
     V::T pi = V::mul(load_n(p + i, c), vdecay);
     V::T mi = load_n(m + i, c);
