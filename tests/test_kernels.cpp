@@ -342,6 +342,37 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
   tg::set_num_threads(before);
 }
 
+TEST_CASE("threaded sgemm: a member done with its rows takes the others' last panels, same bits") {
+  std::mt19937 g(44);
+  const int before = tg::num_threads();
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    // Many row panels and a short edge panel, few columns: the team splits rows.
+    const int64_t M = 60 * bk.mr + 5, N = 3 * bk.nr + 6, K = 4 * bk.kc + 3;
+    const std::vector<float> A = randv(g, M * K), B = randv(g, K * N);
+    std::vector<float> C1(M * N);
+    tg::set_num_threads(1);
+    k::sgemm(M, N, K, A.data(), K, 1, B.data(), 1, K, 0.f, C1.data(), N);
+    for (int threads : {2, 3}) {
+      tg::set_num_threads(threads);
+      INFO("threads = " << threads);
+      const int64_t taken_before = k::sgemm_panels_taken_over();
+      for (int rep = 0; rep < 30; ++rep) {
+        // NaN where a panel was skipped, a double sum where one was computed twice.
+        std::vector<float> C(M * N, NAN);
+        k::sgemm(M, N, K, A.data(), K, 1, B.data(), 1, K, 0.f, C.data(), N);
+        check_equal(C, C1, "threaded vs one thread");
+      }
+      // With more members than cores one of them always starts late, so the others take over
+      // its panels; otherwise it is up to the scheduler.
+      const int64_t taken = k::sgemm_panels_taken_over() - taken_before;
+      MESSAGE("panels taken over: " << taken);
+      if (threads > int(std::thread::hardware_concurrency())) CHECK(taken > 0);
+    }
+  });
+  tg::set_num_threads(before);
+}
+
 TEST_CASE("sgemm ignores NaN in C when beta == 0") {
   for_each_isa([&](const std::string&) {
     std::vector<float> a(6 * 4, 1.f), b(4 * 5, 1.f), c(6 * 5, std::nanf(""));

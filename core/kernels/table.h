@@ -94,6 +94,10 @@ void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in t
 // the tables' own values when mc == 0. Not for production code paths.
 void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc);
 
+// Row panels that a team member computed from another member's share since the process started
+// (gemm.cpp's PanelRange): lets the tests see that their threaded cases took that path.
+int64_t sgemm_panels_taken_over();
+
 // The active table (dispatch.cpp).
 const KernelTable& active_table();
 
