@@ -286,29 +286,17 @@ class alignas(64) PanelRange {
   void reset(int64_t front, int64_t back) {
     r_.store(uint64_t(front) << 32 | uint64_t(back), std::memory_order_relaxed);
   }
-  // Up to n panels from the front: [p0, p0 + np). False when the range is empty.
-  bool take_front(int64_t n, int64_t& p0, int64_t& np) {
+  // Up to n panels [p0, p0 + np) from the front, or from the back; false when none is left.
+  bool take(int64_t n, bool from_back, int64_t& p0, int64_t& np) {
     uint64_t r = r_.load(std::memory_order_relaxed);
     while (true) {
       const int64_t f = int64_t(r >> 32), b = int64_t(r & 0xFFFFFFFFu);
       if (f >= b) return false;
       np = std::min(n, b - f);
-      if (r_.compare_exchange_weak(r, uint64_t(f + np) << 32 | uint64_t(b),
+      const int64_t nf = from_back ? f : f + np, nb = from_back ? b - np : b;
+      if (r_.compare_exchange_weak(r, uint64_t(nf) << 32 | uint64_t(nb),
                                    std::memory_order_relaxed)) {
-        p0 = f;
-        return true;
-      }
-    }
-  }
-  // The last panel: p0. False when the range is empty.
-  bool take_back(int64_t& p0) {
-    uint64_t r = r_.load(std::memory_order_relaxed);
-    while (true) {
-      const int64_t f = int64_t(r >> 32), b = int64_t(r & 0xFFFFFFFFu);
-      if (f >= b) return false;
-      if (r_.compare_exchange_weak(r, uint64_t(f) << 32 | uint64_t(b - 1),
-                                   std::memory_order_relaxed)) {
-        p0 = b - 1;
+        p0 = from_back ? nb : f;
         return true;
       }
     }
@@ -386,11 +374,11 @@ void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, i
           np = std::min(RBP, panel1 - p0);
           return p0 < panel1;
         }
-        if (victim == 0 && ranges[tid].take_front(std::min(kOwnPanels, RBP), p0, np)) return true;
+        if (victim == 0 && ranges[tid].take(std::min(kOwnPanels, RBP), false, p0, np)) return true;
         for (victim = std::max<int64_t>(victim, 1); victim < team; ++victim)
-          if (ranges[(tid + victim) % team].take_back(p0)) {
+          if (ranges[(tid + victim) % team].take(1, true, p0, np)) {
             g_taken_over.fetch_add(1, std::memory_order_relaxed);
-            return np = 1, true;
+            return true;
           }
         return false;
       };
