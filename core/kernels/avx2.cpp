@@ -209,15 +209,15 @@ double fma_probe_avx2(int64_t iters) {
 // Blocking: A micro-panel 6×256 floats = 6 KiB in L1, B panel 256×1024 floats = 1 MiB in L2.
 const KernelTable* avx2_table() {
   static const KernelTable t = {
-      "avx2",
-      {kMR, kNR, 240, 256, 1024},
-      sgemm_ukernel_avx2_6x16,
-      sgemm_ukernel_avx2_6x16_rowa,
-      sgemm_ukernel_avx2_6x16_cola,
-      sgemm_pack_a_avx2_6,
-      sgemm_pack_b_avx2_16,
+      .name = "avx2",
+      .sgemm_blocking = {kMR, kNR, 240, 256, 1024},
+      .sgemm_ukernel = sgemm_ukernel_avx2_6x16,
+      .sgemm_ukernel_rowa = sgemm_ukernel_avx2_6x16_rowa,
+      .sgemm_ukernel_cola = sgemm_ukernel_avx2_6x16_cola,
+      .sgemm_pack_a_rowmajor = sgemm_pack_a_avx2_6,
+      .sgemm_pack_b_colmajor = sgemm_pack_b_avx2_16,
       TG_GENERIC_TABLE_ENTRIES,
-      fma_probe_avx2,
+      .fma_probe = fma_probe_avx2,
   };
   return &t;
 }

@@ -261,15 +261,15 @@ double fma_probe_avx512(int64_t iters) {
 // ~20% slower in the macro-kernel alone.
 const KernelTable* avx512_table() {
   static const KernelTable t = {
-      "avx512",
-      {kMR, 32, 240, 256, 1024},
-      sgemm_ukernel_avx512_12x32,
-      sgemm_ukernel_avx512_12x32_rowa,
-      sgemm_ukernel_avx512_12x32_cola,
-      sgemm_pack_a_avx512_12,
-      sgemm_pack_b_avx512_32,
+      .name = "avx512",
+      .sgemm_blocking = {kMR, 32, 240, 256, 1024},
+      .sgemm_ukernel = sgemm_ukernel_avx512_12x32,
+      .sgemm_ukernel_rowa = sgemm_ukernel_avx512_12x32_rowa,
+      .sgemm_ukernel_cola = sgemm_ukernel_avx512_12x32_cola,
+      .sgemm_pack_a_rowmajor = sgemm_pack_a_avx512_12,
+      .sgemm_pack_b_colmajor = sgemm_pack_b_avx512_32,
       TG_GENERIC_TABLE_ENTRIES,
-      fma_probe_avx512,
+      .fma_probe = fma_probe_avx512,
   };
   return &t;
 }

@@ -139,15 +139,16 @@ double fma_probe_neon(int64_t iters) {
 // (typical Cortex-A/Neoverse sizes; not tuned on hardware, only tested under qemu).
 const KernelTable* neon_table() {
   static const KernelTable t = {
-      "neon",
-      {kMR, kNR, 256, 256, 768},
-      sgemm_ukernel_neon_8x12,
-      nullptr,  // no in-place-A micro-kernels
-      nullptr,
-      nullptr,  // pack A: the portable loop
-      nullptr,  // pack Bᵀ: the portable loop
+      .name = "neon",
+      .sgemm_blocking = {kMR, kNR, 256, 256, 768},
+      .sgemm_ukernel = sgemm_ukernel_neon_8x12,
+      // no in-place-A micro-kernels; packing A and Bᵀ takes the portable loops
+      .sgemm_ukernel_rowa = nullptr,
+      .sgemm_ukernel_cola = nullptr,
+      .sgemm_pack_a_rowmajor = nullptr,
+      .sgemm_pack_b_colmajor = nullptr,
       TG_GENERIC_TABLE_ENTRIES,
-      fma_probe_neon,
+      .fma_probe = fma_probe_neon,
   };
   return &t;
 }

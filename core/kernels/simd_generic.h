@@ -424,10 +424,14 @@ void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float ke
   }
 }
 
-// The elementwise part of a KernelTable, filled with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                                   \
-  binary_simd, binary_rowbcast_simd, binary_scalar_simd, exp_simd, softmax_rows_simd,              \
-      softmax_rows_backward_simd, softmax_stats_rows_simd, exp_rows_scaled_simd, masked_fill_simd, \
-      layernorm_forward_simd, layernorm_backward_simd, gelu_forward_simd, gelu_backward_simd,      \
-      sum_rows_simd, max_rows_simd, sum_cols_simd, adamw_simd, mt19937_twist_simd,                 \
-      mt19937_temper_simd, bernoulli_words_simd
+// The vector part of a KernelTable, filled by name with this ISA's copies.
+#define TG_GENERIC_TABLE_ENTRIES                                                             \
+  .binary = binary_simd, .binary_rowbcast = binary_rowbcast_simd,                            \
+  .binary_scalar = binary_scalar_simd, .exp = exp_simd, .softmax_rows = softmax_rows_simd,   \
+  .softmax_rows_backward = softmax_rows_backward_simd,                                       \
+  .softmax_stats_rows = softmax_stats_rows_simd, .exp_rows_scaled = exp_rows_scaled_simd,    \
+  .masked_fill = masked_fill_simd, .layernorm_forward = layernorm_forward_simd,              \
+  .layernorm_backward = layernorm_backward_simd, .gelu_forward = gelu_forward_simd,          \
+  .gelu_backward = gelu_backward_simd, .sum_rows = sum_rows_simd, .max_rows = max_rows_simd, \
+  .sum_cols = sum_cols_simd, .adamw = adamw_simd, .mt19937_twist = mt19937_twist_simd,       \
+  .mt19937_temper = mt19937_temper_simd, .bernoulli_words = bernoulli_words_simd

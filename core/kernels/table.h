@@ -47,29 +47,28 @@ struct KernelTable {
   // Optional, the same transposition for B stored transposed (row stride 1, column stride
   // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
   void (*sgemm_pack_b_colmajor)(int64_t kc, const float* B, int64_t csB, float* out);
-  void (*binary)(BinOp, int64_t, const float*, const float*, float*);
-  void (*binary_rowbcast)(BinOp, int64_t, int64_t, const float*, const float*, float*);
-  void (*binary_scalar)(BinOp, int64_t, const float*, float, float*);
-  void (*exp)(int64_t, const float*, float*);
-  void (*softmax_rows)(int64_t, int64_t, const float*, float*);
-  void (*softmax_rows_backward)(int64_t, int64_t, const float*, const float*, float*);
-  void (*softmax_stats_rows)(int64_t, int64_t, const float*, float*, float*);
-  void (*exp_rows_scaled)(int64_t, int64_t, const float*, const float*, const float*, float*);
-  void (*masked_fill)(int64_t, int64_t, const float*, const uint8_t*, int64_t, float, float*);
-  void (*layernorm_forward)(int64_t, int64_t, const float*, const float*, const float*, float,
-                            float*, float*, float*);
-  void (*layernorm_backward)(int64_t, int64_t, const float*, const float*, const float*,
-                             const float*, const float*, float*, float*, float*);
-  void (*gelu_forward)(int64_t, const float*, float*);
-  void (*gelu_backward)(int64_t, const float*, const float*, float*);
-  void (*sum_rows)(int64_t, int64_t, const float*, float*);
-  void (*max_rows)(int64_t, int64_t, const float*, float*);
-  void (*sum_cols)(int64_t, int64_t, const float*, float*);
-  void (*adamw)(int64_t, float*, const float*, float*, float*, float, float, float, float, float,
-                int64_t);
-  void (*mt19937_twist)(uint32_t*);
-  void (*mt19937_temper)(int64_t, const uint32_t*, uint32_t*);
-  void (*bernoulli_words)(int64_t, const uint32_t*, uint64_t, float, float, float*);
+  // The vector entries. Each field's type is its `_ref` twin's (kernels.h), so a signature is
+  // written once; the tables fill them by name, so two entries of one type cannot be swapped.
+  decltype(&binary_ref) binary;
+  decltype(&binary_rowbcast_ref) binary_rowbcast;
+  decltype(&binary_scalar_ref) binary_scalar;
+  decltype(&exp_ref) exp;
+  decltype(&softmax_rows_ref) softmax_rows;
+  decltype(&softmax_rows_backward_ref) softmax_rows_backward;
+  decltype(&softmax_stats_rows_ref) softmax_stats_rows;
+  decltype(&exp_rows_scaled_ref) exp_rows_scaled;
+  decltype(&masked_fill_ref) masked_fill;
+  decltype(&layernorm_forward_ref) layernorm_forward;
+  decltype(&layernorm_backward_ref) layernorm_backward;
+  decltype(&gelu_forward_ref) gelu_forward;
+  decltype(&gelu_backward_ref) gelu_backward;
+  decltype(&sum_rows_ref) sum_rows;
+  decltype(&max_rows_ref) max_rows;
+  decltype(&sum_cols_ref) sum_cols;
+  decltype(&adamw_ref) adamw;
+  decltype(&mt19937_twist_ref) mt19937_twist;
+  decltype(&mt19937_temper_ref) mt19937_temper;
+  decltype(&bernoulli_words_ref) bernoulli_words;
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
   // ISA's FMA units (the machine's peak) and returns the flops executed.
   double (*fma_probe)(int64_t iters);
