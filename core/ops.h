@@ -2,6 +2,7 @@
 // together with its backward. Shapes follow PyTorch: elementwise ops broadcast, reductions take a
 // dim that may be negative, matmul has torch.matmul's semantics.
 #pragma once
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,20 @@ Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);
 // Mean cross-entropy of logits (N, C) against int64 targets (N), through log-sum-exp.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+
+// --- attention (ops/attention.cpp) ---
+// PyTorch 2's F.scaled_dot_product_attention: query (..., L, E), key (..., S, E), value
+// (..., S, Ev) -> (..., L, Ev), leading dims broadcast. softmax(q·kᵀ·scale + mask) · v, with
+// scale 1/sqrt(E) by default; is_causal keeps key j for query i when j <= i; attn_mask is bool
+// (True takes part) or additive in the query's dtype, broadcast to (..., L, S); dropout_p drops
+// attention weights as F.dropout would, with the same draws from `gen` (the global generator
+// when null). A row that no key reaches gives 0. One node on the tape; the float32 kernel keeps
+// nothing of size L × S (core/kernels/attention.cpp).
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
 
 // --- masking, joining, indexing (ops/index.cpp) ---
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);

@@ -420,6 +420,21 @@ void dropout_mask(float* mask, int64_t n, double p, Generator& gen) {
   bernoulli_scaled(mask, n, keep, 1.0f / static_cast<float>(keep), gen);
 }
 
+void dropout_keep_bits(uint64_t* bits, int64_t n, double p, Generator& gen) {
+  check_probability("dropout_keep_bits", n, p);
+  if (p == 0.0 || p == 1.0)
+    throw std::invalid_argument("dropout_keep_bits: p must be in (0, 1), got " + num(p));
+  std::fill(bits, bits + (n + 63) / 64, uint64_t{0});
+  constexpr int64_t kBlock = 2048;  // bernoulli_scaled's block: the same words, in the same order
+  float keep[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    bernoulli_scaled(keep, m, 1.0 - p, 1.0f, gen);
+    for (int64_t i = 0; i < m; ++i)
+      bits[(i0 + i) >> 6] |= uint64_t(keep[i] != 0.0f) << ((i0 + i) & 63);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Exponential (1.13: -1/lambd * log(1-u), not 2.x's log1p)
 // ---------------------------------------------------------------------------------------------

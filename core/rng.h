@@ -118,6 +118,12 @@ void bernoulli(float* out, int64_t n, double p, Generator& gen = default_generat
 // Throws if n < 0 or p is outside [0, 1].
 void dropout_mask(float* mask, int64_t n, double p, Generator& gen = default_generator());
 
+// The same decisions as bits, for kernels that keep the mask packed (the fused attention's
+// dropout): bit i (word i / 64, from the least significant bit) is set when element i is kept.
+// The draws are dropout_mask's, so both leave the generator in the same state. Throws if n < 0 or
+// p is outside (0, 1): at 0 and 1 torch draws nothing, and the caller needs no bits.
+void dropout_keep_bits(uint64_t* bits, int64_t n, double p, Generator& gen = default_generator());
+
 // ---- exponential (1.13 form) ----
 // x.exponential_(lambd): one W64() per element, (-1/lambd) * log(1 - U53), glibc log in double,
 // then rounded to the buffer's type. Throws if n < 0 or lambd <= 0.

@@ -522,6 +522,29 @@ TEST_CASE("dropout_mask: p == 0, p == 1 and n == 0 draw nothing") {
   for (float x : m) CHECK((x == 0.0f || x == 1.0f / static_cast<float>(1.0 - 0.1)));
 }
 
+TEST_CASE("dropout_keep_bits: dropout_mask's decisions as bits, from the same draws") {
+  for (int64_t n : {1, 63, 64, 65, 2047, 2048, 2049, 5000}) {
+    CAPTURE(n);
+    tg::Generator a(11), b(11);
+    std::vector<float> mask(static_cast<size_t>(n));
+    tg::dropout_mask(mask.data(), n, 0.3, a);
+    std::vector<uint64_t> bits(static_cast<size_t>((n + 63) / 64), ~uint64_t{0});
+    tg::dropout_keep_bits(bits.data(), n, 0.3, b);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i)
+      differ += ((bits[size_t(i / 64)] >> (i % 64)) & 1u) != (mask[size_t(i)] != 0.0f);
+    CHECK(differ == 0);
+    if (n % 64) CHECK((bits.back() >> (n % 64)) == 0);  // bits past n stay clear
+    CHECK(a.random() == b.random());                    // the generator moved as far
+  }
+  uint64_t w = 0;
+  tg::Generator g;
+  CHECK_THROWS_WITH_AS(tg::dropout_keep_bits(&w, 1, 0.0, g),
+                       "dropout_keep_bits: p must be in (0, 1), got 0", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(tg::dropout_keep_bits(&w, 1, 1.0, g),
+                       "dropout_keep_bits: p must be in (0, 1), got 1", std::invalid_argument);
+}
+
 TEST_CASE("bad input throws std::invalid_argument naming the function and the value") {
   float f[4];
   double d[4];

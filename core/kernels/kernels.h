@@ -195,6 +195,62 @@ void sum_rows(int64_t rows, int64_t cols, const double* x, double* out);
 void max_rows(int64_t rows, int64_t cols, const double* x, double* out);
 void sum_cols(int64_t rows, int64_t cols, const double* x, double* out);
 
+// ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
+// `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with
+// q [L, E], k [S, E], v [S, Ev]:
+//   x[i, j]   = scale · q[i]·k[j] + mask[i, j]   (mask additive, optional; -inf removes a key)
+//               and x[i, j] = -inf for j > i when causal (PyTorch's is_causal: tril, top-left)
+//   P[i, j]   = exp(x[i, j] − lse[i]),  lse[i] = log Σ_j exp(x[i, j])
+//   out[i]    = Σ_j P[i, j] · keep[i, j] · v[j]   keep = keep_scale or 0 by the dropout bits, else
+//   1
+// A row that no key reaches (every x = -inf) gives out = 0, lse = -inf and zero gradients, as
+// PyTorch 2's math path (its _safe_softmax) does.
+// Forward: query blocks × key blocks with an online softmax; key blocks past the diagonal are
+// skipped; only out and lse are stored. Backward: D = rowsum(dout ∘ out), P recomputed from lse,
+// then dv, dS = P ∘ (dP − D), dq, dk, block by block: nothing of size L × S is ever stored.
+// Threads: the forward splits over (problem, query block), the backward over problems; every
+// element is computed by the same operations whoever runs it, so results are bit-identical for
+// any thread count. Block sizes depend on the shapes and the ISA's micro-tile only.
+//
+// Operands: matrix n of a batch starts at base + off[n], its rows are ld elements apart and its
+// columns adjacent. The mask may have ld == 0 (one row for all queries) and off[n] == 0.
+template <class T>
+struct AttnOperand {
+  T* base = nullptr;
+  int64_t ld = 0;
+  const int64_t* off = nullptr;  // batch entries
+  T* at(int64_t n, int64_t row) const { return base + off[n] + row * ld; }
+};
+template <class T>
+struct AttnProblem {
+  int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
+  T scale = 1;
+  bool causal = false;
+  AttnOperand<const T> q, k, v;
+  AttnOperand<const T> mask;  // base == nullptr: no mask
+  // Dropout: bit (n·L + i)·S + j of keep_bits (bit b in word b / 64, from the least significant
+  // bit) set = kept, as the composite's mask drawn over a [batch, L, S] tensor; nullptr: none.
+  const uint64_t* keep_bits = nullptr;
+  T keep_scale = 1;
+};
+// Writes out [L, Ev] per problem and lse[n·L + i].
+void sdpa_forward(const AttnProblem<float>& p, AttnOperand<float> out, float* lse);
+void sdpa_forward(const AttnProblem<double>& p, AttnOperand<double> out, double* lse);
+// From the forward's out and lse and the gradient dout: overwrites dq [L, E], dk [S, E] and
+// dv [S, Ev] of every problem (none may alias another or an input).
+void sdpa_backward(const AttnProblem<float>& p, AttnOperand<const float> out,
+                   AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
+                   AttnOperand<float> dk, AttnOperand<float> dv);
+void sdpa_backward(const AttnProblem<double>& p, AttnOperand<const double> out,
+                   AttnOperand<const double> dout, const double* lse, AttnOperand<double> dq,
+                   AttnOperand<double> dk, AttnOperand<double> dv);
+// The reference: the formulas above row by row (O(S) memory per row), single-threaded; the
+// float64 path and the oracle the fused kernels are tested against.
+void sdpa_forward_ref(const AttnProblem<float>& p, AttnOperand<float> out, float* lse);
+void sdpa_backward_ref(const AttnProblem<float>& p, AttnOperand<const float> out,
+                       AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
+                       AttnOperand<float> dk, AttnOperand<float> dv);
+
 // ---- dispatch -----------------------------------------------------------------------------------
 // Paths compiled into this binary AND supported by this CPU, slowest first ("scalar" always).
 std::vector<std::string> available_isas();

@@ -449,6 +449,8 @@ extern const KernelTable kScalarTable = {
     .mt19937_twist = mt19937_twist_ref,
     .mt19937_temper = mt19937_temper_ref,
     .bernoulli_words = bernoulli_words_ref,
+    .attn_fwd_tile = attn_fwd_tile_ref,
+    .attn_bwd_tile = attn_bwd_tile_ref,
     .fma_probe = mul_add_probe_ref,
 };
 

@@ -424,6 +424,82 @@ void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float ke
   }
 }
 
+// ---- fused attention's tile steps (contract and scalar twins: table.h, attention_ref.cpp) -----
+alignas(64) constexpr float kLaneIndex[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+static_assert(V::W <= 16, "kLaneIndex covers 16 lanes");
+
+// Scores x = scale·s + mask of lanes [c, c + cnt) of tile row r, -inf in lanes past cnt and in
+// those the causal mask removes (as the reference: a multiply, then an add).
+inline V::T attn_scores(const AttnTile& t, int64_t r, const float* sr, const float* mr, int64_t c,
+                        int64_t cnt) {
+  V::T x = V::mul(V::set1(t.scale), load_n(sr + c, cnt));
+  if (mr != nullptr) x = V::add(x, load_n(mr + c, cnt));
+  const int64_t visible = t.causal ? std::clamp<int64_t>(r + t.diag + 1 - c, 0, cnt) : cnt;
+  if (visible == V::W) return x;
+  const V::M in = V::lt(V::load(kLaneIndex), V::set1(float(visible)));
+  return V::select(in, x, V::set1(-std::numeric_limits<float>::infinity()));
+}
+// The dropout factors of lanes [c, c + cnt): keep_scale where kept, else 0.
+inline V::T attn_keep(const AttnTile& t, const uint8_t* kr, int64_t c, int64_t cnt) {
+  return V::select(mask_n(kr + c, cnt), V::set1(t.keep_scale), V::set1(0.f));
+}
+
+void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* alpha) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* sr = s + r * t.ld;
+    const float* mr = t.mask != nullptr ? t.mask + r * t.mask_ld : nullptr;
+    const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
+    V::T vmax = V::set1(m[r]);
+    for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
+      vmax = V::max(vmax, attn_scores(t, r, sr, mr, c, cnt));
+    });
+    const float mx = V::hmax(vmax);
+    if (mx == ninf) {  // nothing reaches this row yet
+      std::fill(sr, sr + t.cols, 0.f);
+      alpha[r] = 1.f;
+      continue;
+    }
+    const V::T vm = V::set1(mx);
+    V::T vsum = V::set1(0.f);
+    for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
+      V::T e = exp_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vm));  // 0 past cnt
+      vsum = V::add(vsum, e);
+      if (kr != nullptr) e = V::mul(e, attn_keep(t, kr, c, cnt));
+      store_n(sr + c, e, cnt);
+    });
+    alpha[r] = std::exp(m[r] - mx);
+    l[r] = l[r] * alpha[r] + V::hsum(vsum);
+    m[r] = mx;
+  }
+}
+
+void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse, const float* D) {
+  const V::T vscale = V::set1(t.scale);
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float* sr = s + r * t.ld;
+    float* dr = dp + r * t.ld;
+    if (lse[r] == -std::numeric_limits<float>::infinity()) {  // no key reaches this row
+      std::fill(sr, sr + t.cols, 0.f);
+      std::fill(dr, dr + t.cols, 0.f);
+      continue;
+    }
+    const float* mr = t.mask != nullptr ? t.mask + r * t.mask_ld : nullptr;
+    const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
+    const V::T vl = V::set1(lse[r]), vd = V::set1(D[r]);
+    for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
+      const V::T P = exp_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vl));
+      V::T g = load_n(dr + c, cnt), pk = P;
+      if (kr != nullptr) {
+        const V::T kf = attn_keep(t, kr, c, cnt);
+        g = V::mul(g, kf), pk = V::mul(P, kf);
+      }
+      store_n(dr + c, V::mul(vscale, V::mul(P, V::sub(g, vd))), cnt);
+      store_n(sr + c, pk, cnt);
+    });
+  }
+}
+
 // The vector part of a KernelTable, filled by name with this ISA's copies.
 #define TG_GENERIC_TABLE_ENTRIES                                                             \
   .binary = binary_simd, .binary_rowbcast = binary_rowbcast_simd,                            \
@@ -434,4 +510,5 @@ void bernoulli_words_simd(int64_t n, const uint32_t* w, uint64_t limit, float ke
   .layernorm_backward = layernorm_backward_simd, .gelu_forward = gelu_forward_simd,          \
   .gelu_backward = gelu_backward_simd, .sum_rows = sum_rows_simd, .max_rows = max_rows_simd, \
   .sum_cols = sum_cols_simd, .adamw = adamw_simd, .mt19937_twist = mt19937_twist_simd,       \
-  .mt19937_temper = mt19937_temper_simd, .bernoulli_words = bernoulli_words_simd
+  .mt19937_temper = mt19937_temper_simd, .bernoulli_words = bernoulli_words_simd,            \
+  .attn_fwd_tile = attn_fwd_tile_simd, .attn_bwd_tile = attn_bwd_tile_simd

@@ -34,6 +34,32 @@ struct GemmBlocking {
   int64_t nc;      // columns of B packed per block (B panel kc×nc stays in L2)
 };
 
+// ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp)
+// --------- One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 +
+// r and keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c], and -inf where
+// causal and c > r + diag (diag = i0 − j0).
+struct AttnTile {
+  int64_t rows = 0, cols = 0, ld = 0;
+  float scale = 1;
+  const float* mask = nullptr;  // additive; nullptr: none
+  int64_t mask_ld = 0;
+  bool causal = false;
+  int64_t diag = 0;
+  const uint8_t* keep = nullptr;  // dropout: keep[r·keep_ld + c] != 0 keeps (× keep_scale)
+  int64_t keep_ld = 0;
+  float keep_scale = 1;
+};
+// The online-softmax step of the forward, per row r (m[r] = -inf and l[r] = 0 before the first):
+//   m' = max(m[r], max_c x[r, c]);  alpha[r] = exp(m[r] − m');  m[r] = m'
+//   l[r] = l[r]·alpha[r] + Σ_c exp(x[r, c] − m');  s[r, c] = exp(x[r, c] − m') · keep[r, c]
+// While every score of a row so far is -inf: s = 0, alpha = 1, m stays -inf, l stays 0.
+void attn_fwd_tile_ref(const AttnTile& t, float* s, float* m, float* l, float* alpha);
+// The backward step, per element: P = exp(x − lse[r]) (0 when lse[r] = -inf), then
+//   s[r, c]  = P · keep                                (for dv = (P∘keep)ᵀ · dout)
+//   dp[r, c] = scale · P · (dp[r, c] · keep − D[r])    (dS, for dq = dS · k and dk = dSᵀ · q)
+// where dp comes in as dout · vᵀ and D[r] = dout[r] · out[r].
+void attn_bwd_tile_ref(const AttnTile& t, float* s, float* dp, const float* lse, const float* D);
+
 struct KernelTable {
   const char* name;
   GemmBlocking sgemm_blocking;
@@ -69,6 +95,8 @@ struct KernelTable {
   decltype(&mt19937_twist_ref) mt19937_twist;
   decltype(&mt19937_temper_ref) mt19937_temper;
   decltype(&bernoulli_words_ref) bernoulli_words;
+  decltype(&attn_fwd_tile_ref) attn_fwd_tile;
+  decltype(&attn_bwd_tile_ref) attn_bwd_tile;
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
   // ISA's FMA units (the machine's peak) and returns the flops executed.
   double (*fma_probe)(int64_t iters);

@@ -1,0 +1,240 @@
+// Fused scaled-dot-product attention: FlashAttention-2's forward and backward (Dao, 2023) on the
+// CPU, over the active table's GEMM micro-kernel and its two tile steps (table.h). No intrinsics
+// here. The formulas, the operand layout and the threading contract are in kernels.h.
+//
+// Shape legend: per problem q [L, E], k [S, E], v [S, Ev], out [L, Ev]; a tile is `rows` query
+// rows from i0 by `cols` keys from j0, at most br × bc.
+//
+// Forward, per (problem, query block i):   m = -inf, l = 0, O = 0
+//   for each key block j up to the diagonal:
+//     S = q_i · k_jᵀ                          (rows × cols, micro-kernel on packed kᵀ panels)
+//     attn_fwd_tile: P = exp(scale·S + mask − m'), l = l·alpha + Σ P, m = m'
+//     O = O·alpha + P · v_j                   (micro-kernel, P read in place)
+//   out_i = O / l,  lse_i = m + log l
+// Backward, per problem (so dq sums over key blocks in one fixed order, without atomics):
+//   D = rowsum(dout ∘ out)
+//   for each key block j:  for each query block i from the diagonal on:
+//     S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ
+//     attn_bwd_tile: P = exp(scale·S + mask − lse_i),  dS = scale · P ∘ (dP − D)
+//     dv_j += Pᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/kernels/packing.h"
+#include "core/kernels/table.h"
+#include "core/threadpool.h"
+
+namespace tg::kernels {
+
+namespace {
+
+// About 64 query rows and 64 keys per tile, in whole micro-tiles: the tile's scores (16 KiB),
+// its packed kᵀ and v panels stay in L1/L2 while the micro-kernel sweeps them.
+struct Blocks {
+  int64_t br, bc;
+};
+Blocks blocks_for(const KernelTable& t) {
+  const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
+  return {MR * ((64 + MR - 1) / MR), NR * ((64 + NR - 1) / NR)};
+}
+
+// A GEMM's B operand: NR-column panels packed one after another (kc × NR each), or a row-major
+// matrix with row stride ld.
+struct BOperand {
+  const float* p;
+  int64_t ld;
+  bool packed;
+};
+
+struct TileScratch {
+  Scratch a, b;
+};
+
+// C[M, N] (+)= A[M, K] · B[K, N] for the small products of one tile. A is row-major (csA == 1)
+// or transposed (rsA == 1) and read in place when the table has the micro-kernel for it (rowa;
+// cola for full MR-row panels), else packed one panel at a time. A row-major B is read in place
+// but for its edge panel (N % NR columns), which is packed zero-padded.
+void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA,
+               int64_t csA, BOperand B, float* C, int64_t ldc, bool accumulate, TileScratch& sc) {
+  const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
+  if (M <= 0 || N <= 0) return;
+  const int64_t nfull = N / NR, nedge = N % NR;
+  const float* bedge = nullptr;
+  if (!B.packed && nedge > 0) {
+    float* e = sc.b.get(std::max<int64_t>(K, 1) * NR);
+    pack_b(t, K, nedge, B.p + nfull * NR, B.ld, 1, NR, e);
+    bedge = e;
+  }
+  for (int64_t i0 = 0; i0 < M; i0 += MR) {
+    const int64_t m = std::min(MR, M - i0);
+    const float* a = A + i0 * rsA;
+    SgemmUkernelInPlaceA in_place = nullptr;
+    int64_t lda = 0;
+    if (csA == 1 && t.sgemm_ukernel_rowa != nullptr) {
+      in_place = t.sgemm_ukernel_rowa, lda = rsA;
+    } else if (rsA == 1 && m == MR && t.sgemm_ukernel_cola != nullptr) {
+      in_place = t.sgemm_ukernel_cola, lda = csA;
+    } else {
+      float* ap = sc.a.get(std::max<int64_t>(K, 1) * MR);
+      pack_a(t, m, K, a, rsA, csA, MR, ap);
+      a = ap;
+    }
+    for (int64_t jp = 0; jp * NR < N; ++jp) {
+      const int64_t n = std::min(NR, N - jp * NR);
+      const float* b = B.packed ? B.p + jp * K * NR : jp < nfull ? B.p + jp * NR : bedge;
+      const int64_t ldb = B.packed || jp == nfull ? NR : B.ld;
+      float* c = C + i0 * ldc + jp * NR;
+      if (in_place != nullptr)
+        in_place(K, a, lda, b, ldb, c, ldc, m, n, accumulate);
+      else
+        t.sgemm_ukernel(K, a, b, ldb, c, ldc, m, n, accumulate);
+    }
+  }
+}
+
+// out[c] = bit (b + c) of bits, for c < n: the dropout decisions of one tile row, as bytes.
+void unpack_bits(const uint64_t* bits, int64_t b, int64_t n, uint8_t* out) {
+  for (int64_t c = 0; c < n; ++c) out[c] = uint8_t((bits[(b + c) >> 6] >> ((b + c) & 63)) & 1u);
+}
+
+// The tile of problem n at (i0, j0) for the tile steps.
+AttnTile make_tile(const AttnProblem<float>& p, int64_t n, int64_t i0, int64_t j0, int64_t rows,
+                   int64_t cols, int64_t ld, uint8_t* keep) {
+  AttnTile tl;
+  tl.rows = rows, tl.cols = cols, tl.ld = ld, tl.scale = p.scale;
+  if (p.mask.base != nullptr) tl.mask = p.mask.at(n, i0) + j0, tl.mask_ld = p.mask.ld;
+  tl.causal = p.causal, tl.diag = i0 - j0;
+  if (p.keep_bits != nullptr) {
+    for (int64_t r = 0; r < rows; ++r)
+      unpack_bits(p.keep_bits, (n * p.L + i0 + r) * p.S + j0, cols, keep + r * ld);
+    tl.keep = keep, tl.keep_ld = ld, tl.keep_scale = p.keep_scale;
+  }
+  return tl;
+}
+
+// Keys a causal query block [i0, i0 + rows) can see: [0, min(S, i0 + rows)).
+int64_t keys_seen(const AttnProblem<float>& p, int64_t i0, int64_t rows) {
+  return p.causal ? std::min(p.S, i0 + rows) : p.S;
+}
+
+// One query block of the forward (see the top of the file). kt: problem n's packed kᵀ panels.
+void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, const float* kt,
+                   int64_t n, int64_t i0, AttnOperand<float> out, float* lse) {
+  thread_local TileScratch sc;
+  thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
+  const int64_t rows = std::min(bl.br, p.L - i0), NR = t.sgemm_blocking.nr;
+  float* s = s_buf.get(bl.br * bl.bc);
+  float* o = o_buf.get(bl.br * std::max<int64_t>(p.Ev, 1));
+  float* m = stat_buf.get(3 * bl.br);
+  float *l = m + bl.br, *alpha = l + bl.br;
+  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+  std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
+  std::fill(l, l + rows, 0.f);
+  std::fill(o, o + rows * p.Ev, 0.f);
+  const int64_t jend = keys_seen(p, i0, rows);
+  for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
+    const int64_t cols = std::min(bl.bc, p.S - j0);
+    tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt + j0 / NR * p.E * NR, 0, true}, s,
+              bl.bc, false, sc);
+    t.attn_fwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, m, l, alpha);
+    for (int64_t r = 0; r < rows; ++r)
+      if (alpha[r] != 1.f)
+        for (int64_t e = 0; e < p.Ev; ++e) o[r * p.Ev + e] *= alpha[r];
+    tile_gemm(t, rows, p.Ev, cols, s, bl.bc, 1, {p.v.at(n, j0), p.v.ld, false}, o, p.Ev, true, sc);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = out.at(n, i0 + r);
+    const bool none = l[r] == 0.f;  // no key reaches this row
+    const float inv = none ? 0.f : 1.f / l[r];
+    for (int64_t e = 0; e < p.Ev; ++e) dst[e] = o[r * p.Ev + e] * inv;
+    lse[n * p.L + i0 + r] = none ? -std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
+  }
+}
+
+void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<float> out,
+             float* lse) {
+  const Blocks bl = blocks_for(t);
+  const int64_t NR = t.sgemm_blocking.nr;
+  // kᵀ of every problem, packed once: the B operand of all its score tiles.
+  const int64_t kt_size = (p.S + NR - 1) / NR * NR * std::max<int64_t>(p.E, 1);
+  Scratch kt_buf;
+  float* kt = kt_buf.get(std::max<int64_t>(p.batch * kt_size, 1));
+  parallel_for(p.batch, [&](int64_t n) {
+    if (p.S > 0) pack_b(t, p.E, p.S, p.k.at(n, 0), 1, p.k.ld, NR, kt + n * kt_size);
+  });
+  // Causal blocks further down see more keys: hand those out first.
+  const int64_t nqb = (p.L + bl.br - 1) / bl.br;
+  parallel_for(p.batch * nqb, [&](int64_t task) {
+    const int64_t n = task % p.batch, ib = nqb - 1 - task / p.batch;
+    forward_block(t, p, bl, kt + n * kt_size, n, ib * bl.br, out, lse);
+  });
+}
+
+// The backward of problem n (see the top of the file).
+void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
+                      AttnOperand<const float> out, AttnOperand<const float> dout, const float* lse,
+                      AttnOperand<float> dq, AttnOperand<float> dk, AttnOperand<float> dv,
+                      int64_t n) {
+  thread_local TileScratch sc;
+  thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf;
+  const int64_t NR = t.sgemm_blocking.nr;
+  const int64_t panels = (bl.bc + NR - 1) / NR * NR;
+  float* s = s_buf.get(bl.br * bl.bc);
+  float* dp = dp_buf.get(bl.br * bl.bc);
+  float* kt = kt_buf.get(panels * std::max<int64_t>(p.E, 1));
+  float* vt = vt_buf.get(panels * std::max<int64_t>(p.Ev, 1));
+  float* D = d_buf.get(std::max<int64_t>(p.L, 1));
+  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+  for (int64_t i = 0; i < p.L; ++i) {
+    const float *go = dout.at(n, i), *o = out.at(n, i);
+    float d = 0.f;
+    for (int64_t e = 0; e < p.Ev; ++e) d += go[e] * o[e];
+    D[i] = d;
+    std::fill(dq.at(n, i), dq.at(n, i) + p.E, 0.f);
+  }
+  for (int64_t j0 = 0; j0 < p.S; j0 += bl.bc) {
+    const int64_t cols = std::min(bl.bc, p.S - j0);
+    pack_b(t, p.E, cols, p.k.at(n, j0), 1, p.k.ld, NR, kt);
+    pack_b(t, p.Ev, cols, p.v.at(n, j0), 1, p.v.ld, NR, vt);
+    for (int64_t c = 0; c < cols; ++c) {
+      std::fill(dk.at(n, j0 + c), dk.at(n, j0 + c) + p.E, 0.f);
+      std::fill(dv.at(n, j0 + c), dv.at(n, j0 + c) + p.Ev, 0.f);
+    }
+    // Causal: query blocks wholly above key j0 see none of this block.
+    for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br) {
+      const int64_t rows = std::min(bl.br, p.L - i0);
+      tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt, 0, true}, s, bl.bc, false, sc);
+      tile_gemm(t, rows, cols, p.Ev, dout.at(n, i0), dout.ld, 1, {vt, 0, true}, dp, bl.bc, false,
+                sc);
+      t.attn_bwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, dp, lse + n * p.L + i0,
+                      D + i0);
+      // dv_j += (P∘keep)ᵀ · dout_i and dk_j += dSᵀ · q_i: the tiles read transposed, in place.
+      tile_gemm(t, cols, p.Ev, rows, s, 1, bl.bc, {dout.at(n, i0), dout.ld, false}, dv.at(n, j0),
+                dv.ld, true, sc);
+      tile_gemm(t, cols, p.E, rows, dp, 1, bl.bc, {p.q.at(n, i0), p.q.ld, false}, dk.at(n, j0),
+                dk.ld, true, sc);
+      // dq_i += dS · k_j
+      tile_gemm(t, rows, p.E, cols, dp, bl.bc, 1, {p.k.at(n, j0), p.k.ld, false}, dq.at(n, i0),
+                dq.ld, true, sc);
+    }
+  }
+}
+
+}  // namespace
+
+void sdpa_forward(const AttnProblem<float>& p, AttnOperand<float> out, float* lse) {
+  forward(active_table(), p, out, lse);
+}
+
+void sdpa_backward(const AttnProblem<float>& p, AttnOperand<const float> out,
+                   AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
+                   AttnOperand<float> dk, AttnOperand<float> dv) {
+  const KernelTable& t = active_table();
+  const Blocks bl = blocks_for(t);
+  parallel_for(p.batch,
+               [&](int64_t n) { backward_problem(t, p, bl, out, dout, lse, dq, dk, dv, n); });
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,127 @@
+// Packing loops for the micro-kernels' panel layouts (table.h); see packing.h.
+#include "core/kernels/packing.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tg::kernels {
+
+namespace {
+
+// Rows ahead that packing prefetches (source rows are usually pages apart).
+constexpr int64_t kPackAhead = 4;
+
+// Copies W floats; a fixed-size memcpy compiles to a few vector moves (a plain loop stays
+// scalar: the compiler cannot rule out that out and in overlap).
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  std::memcpy(out, in, W * sizeof(float));
+}
+
+// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
+inline void copy_tile_row(float* out, const float* in, int64_t w) {
+  switch (w) {
+    case 32:
+      return copy_row<32>(out, in);
+    case 16:
+      return copy_row<16>(out, in);
+    case 12:
+      return copy_row<12>(out, in);
+    case 8:
+      return copy_row<8>(out, in);
+    case 6:
+      return copy_row<6>(out, in);
+    case 4:
+      return copy_row<4>(out, in);
+    default:
+      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,
+            int64_t MR, float* out) {
+  const bool fast = t.sgemm_pack_a_rowmajor != nullptr && csA == 1 && rsA * MR < (int64_t(1) << 31);
+  int64_t i0 = 0;
+  if (rsA == 1 && csA != 1) {
+    // Transposed A (Aᵀ stored row-major): row p of Aᵀ holds the block's mc values side by side.
+    // Walk it once, left to right, and hand MR-wide pieces to the micro-panels.
+    const int64_t full = mc / MR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* a = A + p * csA;
+      // Each row piece is a new page that the hardware prefetcher has not seen: fetch all of its
+      // cache lines a few rows ahead, not just the first.
+      for (int64_t i = 0; i < mc; i += 16) __builtin_prefetch(a + kPackAhead * csA + i);
+      for (int64_t ip = 0; ip < full; ++ip)
+        copy_tile_row(out + ip * MR * kc + p * MR, a + ip * MR, MR);
+    }
+    i0 = full * MR;
+    out += full * MR * kc;
+  }
+  for (; i0 < mc; i0 += MR) {
+    const int64_t m = std::min(MR, mc - i0);
+    if (m == MR && fast) {
+      t.sgemm_pack_a_rowmajor(kc, A + i0 * rsA, rsA, out);
+    } else if (m == MR && csA == 1) {
+      // Row-major A: read each row contiguously, write with stride MR.
+      for (int64_t i = 0; i < MR; ++i) {
+        const float* a = A + (i0 + i) * rsA;
+        for (int64_t p = 0; p < kc; ++p) out[p * MR + i] = a[p];
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        for (int64_t i = 0; i < m; ++i) out[p * MR + i] = A[(i0 + i) * rsA + p * csA];
+        for (int64_t i = m; i < MR; ++i) out[p * MR + i] = 0.f;
+      }
+    }
+    out += MR * kc;
+  }
+}
+
+void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
+            int64_t NR, float* out) {
+  const int64_t full = nc / NR;  // full micro-panels
+  if (rsB == 1 && t.sgemm_pack_b_colmajor != nullptr && csB * NR < (int64_t(1) << 31)) {
+    for (int64_t jp = 0; jp < full; ++jp)
+      t.sgemm_pack_b_colmajor(kc, B + jp * NR * csB, csB, out + jp * NR * kc);
+  } else if (csB == 1) {
+    // Row-major B: walk each source row once, left to right (one stream the prefetcher can
+    // follow), and scatter its NR-wide pieces to the micro-panels.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* b = B + p * rsB;
+      float* o = out + p * NR;
+      for (int64_t jp = 0; jp < full; ++jp, b += NR, o += NR * kc) {
+        // The next rows start in other pages, where the hardware prefetcher cannot follow.
+        __builtin_prefetch(b + kPackAhead * rsB);
+        __builtin_prefetch(b + kPackAhead * rsB + NR - 1);
+        copy_tile_row(o, b, NR);
+      }
+    }
+  } else if (rsB == 1) {
+    // Transposed B (Bᵀ stored row-major): read each column contiguously.
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t j = 0; j < NR; ++j) {
+        const float* b = B + (jp * NR + j) * csB;
+        for (int64_t p = 0; p < kc; ++p) o[p * NR + j] = b[p];
+      }
+    }
+  } else {
+    for (int64_t jp = 0; jp < full; ++jp) {
+      float* o = out + jp * NR * kc;
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t j = 0; j < NR; ++j) o[p * NR + j] = B[p * rsB + (jp * NR + j) * csB];
+    }
+  }
+  const int64_t j0 = full * NR, n = nc - j0;
+  if (n > 0) {  // the zero-padded edge panel
+    float* o = out + full * NR * kc;
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t j = 0; j < n; ++j) o[p * NR + j] = B[p * rsB + (j0 + j) * csB];
+      for (int64_t j = n; j < NR; ++j) o[p * NR + j] = 0.f;
+    }
+  }
+}
+
+}  // namespace tg::kernels

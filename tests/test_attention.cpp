@@ -1,0 +1,325 @@
+// tg::scaled_dot_product_attention (core/ops/attention.cpp): float64 gradient checks (the
+// reference path), float32 against the book's composite formula (the fused kernel), dropout
+// decisions equal to the composite's for the same seed, rows no key reaches, the result's layout,
+// thread-count bit-identity, and every error message.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/threadpool.h"
+#include "tests/gradcheck.h"
+
+using namespace tg;
+using tg::testing::gradcheck;
+using tg::testing::rand64;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The book's formula (§3.5): scores, the causal mask by masked_fill, softmax of the scaled
+// scores, dropout, weights times values. `keep` (bool, True takes part) or `add` (additive) mask.
+Tensor book_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                      const Tensor& keep = Tensor(), const Tensor& add = Tensor(), double p = 0,
+                      Generator* gen = nullptr) {
+  Tensor s = matmul(q, k.transpose(-2, -1));
+  const int64_t L = q.size(-2), S = k.size(-2);
+  if (causal) s = s.masked_fill(triu(ones({L, S}), 1).to(DType::Bool), -kInf);
+  Tensor x = s / std::sqrt(double(q.size(-1)));
+  if (keep.defined()) x = x.masked_fill(eq(keep.to(DType::Float32), 0.0), -kInf);
+  if (add.defined()) x = x + add;
+  return matmul(dropout(softmax(x, -1), p, true, gen), v);
+}
+
+// max |a − b| <= rel · max |b|: the fused float32 kernel against the composite, whose rounding
+// differs (online softmax, another summation order).
+void check_rel(const Tensor& a, const Tensor& b, double rel, const char* what) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to(DType::Float64).to_vector<double>();
+  const std::vector<double> y = b.to(DType::Float64).to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::fabs(x[i] - y[i]));
+    scale = std::max(scale, std::fabs(y[i]));
+  }
+  CHECK_MESSAGE(diff <= rel * scale, what << ": max diff " << diff << " vs max " << scale);
+}
+
+#define GRADCHECK_N(max_elements, f, ...)                                       \
+  do {                                                                          \
+    auto r = gradcheck(f, Inputs{__VA_ARGS__}, 1e-6, 1e-6, 1e-5, max_elements); \
+    INFO(r.report);                                                             \
+    CHECK(r.ok);                                                                \
+  } while (0)
+
+Tensor sdpa(const Inputs& x, bool causal) {
+  return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, causal);
+}
+
+}  // namespace
+
+TEST_CASE("sdpa gradcheck (float64): causal and not, T at the block edges, E from 1 to 80") {
+  // T in {1, 7, 64, 65, 129, 300} with small E, then E in {1, 8, 64, 80} with small T.
+  const std::pair<int64_t, int64_t> te[] = {{1, 1},   {7, 3}, {64, 2}, {65, 2}, {129, 1},
+                                            {300, 1}, {7, 1}, {7, 8},  {5, 64}, {4, 80}};
+  for (auto [T, E] : te)
+    for (bool causal : {false, true}) {
+      CAPTURE(T);
+      CAPTURE(E);
+      CAPTURE(causal);
+      const int64_t n = T * E > 200 ? 60 : 0;  // sample the large ones
+      GRADCHECK_N(
+          n, [causal](const Inputs& x) { return sdpa(x, causal); }, rand64({2, T, E}, 1),
+          rand64({2, T, E}, 2), rand64({2, T, E + 1}, 3));
+    }
+}
+
+TEST_CASE("sdpa gradcheck (float64): L != S, bool and additive masks, broadcast batch dims") {
+  const Tensor keep = gt(rand64({5, 9}, 4), -0.5);  // about a quarter removed
+  Tensor add = rand64({5, 9}, 5);
+  add.masked_fill_(lt(rand64({5, 9}, 6), -0.6), -kInf);
+  for (bool causal : {false, true})
+    GRADCHECK_N(
+        0, [causal](const Inputs& x) { return sdpa(x, causal); }, rand64({2, 5, 4}, 7),
+        rand64({2, 9, 4}, 8), rand64({2, 9, 3}, 9));
+  GRADCHECK_N(
+      0, [&](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], keep); },
+      rand64({2, 5, 4}, 10), rand64({2, 9, 4}, 11), rand64({2, 9, 3}, 12));
+  GRADCHECK_N(
+      0, [&](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], add); },
+      rand64({2, 5, 4}, 13), rand64({2, 9, 4}, 14), rand64({2, 9, 3}, 15));
+  // key and value shared by every batch entry and head: their gradients sum over them
+  GRADCHECK_N(
+      0, [](const Inputs& x) { return sdpa(x, true); }, rand64({2, 3, 6, 4}, 16),
+      rand64({1, 1, 6, 4}, 17), rand64({3, 6, 2}, 18));
+  // a mask that needs its own gradient takes the composite route
+  GRADCHECK_N(
+      0, [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+      rand64({2, 5, 4}, 19), rand64({2, 9, 4}, 20), rand64({2, 9, 3}, 21), rand64({5, 9}, 22));
+  // an explicit scale
+  GRADCHECK_N(
+      0,
+      [](const Inputs& x) {
+        return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, -0.7);
+      },
+      rand64({3, 4}, 23), rand64({3, 4}, 24), rand64({3, 2}, 25));
+}
+
+TEST_CASE("sdpa gradcheck (float64) with dropout: the same mask on every call") {
+  Generator gen;
+  GRADCHECK_N(
+      0,
+      [&gen](const Inputs& x) {
+        gen.manual_seed(5);
+        return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.3, true, {}, &gen);
+      },
+      rand64({2, 7, 4}, 26), rand64({2, 7, 4}, 27), rand64({2, 7, 3}, 28));
+}
+
+TEST_CASE("sdpa float32 equals the book's composite: forward and gradients, within 1e-5") {
+  struct Case {
+    Shape q, k, v;
+    bool causal;
+    int mask;  // 0 none, 1 bool, 2 additive
+  };
+  const Case cases[] = {
+      {{2, 4, 64, 16}, {2, 4, 64, 16}, {2, 4, 64, 16}, true, 0},
+      {{1, 3, 129, 64}, {1, 3, 129, 64}, {1, 3, 129, 64}, false, 0},
+      {{2, 70, 8}, {2, 130, 8}, {2, 130, 24}, true, 0},
+      {{2, 2, 65, 80}, {2, 2, 65, 80}, {2, 2, 65, 80}, false, 1},
+      {{3, 300, 32}, {3, 300, 32}, {3, 300, 32}, false, 2},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.q));
+    manual_seed(42);
+    Tensor q = randn(c.q), k = randn(c.k), v = randn(c.v);
+    const int64_t L = c.q[c.q.size() - 2], S = c.k[c.k.size() - 2];
+    const Tensor keep = c.mask == 1 ? gt(rand({L, S}), 0.3) : Tensor();
+    Tensor add = c.mask == 2 ? randn({L, S}) : Tensor();
+    const Tensor w = randn(Shape(c.q.begin(), c.q.end() - 1)).unsqueeze(-1) * ones({c.v.back()});
+    Tensor grads[2][3], outs[2];
+    for (int route = 0; route < 2; ++route) {
+      Tensor qq = q.detach(), kk = k.detach(), vv = v.detach();
+      qq.requires_grad_(), kk.requires_grad_(), vv.requires_grad_();
+      outs[route] = route == 0 ? scaled_dot_product_attention(qq, kk, vv, c.mask == 1 ? keep : add,
+                                                              0.0, c.causal)
+                               : book_attention(qq, kk, vv, c.causal, keep, add);
+      (outs[route] * w).sum().backward();
+      grads[route][0] = qq.grad(), grads[route][1] = kk.grad(), grads[route][2] = vv.grad();
+    }
+    check_rel(outs[0], outs[1], 1e-5, "out");
+    check_rel(grads[0][0], grads[1][0], 1e-5, "dq");
+    check_rel(grads[0][1], grads[1][1], 1e-5, "dk");
+    check_rel(grads[0][2], grads[1][2], 1e-5, "dv");
+  }
+}
+
+TEST_CASE("sdpa dropout: the composite's keep/drop decisions for the same seed, and its draws") {
+  // With value = identity the output is the dropped attention weights themselves.
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    manual_seed(7);
+    const Tensor q = randn({2, 3, 33, 8}), k = randn({2, 3, 33, 8});
+    const Tensor eye = tril(ones({33, 33})) - tril(ones({33, 33}), -1);
+    manual_seed(123);
+    const Tensor fused = scaled_dot_product_attention(q, k, eye, Tensor(), 0.4, causal);
+    const double next_fused = rand({1}).item<double>();
+    manual_seed(123);
+    const Tensor book = book_attention(q, k, eye, causal, Tensor(), Tensor(), 0.4);
+    const double next_book = rand({1}).item<double>();
+    CHECK(next_fused == next_book);  // the same number of draws
+    const std::vector<float> a = fused.contiguous().to_vector<float>(), b = book.to_vector<float>();
+    int64_t zeros = 0, mismatched = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      zeros += b[i] == 0.f;
+      mismatched += (a[i] == 0.f) != (b[i] == 0.f);
+    }
+    CHECK(mismatched == 0);
+    CHECK(zeros > int64_t(a.size()) / 3);  // the pattern is not trivial
+    check_rel(fused, book, 1e-5, "dropped weights");
+  }
+}
+
+TEST_CASE("sdpa: a row that no key reaches gives 0 and zero gradients (PyTorch 2's math path)") {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    manual_seed(3);
+    Tensor q = randn({2, 4, 5}).to(dt), k = randn({2, 6, 5}).to(dt), v = randn({2, 6, 3}).to(dt);
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    Tensor keep = ones({4, 6}, DType::Bool);
+    keep[1].fill_(0);
+    const Tensor out = scaled_dot_product_attention(q, k, v, keep);
+    (out * out).sum().backward();
+    for (int64_t b = 0; b < 2; ++b) {
+      for (double x : out[b][1].to_vector<double>()) CHECK(x == 0);
+      for (double x : q.grad()[b][1].to_vector<double>()) CHECK(x == 0);
+      for (double x : out[b][0].to_vector<double>()) CHECK(std::isfinite(x));
+    }
+    for (double x : k.grad().to_vector<double>()) CHECK(std::isfinite(x));
+  }
+}
+
+TEST_CASE("sdpa: one node with PyTorch's name; the result laid out like the query") {
+  manual_seed(1);
+  Tensor x = randn({2, 7, 12});
+  x.requires_grad_();
+  // the chapter's MultiHeadAttention: heads split by view + transpose
+  const Tensor q = x.view({2, 7, 3, 4}).transpose(1, 2);
+  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+  CHECK(out.grad_fn_name() == "ScaledDotProductFlashAttentionForCpuBackward0");
+  CHECK(out.shape() == Shape{2, 3, 7, 4});
+  CHECK(out.strides() == Shape{84, 4, 12, 1});  // as PyTorch 2.6's CPU flash kernel returns it
+  const Tensor merged = out.transpose(1, 2).contiguous();
+  CHECK(merged.impl()->storage == out.impl()->storage);  // merging the heads copies nothing
+  CHECK(scaled_dot_product_attention(randn({2, 3, 7, 4}), randn({2, 3, 7, 4}), randn({2, 3, 7, 4}))
+            .is_contiguous());
+  // saved inputs modified in place before backward: PyTorch's version error
+  Tensor a = randn({3, 4}), b = randn({3, 4});
+  a.requires_grad_();
+  Tensor bb = b.detach();
+  const Tensor y = scaled_dot_product_attention(a, bb, bb);
+  bb.add_(ones({3, 4}));
+  CHECK_THROWS_WITH(y.sum().backward(), doctest::Contains("was modified by an in-place operation"));
+}
+
+TEST_CASE("sdpa is bit-identical for 1, 2 and 3 threads, forward and gradients") {
+  const int before = num_threads();
+  manual_seed(9);
+  const Tensor q0 = randn({2, 6, 150, 64}), k0 = randn({2, 6, 150, 64}),
+               v0 = randn({2, 6, 150, 64});
+  std::vector<std::vector<float>> first;
+  for (int nt : {1, 2, 3}) {
+    CAPTURE(nt);
+    set_num_threads(nt);
+    Tensor q = q0.detach(), k = k0.detach(), v = v0.detach();
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    manual_seed(4);
+    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.2, true);
+    (out * out).sum().backward();
+    const std::vector<std::vector<float>> now = {
+        out.contiguous().to_vector<float>(), q.grad().contiguous().to_vector<float>(),
+        k.grad().contiguous().to_vector<float>(), v.grad().contiguous().to_vector<float>()};
+    if (first.empty()) first = now;
+    for (size_t i = 0; i < now.size(); ++i)
+      CHECK(std::memcmp(now[i].data(), first[i].data(), now[i].size() * 4) == 0);
+  }
+  set_num_threads(before);
+}
+
+TEST_CASE("sdpa errors name the op and the shapes") {
+  const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
+  const std::string p = "scaled_dot_product_attention: ";
+  struct Bad {
+    std::function<Tensor()> call;
+    std::string message;
+  };
+  const Bad cases[] = {
+      {[&] { return scaled_dot_product_attention(Tensor(), k, v); },
+       p + "query is an undefined tensor"},
+      {[&] { return scaled_dot_product_attention(q, k, Tensor()); },
+       p + "value is an undefined tensor"},
+      {[&] { return scaled_dot_product_attention(q, k.to(DType::Float64), v); },
+       p + "query, key and value must have the same dtype, got torch.float32, torch.float64 and "
+           "torch.float32"},
+      {[&] { return scaled_dot_product_attention(q.to(DType::Int64), k, v); },
+       p + "query must be a floating-point tensor, got torch.int64 [2, 5, 4]"},
+      {[&] { return scaled_dot_product_attention(zeros({4}), zeros({4}), zeros({4})); },
+       p + "query (..., L, E), key (..., S, E) and value (..., S, Ev) need at least 2 dims, got "
+           "query [4], key [4], value [4]"},
+      {[&] {
+         return scaled_dot_product_attention(q, zeros({2, 6, 3}), v);
+       },
+       p + "query and key must have the same last dim E, got query [2, 5, 4], key [2, 6, 3], "
+           "value [2, 6, 3]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, zeros({2, 4, 3}));
+       },
+       p + "key and value must have the same number of rows S, got query [2, 5, 4], key [2, 6, "
+           "4], value [2, 4, 3]"},
+      {[&] {
+         return scaled_dot_product_attention(q, zeros({3, 6, 4}), zeros({3, 6, 3}));
+       },
+       p + "the leading dims of query, key and value do not broadcast, got query [2, 5, 4], key "
+           "[3, 6, 4], value [3, 6, 3]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({5, 6}), 0.0, true);
+       },
+       p + "an explicit attn_mask cannot be combined with is_causal=true"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({5, 7}));
+       },
+       p + "attn_mask of shape [5, 7] does not broadcast to the attention weights' shape [2, 5, "
+           "6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({3, 5, 6}));
+       },
+       p + "attn_mask of shape [3, 5, 6] does not broadcast to the attention weights' shape [2, 5, "
+           "6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({5, 6}, DType::Int64));
+       },
+       p + "attn_mask must be bool or have the query's dtype torch.float32, got torch.int64"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({5, 6}, DType::Float64));
+       },
+       p + "attn_mask must be bool or have the query's dtype torch.float32, got torch.float64"},
+      {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), 1.5); },
+       p + "dropout_p must be in [0, 1], got 1.5"},
+      {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), -0.1); },
+       p + "dropout_p must be in [0, 1], got -0.1"},
+      {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), std::nan("")); },
+       p + "dropout_p must be in [0, 1], got nan"},
+      {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, kInf); },
+       p + "scale must be finite, got inf"},
+  };
+  for (const Bad& b : cases) {
+    CAPTURE(b.message);
+    CHECK_THROWS_WITH_AS(b.call(), b.message.c_str(), std::invalid_argument);
+  }
+}

@@ -1,0 +1,282 @@
+// The fused attention kernel (core/kernels/attention.cpp) on every path this machine runs,
+// against the row-by-row reference (attention_ref.cpp): its two tile steps alone, then the whole
+// forward and backward on shapes at and around the block edges, with causal, additive and
+// broadcast masks, rows no key reaches, dropout bits and strided operands; and the same bits for
+// 1, 2 and 3 threads. Built into test_kernels, so NEON runs it under qemu too.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
+#include "core/threadpool.h"
+
+namespace k = tg::kernels;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<float> randv(std::mt19937& g, int64_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+template <class F>
+void for_each_isa(F body) {
+  const std::string before = k::active_isa();
+  for (const std::string& isa : k::available_isas()) {
+    k::set_isa(isa);
+    INFO("isa = " << isa);
+    body(isa);
+  }
+  k::set_isa(before);
+}
+
+// |got − want| <= rel · (scale + |want|) elementwise, with scale the largest |want|: the float
+// kernel against the double-accumulating reference. Infinities and NaN must match exactly.
+void check_near(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                const std::string& what) {
+  double scale = 0;
+  for (float w : want)
+    if (std::isfinite(w)) scale = std::max(scale, double(std::fabs(w)));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isfinite(want[i])
+                        ? std::fabs(double(got[i]) - want[i]) <= rel * (scale + std::fabs(want[i]))
+                        : (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])));
+    if (!ok && bad++ < 3) {
+      INFO(what << "[" << i << "]: got " << got[i] << " want " << want[i]);
+      CHECK(ok);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " elements differ");
+}
+
+// ---- the tile steps -----------------------------------------------------------------------------
+
+struct TileCase {
+  int64_t rows, cols;
+  bool mask, causal, keep;
+  int64_t diag;
+};
+
+TEST_CASE("attention tile steps: every path against the scalar reference") {
+  std::mt19937 g(7);
+  const TileCase cases[] = {{1, 1, false, false, false, 0}, {5, 7, false, true, false, 0},
+                            {8, 16, true, false, false, 0}, {17, 33, true, true, true, -3},
+                            {66, 64, false, true, true, 0}, {64, 64, true, true, false, 5},
+                            {3, 9, true, false, true, 0},   {12, 40, false, true, false, -20}};
+  for (const TileCase& c : cases) {
+    CAPTURE(c.rows);
+    CAPTURE(c.cols);
+    CAPTURE(c.causal);
+    CAPTURE(c.diag);
+    const int64_t ld = c.cols + 3;
+    const std::vector<float> s0 = randv(g, c.rows * ld, -4.f, 4.f);
+    std::vector<float> mask = randv(g, c.rows * c.cols, -2.f, 2.f);
+    for (size_t i = 0; i < mask.size(); i += 5) mask[i] = -kInf;  // some keys removed
+    std::vector<uint8_t> keep(size_t(c.rows * c.cols));
+    for (auto& b : keep) b = uint8_t(g() % 3 != 0);
+    k::AttnTile t;
+    t.rows = c.rows, t.cols = c.cols, t.ld = ld, t.scale = 0.37f;
+    if (c.mask) t.mask = mask.data(), t.mask_ld = c.cols;
+    t.causal = c.causal, t.diag = c.diag;
+    if (c.keep) t.keep = keep.data(), t.keep_ld = c.cols, t.keep_scale = 1.25f;
+    // Running statistics as a second tile would see them: some rows fresh (-inf, 0).
+    std::vector<float> m0 = randv(g, c.rows, -1.f, 2.f), l0 = randv(g, c.rows, 0.5f, 3.f);
+    for (size_t r = 0; r < m0.size(); r += 3) m0[r] = -kInf, l0[r] = 0.f;
+    const std::vector<float> lse = randv(g, c.rows, 1.f, 3.f), D = randv(g, c.rows);
+    std::vector<float> lse_some = lse;
+    lse_some[0] = -kInf;  // a row no key reached
+    const std::vector<float> dp0 = randv(g, c.rows * ld);
+
+    std::vector<float> sw = s0, mw = m0, lw = l0, aw(size_t(c.rows));
+    k::attn_fwd_tile_ref(t, sw.data(), mw.data(), lw.data(), aw.data());
+    std::vector<float> sbw = s0, dpw = dp0;
+    k::attn_bwd_tile_ref(t, sbw.data(), dpw.data(), lse_some.data(), D.data());
+    for_each_isa([&](const std::string&) {
+      const k::KernelTable& tab = k::active_table();
+      std::vector<float> s = s0, m = m0, l = l0, a(size_t(c.rows));
+      tab.attn_fwd_tile(t, s.data(), m.data(), l.data(), a.data());
+      check_near(s, sw, 4e-7, "fwd P");
+      CHECK(m == mw);  // a max: exact
+      check_near(l, lw, 1e-6, "fwd l");
+      check_near(a, aw, 4e-7, "fwd alpha");
+      std::vector<float> sb = s0, dp = dp0;
+      tab.attn_bwd_tile(t, sb.data(), dp.data(), lse_some.data(), D.data());
+      check_near(sb, sbw, 4e-7, "bwd P");
+      check_near(dp, dpw, 1e-6, "bwd dS");
+    });
+  }
+}
+
+// ---- the whole kernel ---------------------------------------------------------------------------
+
+struct Shape5 {
+  int64_t batch, L, S, E, Ev;
+};
+
+// One problem set in memory: q, k, v in strided layouts (rows padded by 5, matrices not in
+// order), an optional additive mask, optional dropout bits.
+struct Problem {
+  Shape5 d;
+  std::vector<float> q, k, v, mask;
+  std::vector<int64_t> qo, ko, vo, mo;
+  int64_t qld, kld, vld;
+  std::vector<uint64_t> bits;
+  k::AttnProblem<float> p;
+
+  Problem(Shape5 s, bool causal, int mask_kind, bool dropout, std::mt19937& g) : d(s) {
+    qld = s.E + 5, kld = s.E + 5, vld = s.Ev + 5;
+    q = randv(g, s.batch * s.L * qld + 1), k = randv(g, s.batch * s.S * kld + 1);
+    v = randv(g, s.batch * s.S * vld + 1);
+    for (int64_t n = 0; n < s.batch; ++n) {  // matrices in reverse order
+      qo.push_back((s.batch - 1 - n) * s.L * qld);
+      ko.push_back((s.batch - 1 - n) * s.S * kld);
+      vo.push_back((s.batch - 1 - n) * s.S * vld);
+    }
+    p.batch = s.batch, p.L = s.L, p.S = s.S, p.E = s.E, p.Ev = s.Ev;
+    p.scale = 1.f / std::sqrt(float(std::max<int64_t>(s.E, 1)));
+    p.causal = causal;
+    p.q = {q.data(), qld, qo.data()}, p.k = {k.data(), kld, ko.data()};
+    p.v = {v.data(), vld, vo.data()};
+    if (mask_kind == 1) {  // one [L, S] mask for every problem, a row with no key left
+      mask = randv(g, s.L * s.S, -1.f, 1.f);
+      for (size_t i = 0; i < mask.size(); i += 4) mask[i] = -kInf;
+      if (s.L > 2)
+        for (int64_t j = 0; j < s.S; ++j) mask[size_t(2 * s.S + j)] = -kInf;
+      mo.assign(size_t(s.batch), 0);
+      p.mask = {mask.data(), s.S, mo.data()};
+    } else if (mask_kind == 2) {  // one row per problem, broadcast over the queries (ld 0)
+      mask = randv(g, s.batch * s.S, -3.f, 0.f);
+      for (int64_t n = 0; n < s.batch; ++n) mo.push_back(n * s.S);
+      p.mask = {mask.data(), 0, mo.data()};
+    }
+    if (dropout) {
+      bits.assign(size_t((s.batch * s.L * s.S + 63) / 64), 0);
+      for (auto& w : bits) w = (uint64_t(g()) << 32) | g();
+      p.keep_bits = bits.data(), p.keep_scale = 1.f / 0.7f;
+    }
+  }
+};
+
+// Dense [batch, rows, cols] output buffers.
+struct Out {
+  std::vector<float> x;
+  std::vector<int64_t> off;
+  int64_t ld;
+  Out(int64_t batch, int64_t rows, int64_t cols) : x(size_t(batch * rows * cols), NAN), ld(cols) {
+    for (int64_t n = 0; n < batch; ++n) off.push_back(n * rows * cols);
+  }
+  k::AttnOperand<float> op() { return {x.data(), ld, off.data()}; }
+  k::AttnOperand<const float> cop() const { return {x.data(), ld, off.data()}; }
+};
+
+struct Result {
+  Out out, dq, dk, dv;
+  std::vector<float> lse;
+  explicit Result(const Shape5& s)
+      : out(s.batch, s.L, s.Ev),
+        dq(s.batch, s.L, s.E),
+        dk(s.batch, s.S, s.E),
+        dv(s.batch, s.S, s.Ev),
+        lse(size_t(s.batch * s.L)) {}
+};
+
+// Forward, then backward with a fixed dout, by the fused kernel or the reference.
+Result run(const Problem& pr, bool reference, const std::vector<float>& dout) {
+  Result r(pr.d);
+  if (reference)
+    k::sdpa_forward_ref(pr.p, r.out.op(), r.lse.data());
+  else
+    k::sdpa_forward(pr.p, r.out.op(), r.lse.data());
+  Out go(pr.d.batch, pr.d.L, pr.d.Ev);
+  go.x = dout;
+  if (reference)
+    k::sdpa_backward_ref(pr.p, r.out.cop(), go.cop(), r.lse.data(), r.dq.op(), r.dk.op(),
+                         r.dv.op());
+  else
+    k::sdpa_backward(pr.p, r.out.cop(), go.cop(), r.lse.data(), r.dq.op(), r.dk.op(), r.dv.op());
+  return r;
+}
+
+TEST_CASE("fused attention matches the reference: block edges, masks, dropout, strides") {
+  std::mt19937 g(11);
+  const Shape5 shapes[] = {{1, 1, 1, 1, 1},      {2, 7, 7, 8, 8},       {3, 64, 64, 64, 64},
+                           {1, 65, 65, 80, 16},  {2, 129, 129, 64, 64}, {1, 300, 300, 8, 24},
+                           {2, 70, 130, 16, 33}, {1, 130, 70, 64, 64},  {1, 5, 0, 4, 4}};
+  for (const Shape5& s : shapes)
+    for (int variant = 0; variant < 5; ++variant) {
+      const bool causal = variant == 1 || variant == 4, dropout = variant >= 3;
+      const int mask_kind = variant == 2 ? 1 : variant == 3 ? 2 : 0;
+      CAPTURE(s.batch);
+      CAPTURE(s.L);
+      CAPTURE(s.S);
+      CAPTURE(s.E);
+      CAPTURE(s.Ev);
+      CAPTURE(variant);
+      const Problem pr(s, causal, mask_kind, dropout, g);
+      const std::vector<float> dout = randv(g, s.batch * s.L * s.Ev);
+      const Result want = run(pr, true, dout);
+      for_each_isa([&](const std::string&) {
+        const Result got = run(pr, false, dout);
+        check_near(got.out.x, want.out.x, 2e-6, "out");
+        check_near(got.lse, want.lse, 1e-6, "lse");
+        check_near(got.dq.x, want.dq.x, 1e-5, "dq");
+        check_near(got.dk.x, want.dk.x, 1e-5, "dk");
+        check_near(got.dv.x, want.dv.x, 1e-5, "dv");
+      });
+    }
+}
+
+TEST_CASE("fused attention: a row no key reaches gives out 0, lse -inf and zero gradients") {
+  std::mt19937 g(3);
+  const Problem pr({2, 9, 70, 16, 16}, false, 1, false, g);  // mask row 2 is all -inf
+  const std::vector<float> dout = randv(g, 2 * 9 * 16);
+  for (bool reference : {true, false}) {
+    CAPTURE(reference);
+    const Result r = run(pr, reference, dout);
+    for (int64_t n = 0; n < 2; ++n) {
+      CHECK(r.lse[size_t(n * 9 + 2)] == -kInf);
+      for (int64_t e = 0; e < 16; ++e) {
+        CHECK(r.out.x[size_t((n * 9 + 2) * 16 + e)] == 0.f);
+        CHECK(r.dq.x[size_t((n * 9 + 2) * 16 + e)] == 0.f);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused attention is bit-identical for 1, 2 and 3 threads") {
+  std::mt19937 g(5);
+  const int before = tg::num_threads();
+  for (int variant = 0; variant < 2; ++variant) {
+    const Problem pr({5, 150, 150, 64, 64}, variant == 0, variant == 1 ? 1 : 0, variant == 1, g);
+    const std::vector<float> dout = randv(g, 5 * 150 * 64);
+    for_each_isa([&](const std::string&) {
+      tg::set_num_threads(1);
+      const Result one = run(pr, false, dout);
+      for (int nt : {2, 3}) {
+        CAPTURE(nt);
+        tg::set_num_threads(nt);
+        const Result r = run(pr, false, dout);
+        CHECK(std::memcmp(r.out.x.data(), one.out.x.data(), one.out.x.size() * 4) == 0);
+        CHECK(std::memcmp(r.lse.data(), one.lse.data(), one.lse.size() * 4) == 0);
+        CHECK(std::memcmp(r.dq.x.data(), one.dq.x.data(), one.dq.x.size() * 4) == 0);
+        CHECK(std::memcmp(r.dk.x.data(), one.dk.x.data(), one.dk.x.size() * 4) == 0);
+        CHECK(std::memcmp(r.dv.x.data(), one.dv.x.data(), one.dv.x.size() * 4) == 0);
+      }
+    });
+  }
+  tg::set_num_threads(before);
+}
+
+}  // namespace
