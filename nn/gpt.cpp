@@ -68,6 +68,12 @@ std::string GPTConfig::str() const {
   return os.str();
 }
 
+bool GPTConfig::operator==(const GPTConfig& o) const {
+  return vocab_size == o.vocab_size && context_length == o.context_length && emb_dim == o.emb_dim &&
+         n_heads == o.n_heads && n_layers == o.n_layers && drop_rate == o.drop_rate &&
+         qkv_bias == o.qkv_bias;
+}
+
 void GPTConfig::validate() const {
   auto positive = [](const char* name, int64_t v) {
     if (v < 1)
@@ -85,6 +91,9 @@ void GPTConfig::validate() const {
   if (!(drop_rate >= 0 && drop_rate < 1))
     throw std::invalid_argument("GPT config: drop_rate must be in [0, 1), got " +
                                 std::to_string(drop_rate));
+  if (attention != "fused" && attention != "book")
+    throw std::invalid_argument("GPT config: attention must be fused or book, got '" + attention +
+                                "'");
 }
 
 GPTConfig GPTConfig::parse(const std::string& json) {
@@ -171,10 +180,14 @@ Tensor FeedForward::forward(const Tensor& x) { return (*layers)(x); }
 
 TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
     : Module("TransformerBlock") {
-  register_module(
-      "att", &att,
-      std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
-                                           cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen));
+  // The book's MultiHeadAttention, or the same module with its attention core fused.
+  std::shared_ptr<MultiHeadAttention> mha =
+      cfg.attention == "book"
+          ? std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
+                                                 cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen)
+          : std::make_shared<MultiHeadAttentionSDPA>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
+                                                     cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen);
+  register_module("att", &att, std::move(mha));
   register_module("ff", &ff, std::make_shared<FeedForward>(cfg, gen));
   register_module("norm1", &norm1, std::make_shared<LayerNorm>(cfg.emb_dim));
   register_module("norm2", &norm2, std::make_shared<LayerNorm>(cfg.emb_dim));

@@ -24,6 +24,7 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/multihead_attention.h"
+#include "nn/sdpa_attention.h"
 
 namespace tg::nn {
 
@@ -36,11 +37,16 @@ struct GPTConfig {
   int64_t n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;
+  // Not one of the book's keys: how the blocks run their attention core. "fused": one
+  // scaled_dot_product_attention call (MultiHeadAttentionSDPA, nn/sdpa_attention.h); "book": the
+  // §3.6.2 MultiHeadAttention op by op. Both compute the same function of the same parameters
+  // with the same dropout draws, so the choice is neither saved by str() nor compared by ==.
+  std::string attention = "fused";
 
-  bool operator==(const GPTConfig&) const = default;
+  bool operator==(const GPTConfig& o) const;
   std::string str() const;  // {"vocab_size": 50257, ...} (JSON, the book's keys)
   // Throws std::invalid_argument naming the first bad field (sizes < 1, emb_dim not divisible by
-  // n_heads, drop_rate outside [0, 1)).
+  // n_heads, drop_rate outside [0, 1), attention neither "fused" nor "book").
   void validate() const;
   // Parses str()'s output; throws std::invalid_argument on a missing or malformed key.
   static GPTConfig parse(const std::string& json);

@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "nn/linear.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
+#include "nn/sdpa_attention.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
 
@@ -168,6 +171,7 @@ struct GoldenCase {
   std::string name;
   uint64_t seed = 0;
   std::vector<std::pair<std::string, Tensor>> tensors;  // file order
+  std::map<std::string, int> flags;                     // "flag <name> <0|1>" lines
   const Tensor& at(const std::string& key) const {
     for (const auto& [k, t] : tensors)
       if (k == key) return t;
@@ -177,19 +181,19 @@ struct GoldenCase {
 
 constexpr int kGoldenVersion = 1;
 
-std::vector<GoldenCase> load_goldens() {
-  const std::string path = std::string(TG_GOLDEN_DIR) + "/ch03_torch113.txt";
+// file: ch03_torch113.txt (kind ch03, gen_ch03.py) or sdpa_torch2.txt (kind sdpa, gen_sdpa.py).
+std::vector<GoldenCase> load_goldens(const std::string& file, const std::string& want_kind,
+                                     const std::string& script) {
+  const std::string path = std::string(TG_GOLDEN_DIR) + "/" + file;
+  const std::string hint = "; HINT: see " + script + " (how to run it is in its header)";
   std::ifstream f(path);
-  if (!f)
-    throw std::runtime_error("cannot open " + path +
-                             "; HINT: run `/usr/bin/python3 tests/golden/gen_ch03.py`");
+  if (!f) throw std::runtime_error("cannot open " + path + hint);
   std::string magic, kind;
   int version = 0;
   f >> magic >> kind >> version;
-  if (magic != "tapegrad-golden" || kind != "ch03" || version != kGoldenVersion)
-    throw std::runtime_error(path + ": expected header 'tapegrad-golden ch03 " +
-                             std::to_string(kGoldenVersion) +
-                             "'; HINT: re-run `/usr/bin/python3 tests/golden/gen_ch03.py`");
+  if (magic != "tapegrad-golden" || kind != want_kind || version != kGoldenVersion)
+    throw std::runtime_error(path + ": expected header 'tapegrad-golden " + want_kind + " " +
+                             std::to_string(kGoldenVersion) + "'" + hint);
   std::vector<GoldenCase> cases;
   std::string line;
   while (std::getline(f, line)) {
@@ -206,9 +210,12 @@ std::vector<GoldenCase> load_goldens() {
       Shape shape(static_cast<size_t>(nd));
       for (auto& d : shape) is >> d;
       std::vector<float> v;
-      float x;
-      while (is >> x) v.push_back(x);
+      std::string x;  // strtof, unlike >>, reads the "-inf" of an additive mask
+      while (is >> x) v.push_back(std::strtof(x.c_str(), nullptr));
       cases.back().tensors.emplace_back(key, from_vector(v, shape));
+    } else if (word == "flag") {
+      std::string key;
+      is >> key >> cases.back().flags[key];
     }
   }
   return cases;
@@ -254,6 +261,10 @@ std::unique_ptr<nn::Module> make(const std::string& name) {
     return std::make_unique<nn::MultiHeadAttention>(3, 2, 6, 0.0, 2);
   if (name == "MultiHeadAttention_dropout")
     return std::make_unique<nn::MultiHeadAttention>(3, 4, 6, 0.5, 2, true);
+  if (name == "MHAPyTorchScaledDotProduct")
+    return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 4, 2, 6, 0.0);
+  if (name == "MHAPyTorchScaledDotProduct_bias")
+    return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 6, 3, 8, 0.0, true);
   if (name == "LayerNorm") return std::make_unique<nn::LayerNorm>(3);
   if (name == "GELU") return std::make_unique<nn::GELU>();
   if (name == "Sequential") {
@@ -268,9 +279,9 @@ std::unique_ptr<nn::Module> make(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("goldens (PyTorch 1.13.1): weights drawn, outputs, input and weight gradients") {
-  const std::vector<GoldenCase> cases = load_goldens();
-  CHECK(cases.size() == 13);
+namespace {
+// Builds each case's module from its seed and checks weights (bit for bit), output and gradients.
+void check_module_goldens(const std::vector<GoldenCase>& cases) {
   for (const GoldenCase& c : cases) {
     CAPTURE(c.name);
     manual_seed(c.seed);
@@ -296,5 +307,43 @@ TEST_CASE("goldens (PyTorch 1.13.1): weights drawn, outputs, input and weight gr
     check_tensor(c.name + " grad.input", x.grad(), c.at("grad.input"), 1e-6, 1e-5);
     for (const auto& [k, p] : m->named_parameters())
       check_tensor(c.name + " grad." + k, p.grad(), c.at("grad." + k), 1e-6, 1e-5);
+  }
+}
+}  // namespace
+
+TEST_CASE("goldens (PyTorch 1.13.1): weights drawn, outputs, input and weight gradients") {
+  const std::vector<GoldenCase> cases =
+      load_goldens("ch03_torch113.txt", "ch03", "tests/golden/gen_ch03.py");
+  CHECK(cases.size() == 13);
+  check_module_goldens(cases);
+}
+
+TEST_CASE(
+    "goldens (PyTorch 2): the bonus notebook's MHAPyTorchScaledDotProduct and "
+    "F.scaled_dot_product_attention") {
+  const std::vector<GoldenCase> all =
+      load_goldens("sdpa_torch2.txt", "sdpa", "tests/golden/gen_sdpa.py");
+  std::vector<GoldenCase> modules, functional;
+  for (const GoldenCase& c : all) (c.name.rfind("F.", 0) == 0 ? functional : modules).push_back(c);
+  CHECK(modules.size() == 2);
+  CHECK(functional.size() == 4);
+  check_module_goldens(modules);
+  for (const GoldenCase& c : functional) {
+    CAPTURE(c.name);
+    Tensor q = c.at("q").clone(), k = c.at("k").clone(), v = c.at("v").clone();
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    Tensor mask;
+    if (c.flags.count("mask_is_bool"))
+      mask = c.flags.at("mask_is_bool") ? gt(c.at("mask"), 0.5) : c.at("mask");
+    std::optional<double> scale;
+    for (const auto& [key, t] : c.tensors)
+      if (key == "scale") scale = t.item<double>();
+    const Tensor y =
+        scaled_dot_product_attention(q, k, v, mask, 0.0, c.flags.at("is_causal"), scale);
+    check_tensor(c.name + " output", y, c.at("output"), 1e-6, 1e-5);
+    (y * c.at("loss_weights")).sum().backward();
+    check_tensor(c.name + " grad.q", q.grad(), c.at("grad.q"), 1e-6, 1e-5);
+    check_tensor(c.name + " grad.k", k.grad(), c.at("grad.k"), 1e-6, 1e-5);
+    check_tensor(c.name + " grad.v", v.grad(), c.at("grad.v"), 1e-6, 1e-5);
   }
 }

@@ -24,6 +24,7 @@
 #include "nn/linear.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
+#include "nn/sdpa_attention.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
 #include "tests/gradcheck.h"
@@ -386,6 +387,62 @@ TEST_CASE("MultiHeadAttention equals the wrapper: stacked head weights, identity
   }
 }
 
+// ---- the scaled_dot_product_attention route (nn/sdpa_attention.h) ----
+
+// max |a − b| over max |b|, or over 0.1 when b is smaller: the key bias's gradient is 0 up to
+// rounding (softmax ignores a shift shared by a whole row), and its noise is not an error.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  return max_abs_diff(a, b) / std::max(0.1, max_abs_diff(b, zeros_like(b)));
+}
+
+TEST_CASE("MultiHeadAttentionSDPA is the book's MultiHeadAttention: weights, dropout, gradients") {
+  for (double p : {0.0, 0.3}) {
+    CAPTURE(p);
+    manual_seed(11);
+    nn::MultiHeadAttention book(5, 6, 9, p, 3, true);
+    manual_seed(11);
+    nn::MultiHeadAttentionSDPA fused(5, 6, 9, p, 3, true);
+    CHECK(keys_of(fused.state_dict()) == keys_of(book.state_dict()));
+    for (size_t i = 0; i < book.state_dict().size(); ++i)
+      CHECK(max_abs_diff(fused.state_dict()[i].second, book.state_dict()[i].second) == 0);
+    const Tensor x = rand({2, 9, 5});
+    Tensor outs[2];
+    double next[2];
+    for (int route = 0; route < 2; ++route) {
+      nn::Module& m = route == 0 ? static_cast<nn::Module&>(book) : fused;
+      manual_seed(99);  // the dropout masks: the same draws on both routes
+      outs[route] = m(x);
+      next[route] = rand({1}).item<double>();
+      (outs[route] * outs[route]).sum().backward();
+    }
+    CHECK(next[0] == next[1]);
+    CHECK(rel_diff(outs[1], outs[0]) < 1e-5);
+    const auto bp = book.named_parameters(), fp = fused.named_parameters();
+    for (size_t i = 0; i < bp.size(); ++i) {
+      CAPTURE(bp[i].first);
+      CHECK(rel_diff(fp[i].second.grad(), bp[i].second.grad()) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE(
+    "MHAPyTorchScaledDotProduct equals MultiHeadAttention with qkv = [W_query; W_key; "
+    "W_value]") {
+  manual_seed(3);
+  nn::MultiHeadAttention mha(4, 6, 7, 0.0, 2, true);
+  nn::MHAPyTorchScaledDotProduct sdpa(4, 6, 2, 7, 0.0, true);
+  {
+    NoGradGuard ng;
+    sdpa.qkv->weight.copy_(cat({mha.W_query->weight, mha.W_key->weight, mha.W_value->weight}, 0));
+    sdpa.qkv->bias.copy_(cat({mha.W_query->bias, mha.W_key->bias, mha.W_value->bias}, 0));
+    sdpa.proj->weight.copy_(mha.out_proj->weight);
+    sdpa.proj->bias.copy_(mha.out_proj->bias);
+  }
+  const Tensor x = rand({3, 7, 4});
+  CHECK(rel_diff(sdpa(x), mha(x)) < 1e-5);
+  CHECK(rel_diff(sdpa(x.slice(1, 0, 4)), mha(x.slice(1, 0, 4))) < 1e-5);  // fewer tokens
+}
+
 // ---- float64 gradient checks: every module, input and parameters ----
 
 TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, GELU, Sequential") {
@@ -438,6 +495,17 @@ TEST_CASE("gradcheck: MultiHeadAttentionWrapper and MultiHeadAttention, also wit
   gradcheck_module(wd, rand64({1, 4, 4}, 12), [&] { g.manual_seed(7); });
 }
 
+TEST_CASE("gradcheck: MultiHeadAttentionSDPA and MHAPyTorchScaledDotProduct, also with dropout") {
+  nn::MultiHeadAttentionSDPA mha(3, 4, 5, 0.0, 2, true);
+  gradcheck_module(mha, rand64({2, 5, 3}, 13));
+  Generator g(0);
+  nn::MultiHeadAttentionSDPA mhd(4, 6, 4, 0.5, 3);
+  mhd.dropout->gen = &g;
+  gradcheck_module(mhd, rand64({2, 4, 4}, 14), [&] { g.manual_seed(2024); });
+  nn::MHAPyTorchScaledDotProduct sd(3, 4, 2, 5, 0.4, true, &g);
+  gradcheck_module(sd, rand64({2, 5, 3}, 15), [&] { g.manual_seed(5); });
+}
+
 // ---- errors: the book's assert and clear shape messages ----
 
 TEST_CASE("errors name the module, the expectation and the shape") {
@@ -448,6 +516,19 @@ TEST_CASE("errors name the module, the expectation and the shape") {
                     doctest::Contains("num_heads must be >= 1"));
   CHECK_THROWS_WITH(nn::MultiHeadAttentionWrapper(3, 4, 6, 0.0, 0),
                     doctest::Contains("num_heads must be >= 1"));
+  CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 3, 2, 6),
+                    "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=3, "
+                    "num_heads=2)");
+  CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, 6, 1.5),
+                    "MHAPyTorchScaledDotProduct: dropout must be in [0, 1], got 1.500000");
+  nn::MHAPyTorchScaledDotProduct sd(3, 4, 2, 6);
+  CHECK_THROWS_WITH(sd(zeros({2, 7, 3})),
+                    "MHAPyTorchScaledDotProduct: input (b, num_tokens, d_in) of shape [2, 7, 3] "
+                    "has num_tokens = 7, more than context_length = 6 (the causal mask is 6x6)");
+  nn::MultiHeadAttentionSDPA ms(3, 4, 6, 0.0, 2);
+  CHECK_THROWS_WITH(ms(zeros({2, 6, 4})),
+                    "MultiHeadAttention: input (b, num_tokens, d_in) of shape [2, 6, 4] has d_in = "
+                    "4, but the module was built with d_in = 3");
   nn::CausalAttention ca(3, 2, 6, 0.0);
   CHECK_THROWS_WITH(ca(zeros({2, 7, 3})),
                     "CausalAttention: input (b, num_tokens, d_in) of shape [2, 7, 3] has "

@@ -208,6 +208,38 @@ TEST_CASE("GPTModel: book names, order and PyTorch's initial weights under manua
   for (const auto& [name, want] : g.init) check_param(sd, name, want, 1e-6);
 }
 
+TEST_CASE("GPTModel: the fused attention route is the book's, dropout draws included") {
+  nn::GPTConfig cfg = small_config();
+  std::vector<Tensor> logits, grads;
+  std::vector<double> next;
+  for (const char* route : {"book", "fused"}) {
+    CAPTURE(route);
+    cfg.attention = route;
+    manual_seed(123);
+    nn::GPTModel model(cfg);  // training mode: every dropout draws, attention's included
+    const Tensor ids =
+        tensor({{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}, {8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2}});
+    const Tensor y = model(ids);
+    next.push_back(rand({1}).item<double>());
+    (y * y).mean().backward();
+    logits.push_back(y);
+    grads.push_back(model.trf_blocks->named_parameters()[1].second.grad());  // W_query
+  }
+  CHECK(next[0] == next[1]);  // the same draws, in the same order
+  auto rel = [](const Tensor& a, const Tensor& b) {
+    const auto x = a.to_vector<double>(), w = b.to_vector<double>();
+    double d = 0, m = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      d = std::max(d, std::abs(x[i] - w[i])), m = std::max(m, std::abs(w[i]));
+    return d / m;
+  };
+  CHECK(rel(logits[1], logits[0]) < 1e-5);
+  CHECK(rel(grads[1], grads[0]) < 1e-5);
+  cfg.attention = "flash";
+  CHECK_THROWS_WITH_AS(cfg.validate(), "GPT config: attention must be fused or book, got 'flash'",
+                       std::invalid_argument);
+}
+
 TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
   const nn::GPTConfig c = nn::gpt_preset("gpt2-124m");
   CHECK(c.vocab_size == 50257);

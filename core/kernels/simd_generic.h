@@ -434,7 +434,11 @@ inline V::T attn_scores(const AttnTile& t, int64_t r, const float* sr, const flo
                         int64_t cnt) {
   V::T x = V::mul(V::set1(t.scale), load_n(sr + c, cnt));
   if (mr != nullptr) x = V::add(x, load_n(mr + c, cnt));
-  const int64_t visible = t.causal ? std::clamp<int64_t>(r + t.diag + 1 - c, 0, cnt) : cnt;
+  int64_t visible = cnt;
+  if (t.causal) {
+    const int64_t last = r + t.diag + 1 - c;  // lanes [0, last) are on or left of the diagonal
+    visible = last < 0 ? 0 : last < cnt ? last : cnt;
+  }
   if (visible == V::W) return x;
   const V::M in = V::lt(V::load(kLaneIndex), V::set1(float(visible)));
   return V::select(in, x, V::set1(-std::numeric_limits<float>::infinity()));
@@ -456,7 +460,7 @@ void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* 
     });
     const float mx = V::hmax(vmax);
     if (mx == ninf) {  // nothing reaches this row yet
-      std::fill(sr, sr + t.cols, 0.f);
+      std::memset(sr, 0, size_t(t.cols) * sizeof(float));
       alpha[r] = 1.f;
       continue;
     }
@@ -480,8 +484,8 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
     float* sr = s + r * t.ld;
     float* dr = dp + r * t.ld;
     if (lse[r] == -std::numeric_limits<float>::infinity()) {  // no key reaches this row
-      std::fill(sr, sr + t.cols, 0.f);
-      std::fill(dr, dr + t.cols, 0.f);
+      std::memset(sr, 0, size_t(t.cols) * sizeof(float));
+      std::memset(dr, 0, size_t(t.cols) * sizeof(float));
       continue;
     }
     const float* mr = t.mask != nullptr ? t.mask + r * t.mask_ld : nullptr;

@@ -1,0 +1,87 @@
+#include "nn/sdpa_attention.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/ops.h"
+#include "nn/attention_checks.h"
+#include "nn/dropout.h"
+
+namespace tg::nn {
+
+namespace {
+int64_t checked_head_dim(int64_t d_out, int64_t num_heads) {
+  if (num_heads < 1)
+    throw std::invalid_argument("MHAPyTorchScaledDotProduct: num_heads must be >= 1, got " +
+                                std::to_string(num_heads));
+  if (d_out % num_heads != 0)
+    throw std::invalid_argument(
+        "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=" +
+        std::to_string(d_out) + ", num_heads=" + std::to_string(num_heads) + ")");
+  return d_out / num_heads;
+}
+}  // namespace
+
+MHAPyTorchScaledDotProduct::MHAPyTorchScaledDotProduct(int64_t d_in, int64_t d_out,
+                                                       int64_t num_heads, int64_t context_length,
+                                                       double dropout, bool qkv_bias,
+                                                       Generator* gen)
+    : Module("MHAPyTorchScaledDotProduct"),
+      num_heads(num_heads),
+      context_length(context_length),
+      head_dim(checked_head_dim(d_out, num_heads)),
+      d_out(d_out),
+      dropout(dropout),
+      gen(gen) {
+  if (!(dropout >= 0 && dropout <= 1))
+    throw std::invalid_argument("MHAPyTorchScaledDotProduct: dropout must be in [0, 1], got " +
+                                std::to_string(dropout));
+  register_module("qkv", &qkv, std::make_shared<Linear>(d_in, 3 * d_out, qkv_bias, gen));
+  register_module("proj", &proj, std::make_shared<Linear>(d_out, d_out, true, gen));
+}
+
+Tensor MHAPyTorchScaledDotProduct::forward(const Tensor& x) {
+  detail::check_attention_input("MHAPyTorchScaledDotProduct", x, 3, qkv->in_features,
+                                context_length);
+  const int64_t batch_size = x.size(0), num_tokens = x.size(1);
+
+  // (b, num_tokens, embed_dim) --> (b, num_tokens, 3 * embed_dim)
+  Tensor qkv_out = (*qkv)(x);
+  // (b, num_tokens, 3 * embed_dim) --> (b, num_tokens, 3, num_heads, head_dim)
+  qkv_out = qkv_out.view({batch_size, num_tokens, 3, num_heads, head_dim});
+  // (b, num_tokens, 3, num_heads, head_dim) --> (3, b, num_heads, num_tokens, head_dim)
+  qkv_out = qkv_out.permute({2, 0, 3, 1, 4});
+  // (3, b, num_heads, num_tokens, head_dim) -> 3 times (b, num_heads, num_tokens, head_dim)
+  const Tensor queries = qkv_out[0], keys = qkv_out[1], values = qkv_out[2];
+
+  const double use_dropout = is_training() ? dropout : 0.0;
+  Tensor context_vec = scaled_dot_product_attention(queries, keys, values, Tensor(), use_dropout,
+                                                    /*is_causal=*/true, {}, gen);
+
+  // (b, num_heads, num_tokens, head_dim) --> (b, num_tokens, num_heads, head_dim)
+  //                                      --> (b, num_tokens, embed_dim)
+  context_vec = context_vec.transpose(1, 2).contiguous().view({batch_size, num_tokens, d_out});
+  return (*proj)(context_vec);
+}
+
+Tensor MultiHeadAttentionSDPA::forward(const Tensor& x) {
+  detail::check_attention_input("MultiHeadAttention", x, 3, d_in, context_length);
+  const int64_t b = x.size(0), num_tokens = x.size(1);
+
+  // As the book: project, split the heads, (b, num_heads, num_tokens, head_dim)
+  const Tensor keys = (*W_key)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  const Tensor queries = (*W_query)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  const Tensor values = (*W_value)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+
+  // Changed: scores, causal mask, softmax(/ sqrt(head_dim)), dropout and weights · values in one
+  // fused op, drawing the dropout mask the book's self.dropout would draw.
+  const double p = dropout->is_training() ? dropout->p : 0.0;
+  Tensor context_vec =
+      scaled_dot_product_attention(queries, keys, values, Tensor(), p, true, {}, dropout->gen);
+
+  // As the book: merge the heads, out_proj
+  context_vec = context_vec.transpose(1, 2).contiguous().view({b, num_tokens, d_out});
+  return (*out_proj)(context_vec);
+}
+
+}  // namespace tg::nn
