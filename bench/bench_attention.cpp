@@ -1,26 +1,31 @@
-// bench_attention: forward and forward+backward time of chapter 3's MultiHeadAttention and
-// MultiHeadAttentionWrapper at GPT-2-124M sizes (d_in = d_out = 768, 12 heads, the wrapper with
-// 12 heads of 64), for B=8,T=256 and B=2,T=1024, at 1 and 2 threads (TAPEGRAD_THREADS), with the
-// peak memory of each run; and, when /usr/bin/python3 has torch, the book's PyTorch
-// MultiHeadAttention on the same input, with our time as a ratio of torch's.
+// bench_attention: chapter 3's attention at GPT-2-124M sizes (d_in = d_out = 768, 12 heads of
+// 64), forward and forward+backward, beside PyTorch in the same run:
+//   core     causal attention alone, q, k, v (B, 12, T, 64) -> out: our fused
+//            scaled_dot_product_attention ("core fused") and the book's formula op by op
+//            ("core book": matmul, masked_fill, softmax, matmul);
+//   modules  as the bonus notebook compares them: MultiHeadAttentionWrapper, the book's
+//            MultiHeadAttention, the same with its core fused ("MultiHeadAttention fused", the
+//            GPT's --attention fused), and the notebook's MHAPyTorchScaledDotProduct.
+// Peers: PyTorch 1.13 (/usr/bin/python3: the book's classes and formula) and PyTorch 2.x
+// (../shared/tools/torch2-python: F.scaled_dot_product_attention with its CPU flash kernel
+// ("core flash") and its math path, the book's MultiHeadAttention, MHAPyTorchScaledDotProduct),
+// each skipped with a note when absent. Then the memory of the fused core against the book's
+// formula at B = 1, T = 1024, 2048, 4096: the memory a run adds on top of its inputs.
 //
-// Every measurement runs in its own child process (this binary with --child), so peak RSS
-// (getrusage of the child) belongs to one configuration and TAPEGRAD_THREADS is read fresh.
-// Before timing, each child prints a checksum of its output: torch builds the same weights and
-// input from the same seed (the generator is bit-exact), so the checksums must agree; the table
-// shows both. Times are the best of --reps runs. Compare timings within one machine only.
+// Every measurement runs in its own child process (this binary with --child, or python), so its
+// peak RSS belongs to one configuration and the thread count is set fresh; each prints its
+// output's checksum (sum), the same for ours and PyTorch's when both built the same weights and
+// input from seed 123. Times are the best of --reps runs.
 //
-// usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] [--no-torch]
-//
-// Not here: dropout (p = 0, as the notebook's examples), a fused attention kernel.
+// usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024]
+//                        [--memory 1024,2048,4096] [--no-torch] [--no-modules]
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -30,45 +35,79 @@
 
 #include "bench/child.h"
 #include "bench/cli_args.h"
+#include "bench/machine.h"
 #include "core/autograd.h"
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
+#include "nn/sdpa_attention.h"
 
 namespace {
 
 using namespace tg;
 
-constexpr int64_t kD = 768, kHeads = 12;
-constexpr uint64_t kSeed = 123;
+constexpr int64_t kD = 768, kHeads = 12, kHeadDim = 64;
+const char* kOurs = "tapegrad";
 
 struct Measure {
-  std::string impl;  // MultiHeadAttention | MultiHeadAttentionWrapper | torch MultiHeadAttention
+  std::string side, impl;  // side: tapegrad, or the PyTorch version
   int64_t B = 0, T = 0;
   int threads = 0;
-  double fwd_ms = NAN, fwdbwd_ms = NAN;
-  double checksum = NAN;  // sum of the output
-  long peak_rss_kb = 0;
+  double fwd_ms = NAN, fwdbwd_ms = NAN, checksum = NAN;
+  long base_kb = 0, peak_kb = 0;  // RSS once the inputs exist, and the run's peak
   std::string error;
 };
 
-// ---- child: one configuration in this process ----
+// ---- child: one configuration of ours in this process ----
+
+long rss_kb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+Tensor book_core(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t T = q.size(2);
+  Tensor s = matmul(q, k.transpose(2, 3));
+  s.masked_fill_(triu(ones({T, T}), 1).to(DType::Bool), -std::numeric_limits<double>::infinity());
+  return matmul(softmax(s / std::sqrt(double(q.size(-1))), -1), v);
+}
 
 int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
-  manual_seed(kSeed);
+  manual_seed(123);
   std::unique_ptr<nn::Module> m;
-  if (impl == "MultiHeadAttention")
+  Tensor q, k, v, x;
+  if (impl == "MultiHeadAttentionWrapper")
+    m = std::make_unique<nn::MultiHeadAttentionWrapper>(kD, kHeadDim, T, 0.0, kHeads);
+  else if (impl == "MultiHeadAttention")
     m = std::make_unique<nn::MultiHeadAttention>(kD, kD, T, 0.0, kHeads);
-  else
-    m = std::make_unique<nn::MultiHeadAttentionWrapper>(kD, kD / kHeads, T, 0.0, kHeads);
-  const Tensor x = randn({B, T, kD});  // drawn after the weights, as the torch script does
+  else if (impl == "MultiHeadAttention fused")
+    m = std::make_unique<nn::MultiHeadAttentionSDPA>(kD, kD, T, 0.0, kHeads);
+  else if (impl == "MHAPyTorchScaledDotProduct")
+    m = std::make_unique<nn::MHAPyTorchScaledDotProduct>(kD, kD, kHeads, T, 0.0);
+  if (m) {
+    x = randn({B, T, kD});  // drawn after the weights, as the python side does
+  } else {
+    q = randn({B, kHeads, T, kHeadDim}), k = randn({B, kHeads, T, kHeadDim});
+    v = randn({B, kHeads, T, kHeadDim});
+    for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
+  }
+  auto forward = [&] {
+    if (m) return (*m)(x);
+    if (impl == "core fused") return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+    return book_core(q, k, v);
+  };
+  const long base = rss_kb();
   using clock = std::chrono::steady_clock;
   double best_fwd = INFINITY, best_fb = INFINITY, checksum = 0;
   for (int r = 0; r < reps; ++r) {
-    m->zero_grad();
+    if (m) m->zero_grad();
+    for (Tensor* t : {&q, &k, &v})
+      if (t->defined()) t->zero_grad();
     const auto t0 = clock::now();
-    const Tensor y = (*m)(x);
+    const Tensor y = forward();
     const auto t1 = clock::now();
     y.sum().backward();
     const auto t2 = clock::now();
@@ -79,189 +118,391 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
       checksum = y.to(DType::Float64).sum().item<double>();
     }
   }
-  std::printf("%.3f %.3f %.9g\n", best_fwd, best_fb, checksum);
+  std::printf("%.3f %.3f %.9g %ld\n", best_fwd, best_fb, checksum, base);
   return 0;
 }
 
-// ---- the book's MultiHeadAttention in PyTorch, same seed, same order of draws ----
+// ---- PyTorch: the same configurations, the book's and the notebook's code ----
 
 const char* kTorchScript = R"PY(
-import sys, time, torch, torch.nn as nn
-B, T, threads, reps = map(int, sys.argv[1:5])
-sys.path.insert(0, sys.argv[5])
-from book_gpt import MultiHeadAttention  # the book's class, shared with the golden scripts
+import resource, sys, time, torch, torch.nn as nn
+impl, B, T, threads, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(threads)
+D, H = 768, 12
+
+class CausalAttention(nn.Module):  # the book's, ch03.py
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+    def forward(self, x):
+        b, n, d = x.shape
+        keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
+        s = queries @ keys.transpose(1, 2)
+        s.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
+        w = self.dropout(torch.softmax(s / keys.shape[-1] ** 0.5, dim=-1))
+        return w @ values
+
+class MultiHeadAttentionWrapper(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList([CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+    def forward(self, x):
+        b, n, _ = x.shape
+        split = lambda t: t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        keys, queries, values = split(self.W_key(x)), split(self.W_query(x)), split(self.W_value(x))
+        s = queries @ keys.transpose(2, 3)
+        s.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
+        w = self.dropout(torch.softmax(s / keys.shape[-1] ** 0.5, dim=-1))
+        ctx = (w @ values).transpose(1, 2).contiguous().view(b, n, self.d_out)
+        return self.out_proj(ctx)
+
+class MHAPyTorchScaledDotProduct(nn.Module):  # the bonus notebook's
+    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        self.num_heads, self.context_length = num_heads, context_length
+        self.head_dim, self.d_out = d_out // num_heads, d_out
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.proj = nn.Linear(d_out, d_out)
+        self.dropout = dropout
+    def forward(self, x):
+        b, n, _ = x.shape
+        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        queries, keys, values = qkv
+        ctx = nn.functional.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=None, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        return self.proj(ctx.transpose(1, 2).contiguous().view(b, n, self.d_out))
+
+def book_core(q, k, v):
+    s = q @ k.transpose(2, 3)
+    s.masked_fill_(torch.triu(torch.ones(T, T), diagonal=1).bool(), -torch.inf)
+    return torch.softmax(s / q.shape[-1] ** 0.5, dim=-1) @ v
+
 torch.manual_seed(123)
-m = MultiHeadAttention(768, 768, T, 0.0, 12)
-x = torch.randn(B, T, 768)
+modules = {"MultiHeadAttentionWrapper": lambda: MultiHeadAttentionWrapper(D, D // H, T, 0.0, H),
+           "MultiHeadAttention": lambda: MultiHeadAttention(D, D, T, 0.0, H),
+           "MHAPyTorchScaledDotProduct": lambda: MHAPyTorchScaledDotProduct(D, D, H, T, 0.0)}
+if impl in modules:
+    m = modules[impl]()
+    x = torch.randn(B, T, D)
+    forward = lambda: m(x)
+else:
+    q, k, v = (torch.randn(B, H, T, 64).requires_grad_() for _ in range(3))
+    if impl == "core book":
+        forward = lambda: book_core(q, k, v)
+    else:
+        from torch.nn.attention import sdpa_kernel, SDPBackend
+        backend = SDPBackend.FLASH_ATTENTION if impl == "core flash" else SDPBackend.MATH
+        def forward():
+            with sdpa_kernel(backend):
+                return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 best_f = best_fb = float("inf")
 for r in range(reps):
-    m.zero_grad()
-    t0 = time.perf_counter(); y = m(x); t1 = time.perf_counter()
+    if impl in modules: m.zero_grad()
+    else: q.grad = k.grad = v.grad = None
+    t0 = time.perf_counter(); y = forward(); t1 = time.perf_counter()
     y.sum().backward(); t2 = time.perf_counter()
     best_f, best_fb = min(best_f, (t1 - t0) * 1e3), min(best_fb, (t2 - t0) * 1e3)
     if r == 0: checksum = y.detach().double().sum().item()
-print("%.3f %.3f %.9g" % (best_f, best_fb, checksum))
+print("%.3f %.3f %.9g %d" % (best_f, best_fb, checksum, base))
 )PY";
+
+struct Peer {
+  std::vector<std::string> launcher;  // python, or torch2-python
+  std::string version;                // "torch 1.13.1"; empty: not available
+  std::string why_not;
+};
+
+Peer find_peer(std::vector<std::string> launcher, const std::string& what) {
+  Peer p;
+  p.launcher = launcher;
+  if (access(launcher[0].c_str(), X_OK) != 0) {
+    p.why_not = what + ": " + launcher[0] + " not found";
+    return p;
+  }
+  std::string out, err;
+  long rss = 0;
+  launcher.insert(launcher.end(), {"-c", "import torch; print(torch.__version__)"});
+  if (!bench::run_child(launcher, 1, out, rss, err) || out.empty()) {
+    p.why_not = what + ": no torch there (" + (err.empty() ? "import failed" : err) + ")";
+    return p;
+  }
+  p.version = "torch " + out.substr(0, out.find_first_of("\n+"));
+  return p;
+}
 
 void parse_child(const std::string& out, Measure& m) {
   std::istringstream is(out);
-  if (!(is >> m.fwd_ms >> m.fwdbwd_ms >> m.checksum)) m.error = "unreadable output: " + out;
+  if (!(is >> m.fwd_ms >> m.fwdbwd_ms >> m.checksum >> m.base_kb))
+    m.error = "unreadable output: " + out;
 }
 
-bool torch_available() {
-  if (access("/usr/bin/python3", X_OK) != 0) return false;
-  std::string out, err;
-  long rss = 0;
-  return bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
+Measure measure(const std::vector<std::string>& cmd, const std::string& side,
+                const std::string& impl, int64_t B, int64_t T, int threads, int reps) {
+  Measure m;
+  m.side = side, m.impl = impl, m.B = B, m.T = T, m.threads = threads;
+  std::vector<std::string> args = cmd;
+  args.insert(args.end(), {impl, std::to_string(B), std::to_string(T)});
+  if (side != kOurs) args.push_back(std::to_string(threads));
+  args.push_back(std::to_string(reps));
+  std::string out;
+  if (bench::run_child(args, threads, out, m.peak_kb, m.error)) parse_child(out, m);
+  return m;
+}
+
+// ---- the speedups the issue sets targets for, and a few more ----
+
+struct Pair {
+  const char* what;
+  const char* ours;
+  const char* peer_side;  // "1.13" or "2": matched against the peer's version
+  const char* peer;
+};
+const Pair kPairs[] = {
+    {"fused MHA vs torch 1.13 book MHA", "MultiHeadAttention fused", "1.13", "MultiHeadAttention"},
+    {"fused MHA vs torch 2 MHAPyTorchScaledDotProduct", "MultiHeadAttention fused", "2.",
+     "MHAPyTorchScaledDotProduct"},
+    {"MHAPyTorchScaledDotProduct vs torch 2's", "MHAPyTorchScaledDotProduct", "2.",
+     "MHAPyTorchScaledDotProduct"},
+    {"core fused vs torch 2 flash", "core fused", "2.", "core flash"},
+    {"core fused vs torch 2 math", "core fused", "2.", "core math"},
+    {"book MHA vs torch 1.13 book MHA", "MultiHeadAttention", "1.13", "MultiHeadAttention"},
+    {"wrapper vs torch 1.13 wrapper", "MultiHeadAttentionWrapper", "1.13",
+     "MultiHeadAttentionWrapper"},
+    {"core book vs torch 1.13 core book", "core book", "1.13", "core book"},
+};
+
+const Measure* find(const std::vector<Measure>& rs, const std::string& side_prefix,
+                    const std::string& impl, const Measure& like) {
+  for (const Measure& r : rs)
+    if (r.side.rfind(side_prefix, 0) == 0 && r.impl == impl && r.B == like.B && r.T == like.T &&
+        r.threads == like.threads && r.error.empty())
+      return &r;
+  return nullptr;
+}
+
+struct Speedup {
+  std::string what;
+  const Measure *ours, *peer;
+};
+std::vector<Speedup> speedups(const std::vector<Measure>& rs) {
+  std::vector<Speedup> out;
+  for (const Measure& r : rs) {
+    if (r.side != kOurs || !r.error.empty() || r.impl == "memory") continue;
+    for (const Pair& p : kPairs) {
+      if (r.impl != p.ours) continue;
+      if (const Measure* peer = find(rs, std::string("torch ") + p.peer_side, p.peer, r))
+        out.push_back({p.what, &r, peer});
+    }
+  }
+  return out;
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o + "\"";
+}
+
+void print_json(const std::vector<Measure>& rs, const std::string& header_fields) {
+  std::cout << "{\n  \"bench\": \"attention\", " << header_fields << ",\n  \"results\": [\n";
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const Measure& m = rs[i];
+    std::cout << "    {\"side\": " << json_str(m.side) << ", \"impl\": " << json_str(m.impl)
+              << ", \"B\": " << m.B << ", \"T\": " << m.T << ", \"threads\": " << m.threads
+              << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
+              << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
+              << ", \"peak_rss_mb\": " << bench::json_number(m.peak_kb / 1024.0)
+              << ", \"extra_mb\": " << bench::json_number((m.peak_kb - m.base_kb) / 1024.0)
+              << ", \"checksum\": " << bench::json_number(m.checksum)
+              << (m.error.empty() ? "" : ", \"error\": " + json_str(m.error)) << "}"
+              << (i + 1 < rs.size() ? "," : "") << "\n";
+  }
+  std::cout << "  ],\n  \"speedups\": [\n";
+  const std::vector<Speedup> sp = speedups(rs);
+  for (size_t i = 0; i < sp.size(); ++i)
+    std::cout << "    {\"pair\": " << json_str(sp[i].what) << ", \"B\": " << sp[i].ours->B
+              << ", \"T\": " << sp[i].ours->T << ", \"threads\": " << sp[i].ours->threads
+              << ", \"ours_ms\": " << bench::json_number(sp[i].ours->fwdbwd_ms)
+              << ", \"peer_ms\": " << bench::json_number(sp[i].peer->fwdbwd_ms) << ", \"speedup\": "
+              << bench::json_number(sp[i].peer->fwdbwd_ms / sp[i].ours->fwdbwd_ms) << "}"
+              << (i + 1 < sp.size() ? "," : "") << "\n";
+  std::cout << "  ]\n}\n";
+}
+
+void print_table(const std::vector<Measure>& rs) {
+  std::printf("%-14s %-27s %4s %5s %3s %10s %11s %9s %9s %14s\n", "side", "impl", "B", "T", "thr",
+              "fwd ms", "fwd+bwd ms", "peak MB", "extra MB", "checksum");
+  for (const Measure& m : rs) {
+    if (!m.error.empty()) {
+      std::printf("%-14s %-27s %4lld %5lld %3d  error: %s\n", m.side.c_str(), m.impl.c_str(),
+                  (long long)m.B, (long long)m.T, m.threads, m.error.c_str());
+      continue;
+    }
+    std::printf("%-14s %-27s %4lld %5lld %3d %10.1f %11.1f %9.1f %9.1f %14.7g\n", m.side.c_str(),
+                m.impl.c_str(), (long long)m.B, (long long)m.T, m.threads, m.fwd_ms, m.fwdbwd_ms,
+                m.peak_kb / 1024.0, (m.peak_kb - m.base_kb) / 1024.0, m.checksum);
+  }
+  const std::vector<Speedup> sp = speedups(rs);
+  if (sp.empty()) return;
+  std::printf("\nspeedup = the peer's fwd+bwd time / ours (above 1: we are faster)\n");
+  std::printf("%-48s %4s %5s %3s %10s %10s %8s\n", "pair", "B", "T", "thr", "ours ms", "peer ms",
+              "speedup");
+  for (const Speedup& s : sp)
+    std::printf("%-48s %4lld %5lld %3d %10.1f %10.1f %8.2f\n", s.what.c_str(), (long long)s.ours->B,
+                (long long)s.ours->T, s.ours->threads, s.ours->fwdbwd_ms, s.peer->fwdbwd_ms,
+                s.peer->fwdbwd_ms / s.ours->fwdbwd_ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool json = false, want_torch = true;
-  int reps = 2;
+  const char* prog = "bench_attention";
+  bool json = false, want_torch = true, modules = true;
+  int reps = 3;
   std::vector<int> threads = {1, 2};
-  std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}};
+  std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
+  std::vector<int> memory_T = {1024, 2048, 4096};
+  const char* usage =
+      "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
+      "[--memory 1024,2048,4096] [--no-torch] [--no-modules]";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--reps" || a == "--threads" || a == "--sizes") && i + 1 >= argc)
-      bench::bad_option("bench_attention", a + " needs a value");
     if (a == "--child" && i + 4 < argc)
       return run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                        std::atoi(argv[i + 4]));
+    const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" || a == "--memory";
+    if (takes_value && i + 1 >= argc) bench::bad_option(prog, a + " needs a value");
     if (a == "--json") {
       json = true;
     } else if (a == "--no-torch") {
       want_torch = false;
+    } else if (a == "--no-modules") {
+      modules = false;
     } else if (a == "--reps") {
-      reps = static_cast<int>(bench::positive_int("bench_attention", a, argv[++i], 10000));
+      reps = static_cast<int>(bench::positive_int(prog, a, argv[++i], 10000));
     } else if (a == "--threads") {
-      threads = bench::positive_ints("bench_attention", a, argv[++i]);
+      threads = bench::positive_ints(prog, a, argv[++i]);
+    } else if (a == "--memory") {
+      memory_T = bench::positive_ints(prog, a, argv[++i], 65536);
     } else if (a == "--sizes") {
       sizes.clear();
       std::stringstream ss(argv[++i]);
       std::string item;
       while (std::getline(ss, item, ',')) {
         const auto x = item.find('x');
-        if (x == std::string::npos) {
-          std::cerr << "bench_attention: --sizes expects BxT[,BxT...], got '" << item << "'\n";
-          return 2;
-        }
-        sizes.emplace_back(
-            bench::positive_int("bench_attention", "--sizes B", item.substr(0, x), 4096),
-            bench::positive_int("bench_attention", "--sizes T", item.substr(x + 1), 65536));
+        if (x == std::string::npos)
+          bench::bad_option(prog, "--sizes expects BxT[,BxT...], got '" + item + "'");
+        sizes.emplace_back(bench::positive_int(prog, "--sizes B", item.substr(0, x), 4096),
+                           bench::positive_int(prog, "--sizes T", item.substr(x + 1), 65536));
       }
-      if (sizes.empty()) bench::bad_option("bench_attention", "--sizes needs at least one BxT");
+      if (sizes.empty()) bench::bad_option(prog, "--sizes needs at least one BxT");
+    } else if (a == "--help") {
+      std::cout << usage << "\n";
+      return 0;
     } else {
-      const char* usage =
-          "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024] "
-          "[--no-torch]";
-      if (a == "--help") {
-        std::cout << usage << "\n";
-        return 0;
-      }
-      std::cerr << "bench_attention: unknown option '" << a << "' (" << usage << ")\n";
-      return 2;
+      bench::bad_option(prog, "unknown option '" + a + "' (" + usage + ")");
     }
   }
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    std::cerr << "bench_attention: cannot find its own executable\n";
-    return 1;
-  }
+  if (len <= 0) bench::bad_option(prog, "cannot find its own executable");
   self[len] = '\0';
-  const bool torch = want_torch && torch_available();
-#if __has_include("core/threadpool.h")
-  const char* threading = "thread pool (TAPEGRAD_THREADS)";
-#else
-  const char* threading =
-      "single-threaded build: the thread pool (branch kernels) is not merged here, so "
-      "TAPEGRAD_THREADS has no effect on tapegrad's rows";
-#endif
+  const std::vector<std::string> ours_cmd = {self, "--child"};
+
+  std::vector<Peer> peers;
+  if (want_torch) {
+    peers.push_back(find_peer({"/usr/bin/python3"}, "PyTorch 1.13"));
+    peers.push_back(find_peer(
+        {std::string(TAPEGRAD_SOURCE_ROOT) + "/../shared/tools/torch2-python"}, "PyTorch 2"));
+  }
+  std::vector<std::string> notes;
+  for (const Peer& p : peers)
+    if (p.version.empty()) notes.push_back("skipped " + p.why_not);
+  if (!want_torch) notes.push_back("no PyTorch peers (--no-torch)");
+
+  std::vector<std::string> our_impls = {"core fused", "core book"};
+  if (modules)
+    our_impls.insert(our_impls.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention",
+                                       "MultiHeadAttention fused", "MHAPyTorchScaledDotProduct"});
+  auto peer_impls = [&](const Peer& p) {
+    const bool v1 = p.version.rfind("torch 1.", 0) == 0;
+    std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
+                                     : std::vector<std::string>{"core flash", "core math"};
+    if (modules) {
+      if (v1)
+        im.insert(im.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention"});
+      else
+        im.insert(im.end(), {"MultiHeadAttention", "MHAPyTorchScaledDotProduct"});
+    }
+    return im;
+  };
 
   std::vector<Measure> results;
   for (int t : threads)
     for (auto [B, T] : sizes) {
-      for (const char* impl : {"MultiHeadAttention", "MultiHeadAttentionWrapper"}) {
-        Measure m;
-        m.impl = impl, m.B = B, m.T = T, m.threads = t;
-        std::string out;
-        if (bench::run_child(
-                {self, "--child", impl, std::to_string(B), std::to_string(T), std::to_string(reps)},
-                t, out, m.peak_rss_kb, m.error))
-          parse_child(out, m);
-        results.push_back(m);
-        if (!json) std::cerr << "." << std::flush;
+      for (const std::string& impl : our_impls)
+        results.push_back(measure(ours_cmd, kOurs, impl, B, T, t, reps));
+      for (const Peer& p : peers) {
+        if (p.version.empty()) continue;
+        std::vector<std::string> cmd = p.launcher;
+        cmd.insert(cmd.end(), {"-c", kTorchScript});
+        for (const std::string& impl : peer_impls(p))
+          results.push_back(measure(cmd, p.version, impl, B, T, t, reps));
       }
-      if (torch) {
-        Measure m;
-        m.impl = "torch MultiHeadAttention", m.B = B, m.T = T, m.threads = t;
-        std::string out;
-        if (bench::run_child({"/usr/bin/python3", "-c", kTorchScript, std::to_string(B),
-                              std::to_string(T), std::to_string(t), std::to_string(reps),
-                              std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden"},
-                             t, out, m.peak_rss_kb, m.error))
-          parse_child(out, m);
-        results.push_back(m);
-      }
+      if (!json) std::cerr << "." << std::flush;
+    }
+  // Memory: the fused core against the book's formula, one run each, B = 1.
+  for (int T : memory_T)
+    for (const char* impl : {"core fused", "core book"}) {
+      Measure m = measure(ours_cmd, kOurs, impl, 1, T, threads.back(), 1);
+      m.side = "memory";
+      results.push_back(m);
     }
   if (!json) std::cerr << "\n";
 
-  // Our MultiHeadAttention's time over torch's at the same size and thread count.
-  auto torch_of = [&](const Measure& m) -> const Measure* {
-    for (const Measure& r : results)
-      if (r.impl.rfind("torch", 0) == 0 && r.B == m.B && r.T == m.T && r.threads == m.threads)
-        return &r;
-    return nullptr;
-  };
-
+  std::ostringstream hdr;
+  hdr << "\"cpu\": " << json_str(bench::cpu_model())
+      << ", \"caches\": " << json_str(bench::cache_sizes())
+      << ", \"isa\": " << json_str(kernels::active_isa()) << ", \"d\": " << kD
+      << ", \"heads\": " << kHeads << ", \"reps\": " << reps << ", \"notes\": [";
+  for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json_str(notes[i]);
+  hdr << "]";
   if (json) {
-    std::cout << "{\n  \"bench\": \"attention\", \"d_in\": " << kD << ", \"d_out\": " << kD
-              << ", \"num_heads\": " << kHeads << ", \"reps\": " << reps << ", \"threading\": \""
-              << threading << "\",\n  \"results\": [\n";
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Measure& m = results[i];
-      const Measure* tr = torch_of(m);
-      std::cout << "    {\"impl\": \"" << m.impl << "\", \"B\": " << m.B << ", \"T\": " << m.T
-                << ", \"threads\": " << m.threads
-                << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
-                << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
-                << ", \"peak_rss_mb\": " << bench::json_number(m.peak_rss_kb / 1024.0)
-                << ", \"checksum\": " << bench::json_number(m.checksum)
-                << ", \"ratio_to_torch_fwd_bwd\": "
-                << bench::json_number(
-                       tr && m.impl.rfind("torch", 0) != 0 ? m.fwdbwd_ms / tr->fwdbwd_ms : NAN)
-                << (m.error.empty() ? "" : ", \"error\": \"" + m.error + "\"") << "}"
-                << (i + 1 < results.size() ? "," : "") << "\n";
-    }
-    std::cout << "  ]\n}\n";
-  } else {
-    std::printf("attention, d_in = d_out = %lld, %lld heads, best of %d; %s\n", (long long)kD,
-                (long long)kHeads, reps, threading);
-    if (!torch)
-      std::printf("(no torch comparison: /usr/bin/python3 with torch not found or --no-torch)\n");
-    std::printf("%-27s %5s %5s %3s %11s %11s %9s %8s %14s\n", "impl", "B", "T", "thr", "fwd ms",
-                "fwd+bwd ms", "peak MB", "x torch", "checksum");
-    for (const Measure& m : results) {
-      if (!m.error.empty()) {
-        std::printf("%-27s %5lld %5lld %3d  error: %s\n", m.impl.c_str(), (long long)m.B,
-                    (long long)m.T, m.threads, m.error.c_str());
-        continue;
-      }
-      const Measure* tr = torch_of(m);
-      char ratio[32] = "-";
-      if (tr && m.impl.rfind("torch", 0) != 0 && tr->error.empty())
-        std::snprintf(ratio, sizeof ratio, "%.2f", m.fwdbwd_ms / tr->fwdbwd_ms);
-      std::printf("%-27s %5lld %5lld %3d %11.1f %11.1f %9.1f %8s %14.7g\n", m.impl.c_str(),
-                  (long long)m.B, (long long)m.T, m.threads, m.fwd_ms, m.fwdbwd_ms,
-                  m.peak_rss_kb / 1024.0, ratio, m.checksum);
-    }
-    std::printf(
-        "x torch = our fwd+bwd time / torch's at the same size and threads; the "
-        "checksums (sum of the output) of ours and torch's MultiHeadAttention agree when "
-        "both built the same weights and input.\n");
+    print_json(results, hdr.str());
+    return 0;
   }
+  std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
+              (long long)kHeads, (long long)kHeadDim, reps);
+  std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
+              bench::cache_sizes().c_str(), kernels::active_isa().c_str());
+  for (const Peer& p : peers)
+    if (!p.version.empty())
+      std::printf("peer: %s (%s)\n", p.version.c_str(), p.launcher[0].c_str());
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
+  print_table(results);
+  std::printf(
+      "\nmemory rows: B = 1; extra MB = peak RSS minus RSS once the inputs exist (the fused "
+      "core's grows with T, the book formula's with T^2)\n");
   return 0;
 }

@@ -67,14 +67,16 @@ struct TileCase {
   int64_t rows, cols;
   bool mask, causal, keep;
   int64_t diag;
+  float scale = 0.37f;  // 30: scores down to -240 below the max, past exp's flush to 0
 };
 
 TEST_CASE("attention tile steps: every path against the scalar reference") {
   std::mt19937 g(7);
-  const TileCase cases[] = {{1, 1, false, false, false, 0}, {5, 7, false, true, false, 0},
-                            {8, 16, true, false, false, 0}, {17, 33, true, true, true, -3},
-                            {66, 64, false, true, true, 0}, {64, 64, true, true, false, 5},
-                            {3, 9, true, false, true, 0},   {12, 40, false, true, false, -20}};
+  const TileCase cases[] = {{1, 1, false, false, false, 0},    {5, 7, false, true, false, 0},
+                            {8, 16, true, false, false, 0},    {17, 33, true, true, true, -3},
+                            {66, 64, false, true, true, 0},    {64, 64, true, true, false, 5},
+                            {3, 9, true, false, true, 0},      {12, 40, false, true, false, -20},
+                            {9, 70, true, true, true, 2, 30.f}};
   for (const TileCase& c : cases) {
     CAPTURE(c.rows);
     CAPTURE(c.cols);
@@ -87,14 +89,23 @@ TEST_CASE("attention tile steps: every path against the scalar reference") {
     std::vector<uint8_t> keep(size_t(c.rows * c.cols));
     for (auto& b : keep) b = uint8_t(g() % 3 != 0);
     k::AttnTile t;
-    t.rows = c.rows, t.cols = c.cols, t.ld = ld, t.scale = 0.37f;
+    t.rows = c.rows, t.cols = c.cols, t.ld = ld, t.scale = c.scale;
     if (c.mask) t.mask = mask.data(), t.mask_ld = c.cols;
     t.causal = c.causal, t.diag = c.diag;
     if (c.keep) t.keep = keep.data(), t.keep_ld = c.cols, t.keep_scale = 1.25f;
     // Running statistics as a second tile would see them: some rows fresh (-inf, 0).
     std::vector<float> m0 = randv(g, c.rows, -1.f, 2.f), l0 = randv(g, c.rows, 0.5f, 3.f);
     for (size_t r = 0; r < m0.size(); r += 3) m0[r] = -kInf, l0[r] = 0.f;
-    const std::vector<float> lse = randv(g, c.rows, 1.f, 3.f), D = randv(g, c.rows);
+    // The backward's lse is at least every score of its row (it is their log-sum-exp): take
+    // the tile's own, from the reference's forward step, plus up to 2 (other tiles' keys).
+    std::vector<float> lse(size_t(c.rows));
+    {
+      std::vector<float> s1 = s0, m1(size_t(c.rows), -kInf), l1(size_t(c.rows), 0.f), a1 = l1;
+      k::attn_fwd_tile_ref(t, s1.data(), m1.data(), l1.data(), a1.data());
+      const std::vector<float> extra = randv(g, c.rows, 0.f, 2.f);
+      for (size_t r = 0; r < lse.size(); ++r) lse[r] = m1[r] + std::log(l1[r]) + extra[r];
+    }
+    const std::vector<float> D = randv(g, c.rows);
     std::vector<float> lse_some = lse;
     lse_some[0] = -kInf;  // a row no key reached
     const std::vector<float> dp0 = randv(g, c.rows * ld);

@@ -52,12 +52,24 @@ struct TileScratch {
   Scratch a, b;
 };
 
+// On a causal tile's diagonal, scores (r, c) with c > r + diag are zero after the softmax: the
+// products of that corner can be skipped. How a tile GEMM's dims map onto (r, c):
+//   cols    M = r, N = c (S = q·kᵀ, dP = dout·vᵀ): MR × NR tiles wholly past the diagonal are
+//           zero-filled instead of computed;
+//   k_upto  M = r, K = c (out += P·v, dq += dS·k): row panel r0.. sums only k <= r_last + diag;
+//   k_from  M = c, K = r (dv += Pᵀ·dout, dk += dSᵀ·q): row panel c0.. sums only k >= c0 − diag.
+struct Causal {
+  enum Kind { none, cols, k_upto, k_from } kind = none;
+  int64_t diag = 0;
+};
+
 // C[M, N] (+)= A[M, K] · B[K, N] for the small products of one tile. A is row-major (csA == 1)
 // or transposed (rsA == 1) and read in place when the table has the micro-kernel for it (rowa;
 // cola for full MR-row panels), else packed one panel at a time. A row-major B is read in place
 // but for its edge panel (N % NR columns), which is packed zero-padded.
 void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA,
-               int64_t csA, BOperand B, float* C, int64_t ldc, bool accumulate, TileScratch& sc) {
+               int64_t csA, BOperand B, float* C, int64_t ldc, bool accumulate, TileScratch& sc,
+               Causal causal = {}) {
   const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
   if (M <= 0 || N <= 0) return;
   const int64_t nfull = N / NR, nedge = N % NR;
@@ -68,8 +80,13 @@ void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const floa
     bedge = e;
   }
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
-    const int64_t m = std::min(MR, M - i0);
-    const float* a = A + i0 * rsA;
+    const int64_t m = std::min(MR, M - i0), last = i0 + m - 1;
+    int64_t k0 = 0, k1 = K;
+    if (causal.kind == Causal::k_upto) k1 = std::clamp<int64_t>(last + causal.diag + 1, 0, K);
+    if (causal.kind == Causal::k_from) k0 = std::clamp<int64_t>(i0 - causal.diag, 0, K);
+    const int64_t kc = k1 - k0;
+    if (kc <= 0 && accumulate) continue;
+    const float* a = A + i0 * rsA + k0 * csA;
     SgemmUkernelInPlaceA in_place = nullptr;
     int64_t lda = 0;
     if (csA == 1 && t.sgemm_ukernel_rowa != nullptr) {
@@ -77,19 +94,25 @@ void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const floa
     } else if (rsA == 1 && m == MR && t.sgemm_ukernel_cola != nullptr) {
       in_place = t.sgemm_ukernel_cola, lda = csA;
     } else {
-      float* ap = sc.a.get(std::max<int64_t>(K, 1) * MR);
-      pack_a(t, m, K, a, rsA, csA, MR, ap);
+      float* ap = sc.a.get(std::max<int64_t>(kc, 1) * MR);
+      pack_a(t, m, kc, a, rsA, csA, MR, ap);
       a = ap;
     }
     for (int64_t jp = 0; jp * NR < N; ++jp) {
       const int64_t n = std::min(NR, N - jp * NR);
-      const float* b = B.packed ? B.p + jp * K * NR : jp < nfull ? B.p + jp * NR : bedge;
-      const int64_t ldb = B.packed || jp == nfull ? NR : B.ld;
       float* c = C + i0 * ldc + jp * NR;
+      if (causal.kind == Causal::cols && jp * NR > last + causal.diag) {  // all past the diagonal
+        for (int64_t i = 0; i < m && !accumulate; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+        continue;
+      }
+      const float* b = B.packed     ? B.p + jp * K * NR + k0 * NR
+                       : jp < nfull ? B.p + k0 * B.ld + jp * NR
+                                    : bedge + k0 * NR;
+      const int64_t ldb = B.packed || jp == nfull ? NR : B.ld;
       if (in_place != nullptr)
-        in_place(K, a, lda, b, ldb, c, ldc, m, n, accumulate);
+        in_place(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
       else
-        t.sgemm_ukernel(K, a, b, ldb, c, ldc, m, n, accumulate);
+        t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
     }
   }
 }
@@ -136,13 +159,17 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
     const int64_t cols = std::min(bl.bc, p.S - j0);
+    // Only the tile that crosses the diagonal has products to skip.
+    const bool crossing = p.causal && j0 + cols - 1 > i0;
+    const Causal diag{crossing ? Causal::cols : Causal::none, i0 - j0};
     tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt + j0 / NR * p.E * NR, 0, true}, s,
-              bl.bc, false, sc);
+              bl.bc, false, sc, diag);
     t.attn_fwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, m, l, alpha);
     for (int64_t r = 0; r < rows; ++r)
       if (alpha[r] != 1.f)
         for (int64_t e = 0; e < p.Ev; ++e) o[r * p.Ev + e] *= alpha[r];
-    tile_gemm(t, rows, p.Ev, cols, s, bl.bc, 1, {p.v.at(n, j0), p.v.ld, false}, o, p.Ev, true, sc);
+    tile_gemm(t, rows, p.Ev, cols, s, bl.bc, 1, {p.v.at(n, j0), p.v.ld, false}, o, p.Ev, true, sc,
+              {crossing ? Causal::k_upto : Causal::none, i0 - j0});
   }
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = out.at(n, i0 + r);
@@ -164,10 +191,11 @@ void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<floa
   parallel_for(p.batch, [&](int64_t n) {
     if (p.S > 0) pack_b(t, p.E, p.S, p.k.at(n, 0), 1, p.k.ld, NR, kt + n * kt_size);
   });
-  // Causal blocks further down see more keys: hand those out first.
+  // One problem's blocks one after another, so that its kᵀ and v stay in cache between them;
+  // within a problem, the blocks further down (which see more keys) first.
   const int64_t nqb = (p.L + bl.br - 1) / bl.br;
   parallel_for(p.batch * nqb, [&](int64_t task) {
-    const int64_t n = task % p.batch, ib = nqb - 1 - task / p.batch;
+    const int64_t n = task / nqb, ib = nqb - 1 - task % nqb;
     forward_block(t, p, bl, kt + n * kt_size, n, ib * bl.br, out, lse);
   });
 }
@@ -205,19 +233,24 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
     // Causal: query blocks wholly above key j0 see none of this block.
     for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br) {
       const int64_t rows = std::min(bl.br, p.L - i0);
-      tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt, 0, true}, s, bl.bc, false, sc);
+      const bool crossing = p.causal && j0 + cols - 1 > i0;
+      const auto diag = [&](Causal::Kind k) {
+        return Causal{crossing ? k : Causal::none, i0 - j0};
+      };
+      tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt, 0, true}, s, bl.bc, false, sc,
+                diag(Causal::cols));
       tile_gemm(t, rows, cols, p.Ev, dout.at(n, i0), dout.ld, 1, {vt, 0, true}, dp, bl.bc, false,
-                sc);
+                sc, diag(Causal::cols));
       t.attn_bwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, dp, lse + n * p.L + i0,
                       D + i0);
       // dv_j += (P∘keep)ᵀ · dout_i and dk_j += dSᵀ · q_i: the tiles read transposed, in place.
       tile_gemm(t, cols, p.Ev, rows, s, 1, bl.bc, {dout.at(n, i0), dout.ld, false}, dv.at(n, j0),
-                dv.ld, true, sc);
+                dv.ld, true, sc, diag(Causal::k_from));
       tile_gemm(t, cols, p.E, rows, dp, 1, bl.bc, {p.q.at(n, i0), p.q.ld, false}, dk.at(n, j0),
-                dk.ld, true, sc);
+                dk.ld, true, sc, diag(Causal::k_from));
       // dq_i += dS · k_j
       tile_gemm(t, rows, p.E, cols, dp, bl.bc, 1, {p.k.at(n, j0), p.k.ld, false}, dq.at(n, i0),
-                dq.ld, true, sc);
+                dq.ld, true, sc, diag(Causal::k_upto));
     }
   }
 }

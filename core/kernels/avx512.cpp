@@ -223,6 +223,7 @@ struct V {
   // y · 2^n in one correctly rounded vscalefps, denormal results included: over all 2^32 float
   // inputs exp_v gives the same bits as with the two-normal-factor form the other ISAs use.
   static T ldexp_int(T y, T n) { return _mm512_scalef_ps(y, n); }
+  static T ldexp_normal(T y, T n) { return _mm512_scalef_ps(y, n); }
   static float hsum(T v) { return _mm512_reduce_add_ps(v); }
   static float hmax(T v) { return _mm512_reduce_max_ps(v); }
   static M is_nan(T v) { return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q); }

@@ -101,6 +101,10 @@ struct V {
     const T s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
     return vmulq_f32(vmulq_f32(y, s1), s2);
   }
+  static T ldexp_normal(T y, T n) {
+    const int32x4_t e = vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127));
+    return vmulq_f32(y, vreinterpretq_f32_s32(vshlq_n_s32(e, 23)));
+  }
   static float hsum(T v) { return vaddvq_f32(v); }
   static float hmax(T v) { return vmaxvq_f32(v); }
   static M is_nan(T v) { return vmvnq_u32(vceqq_f32(v, v)); }

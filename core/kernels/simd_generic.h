@@ -7,6 +7,7 @@
 // V provides (W lanes of float; M is its lane-mask type):
 //   load(p) store(p, v) set1(f) add sub mul div fma(a, b, c) = a*b + c  sqrt  min max
 //   round_nearest(v)  ldexp_int(y, n) = y * 2^n for integer-valued n in [-150, 128]
+//   ldexp_normal(y, n) = y * 2^n for integer-valued n in [-126, 127] (2^n a normal float)
 //   hsum(v) hmax(v)   is_nan(v) -> M   lt(a, b) -> M   select(M, a, b) = M ? a : b
 //   mask_u8(p) -> M (lane i set when p[i] != 0)
 // min(c, x) and max(c, x) must return x when x is NaN (x86 minps/maxps return the second operand
@@ -134,6 +135,25 @@ inline V::T exp_v(V::T x) {
   p = V::fma(p, r, V::set1(5.0000001201e-1f));
   const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
   return V::select(under, V::set1(0.f), V::ldexp_int(y, n));
+}
+// exp(x) for x <= 0 (and -inf, NaN): the attention kernel's exp(score − max). exp_v's polynomial
+// with a one-step 2^n, since n >= -126 once results below 2^-126 (x < -87.33) flush to 0: a
+// weight that far below its row's largest cannot change the row's sums in float.
+inline V::T exp_nonpos_v(V::T x) {
+  const V::T lo = V::set1(-87.33f);
+  const V::M under = V::lt(x, lo);  // -inf too; false for NaN
+  x = V::max(lo, x);                // x second: NaN stays NaN
+  const V::T n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
+  V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
+  r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
+  V::T p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
+  return V::select(under, V::set1(0.f), V::ldexp_normal(y, n));
 }
 void exp_simd(int64_t n, const float* x, float* y) {
   for_each_vec(n, [&](int64_t i, int64_t c) { store_n(y + i, exp_v(load_n(x + i, c)), c); });
@@ -455,8 +475,10 @@ void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* 
     const float* mr = t.mask != nullptr ? t.mask + r * t.mask_ld : nullptr;
     const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
     V::T vmax = V::set1(m[r]);
-    for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
-      vmax = V::max(vmax, attn_scores(t, r, sr, mr, c, cnt));
+    for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {  // scores in place, and their max
+      const V::T x = attn_scores(t, r, sr, mr, c, cnt);
+      store_n(sr + c, x, cnt);
+      vmax = V::max(vmax, x);
     });
     const float mx = V::hmax(vmax);
     if (mx == ninf) {  // nothing reaches this row yet
@@ -467,7 +489,7 @@ void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* 
     const V::T vm = V::set1(mx);
     V::T vsum = V::set1(0.f);
     for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
-      V::T e = exp_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vm));  // 0 past cnt
+      V::T e = exp_nonpos_v(V::sub(load_n(sr + c, cnt, ninf), vm));  // 0 past cnt
       vsum = V::add(vsum, e);
       if (kr != nullptr) e = V::mul(e, attn_keep(t, kr, c, cnt));
       store_n(sr + c, e, cnt);
@@ -492,7 +514,7 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
     const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
     const V::T vl = V::set1(lse[r]), vd = V::set1(D[r]);
     for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
-      const V::T P = exp_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vl));
+      const V::T P = exp_nonpos_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vl));
       V::T g = load_n(dr + c, cnt), pk = P;
       if (kr != nullptr) {
         const V::T kf = attn_keep(t, kr, c, cnt);

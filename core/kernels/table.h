@@ -57,7 +57,8 @@ void attn_fwd_tile_ref(const AttnTile& t, float* s, float* m, float* l, float* a
 // The backward step, per element: P = exp(x − lse[r]) (0 when lse[r] = -inf), then
 //   s[r, c]  = P · keep                                (for dv = (P∘keep)ᵀ · dout)
 //   dp[r, c] = scale · P · (dp[r, c] · keep − D[r])    (dS, for dq = dS · k and dk = dSᵀ · q)
-// where dp comes in as dout · vᵀ and D[r] = dout[r] · out[r].
+// where dp comes in as dout · vᵀ and D[r] = dout[r] · out[r]. lse[r] is the row's log-sum-exp
+// over all its keys, so no x exceeds it (the SIMD paths' exp assumes x − lse <= 0).
 void attn_bwd_tile_ref(const AttnTile& t, float* s, float* dp, const float* lse, const float* D);
 
 struct KernelTable {
