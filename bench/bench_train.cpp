@@ -1,6 +1,8 @@
 // bench_train: training throughput (tokens/s) and peak RSS of a full step (forward, cross-entropy,
-// backward, AdamW) for the tiny config and gpt2-124m (context 256, batch 2) at 2 threads, next to
-// PyTorch running the book's GPTModel on the same batches when /usr/bin/python3 has torch.
+// backward, AdamW) for the tiny config, gpt2-124m (context 256, batch 2) and, when asked for,
+// gpt2-124m at context 1024 (batch 2), at 2 threads, next to PyTorch running the book's GPTModel
+// on the same batches when /usr/bin/python3 has torch. Ours runs once per attention route
+// (--attention: the fused scaled_dot_product_attention, the book's op-by-op MultiHeadAttention).
 //
 // Each measurement runs in a child process (this binary with --child, or tools/
 // bench_train_torch.py), so peak RSS (wait4's ru_maxrss) belongs to that run alone. Both sides
@@ -12,7 +14,7 @@
 // background load; the mean step of every run is in --json. Compare numbers within one machine.
 //
 // usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N]
-//                    [--no-torch] [--only tiny|gpt2-124m]
+//                    [--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book]
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 
 #include "bench/child.h"
 #include "bench/cli_args.h"
+#include "bench/machine.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
@@ -47,12 +50,18 @@ struct Config {
 std::vector<Config> configs() {
   nn::GPTConfig tiny = nn::gpt_preset("tiny");
   tiny.vocab_size = 50257;  // the issue's tiny reference: GPT-2 vocabulary
-  return {{"tiny", tiny, 2}, {"gpt2-124m", nn::gpt_preset("gpt2-124m"), 2}};
+  nn::GPTConfig long_ctx = nn::gpt_preset("gpt2-124m");
+  long_ctx.context_length = 1024;  // GPT-2's own context
+  return {{"tiny", tiny, 2},
+          {"gpt2-124m", nn::gpt_preset("gpt2-124m"), 2},
+          {"gpt2-124m-1024", long_ctx, 2}};
 }
 
 // ---- child: one configuration, our engine ----
-int run_child(const Config& c, int64_t steps) {
+int run_child(Config c, int64_t steps, const std::string& attention) {
   train::keep_freed_memory();  // as `tapegrad train` does
+  c.cfg.attention = attention;
+  c.cfg.validate();
   manual_seed(123);
   nn::GPTModel model(c.cfg);
   model.train();
@@ -151,7 +160,23 @@ int main(int argc, char** argv) {
   bool json = false, torch = true;
   int threads = 2;
   int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
-  std::string only;
+  std::vector<std::string> only = {"tiny", "gpt2-124m"}, routes = {"fused", "book"};
+  auto list = [](const std::string& s, const std::vector<std::string>& allowed,
+                 const char* option) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');) {
+      if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+        std::string names;
+        for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+        bench::bad_option("bench_train", std::string(option) + " wants a list of " + names +
+                                             ", got '" + item + "'");
+      }
+      v.push_back(item);
+    }
+    if (v.empty()) bench::bad_option("bench_train", std::string(option) + " needs a value");
+    return v;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -165,8 +190,9 @@ int main(int argc, char** argv) {
       if (a == "--child") {
         const std::string name = next();
         const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
+        const std::string route = next();
         for (const Config& c : configs())
-          if (name == c.name) return run_child(c, steps);
+          if (name == c.name) return run_child(c, steps, route);
         std::cerr << "bench_train: unknown config " << name << "\n";
         return 2;
       } else if (a == "--json") {
@@ -182,11 +208,9 @@ int main(int argc, char** argv) {
       } else if (a == "--reps") {
         reps = bench::positive_int("bench_train", a, next(), 100);
       } else if (a == "--only") {
-        only = next();
-        if (only != "tiny" && only != "gpt2-124m") {
-          std::cerr << "bench_train: --only wants tiny or gpt2-124m, got '" << only << "'\n";
-          return 2;
-        }
+        only = list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
+      } else if (a == "--attention") {
+        routes = list(next(), {"fused", "book"}, "--attention");
       } else {
         std::cerr << "bench_train: unknown option " << a << "\n";
         return 2;
@@ -212,15 +236,17 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::string> rows;
-  if (!json)
-    std::printf("%-10s %7s %12s %12s %8s %11s %11s %11s %11s\n", "config", "threads", "ours tok/s",
-                "torch tok/s", "speedup", "ours RSS", "torch RSS", "ours loss0", "torch loss0");
+  if (!json) {
+    std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
+    std::printf("%-14s %-6s %7s %12s %12s %8s %11s %11s %11s %11s\n", "config", "route", "threads",
+                "ours tok/s", "torch tok/s", "speedup", "ours RSS", "torch RSS", "ours loss0",
+                "torch loss0");
+  }
   int rc = 0;
   for (const Config& c : configs()) {
-    if (!only.empty() && only != c.name) continue;
+    if (std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     const int64_t steps = std::string(c.name) == "tiny" ? steps_tiny : steps_124m;
     const int64_t tokens = c.batch * c.cfg.context_length;
-    const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps)};
     const std::vector<std::string> torch_args = {"/usr/bin/python3",
                                                  script,
                                                  std::to_string(c.cfg.vocab_size),
@@ -231,62 +257,73 @@ int main(int argc, char** argv) {
                                                  std::to_string(c.batch),
                                                  std::to_string(steps),
                                                  std::to_string(threads)};
-    Result ours, theirs;
-    // Alternate, starting with ours then theirs and swapping each run, until a side fails.
-    bool ours_alive = true, theirs_alive = torch;
-    for (int64_t r = 0; r < reps && (ours_alive || theirs_alive); ++r)
-      for (int side = 0; side < 2; ++side) {
-        if ((side == r % 2) && ours_alive)
-          ours_alive = measure(ours, our_args, threads, steps, tokens);
-        else if ((side != r % 2) && theirs_alive)
-          theirs_alive = measure(theirs, torch_args, threads, steps, tokens);
+    Result theirs;  // one PyTorch measurement per config, beside the first route
+    bool theirs_alive = torch;
+    for (size_t ri = 0; ri < routes.size(); ++ri) {
+      const std::string& route = routes[ri];
+      const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps),
+                                                 route};
+      Result ours;
+      if (ri > 0) theirs_alive = false;
+      // Alternate, starting with ours then theirs and swapping each run, until a side fails.
+      bool ours_alive = true;
+      for (int64_t r = 0; r < reps && (ours_alive || theirs_alive); ++r)
+        for (int side = 0; side < 2; ++side) {
+          if ((side == r % 2) && ours_alive)
+            ours_alive = measure(ours, our_args, threads, steps, tokens);
+          else if ((side != r % 2) && theirs_alive)
+            theirs_alive = measure(theirs, torch_args, threads, steps, tokens);
+        }
+      if (!ours.ok) {
+        std::cerr << "bench_train: our " << c.name << " (" << route
+                  << ") run failed: " << ours.error << "\n";
+        rc = 1;
       }
-    if (!ours.ok) {
-      std::cerr << "bench_train: our " << c.name << " run failed: " << ours.error << "\n";
-      rc = 1;
-    }
-    if (torch && !theirs.ok) {  // PyTorch is there but its run failed: the table lacks a peer
-      std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
-      rc = 1;
-    }
-    if (json) {
-      rows.push_back(
-          "{\"config\": \"" + std::string(c.name) + "\", \"threads\": " + std::to_string(threads) +
-          ", \"batch\": " + std::to_string(c.batch) +
-          ", \"context\": " + std::to_string(c.cfg.context_length) +
-          ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
-          ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
-          ", \"ours_run_median_s\": " + json_list(ours.run_medians) +
-          ", \"ours_run_mean_s\": " + json_list(ours.run_means) + ", \"ours_peak_rss_mb\": " +
-          bench::json_number(ours.ok ? double(ours.rss_kb) / 1024 : NAN) +
-          ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
-          ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
-          ", \"torch_run_median_s\": " + json_list(theirs.run_medians) +
-          ", \"torch_run_mean_s\": " + json_list(theirs.run_means) + ", \"torch_peak_rss_mb\": " +
-          bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
-          ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
-    } else {
-      auto mb = [](const Result& r) {
-        char b[32];
-        if (!r.ok) return std::string("-");
-        std::snprintf(b, sizeof b, "%.0f MB", double(r.rss_kb) / 1024);
-        return std::string(b);
-      };
-      auto num = [](const Result& r, const char* fmt, double v) {
-        char b[32];
-        if (!r.ok) return std::string("-");
-        std::snprintf(b, sizeof b, fmt, v);
-        return std::string(b);
-      };
-      const bool both = ours.ok && theirs.ok;
-      std::printf(
-          "%-10s %7d %12s %12s %8s %11s %11s %11s %11s\n", c.name, threads,
-          num(ours, "%.0f", ours.tokens_per_s).c_str(),
-          num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
-          both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
-          mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
-          num(theirs, "%.6f", theirs.first_loss).c_str());
-      std::fflush(stdout);
+      if (torch && !theirs.ok &&
+          ri == 0) {  // PyTorch is there but its run failed: the table lacks a peer
+        std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
+        rc = 1;
+      }
+      if (json) {
+        rows.push_back(
+            "{\"config\": \"" + std::string(c.name) + "\", \"attention\": \"" + route +
+            "\", \"cpu\": \"" + bench::cpu_model() + "\", \"threads\": " + std::to_string(threads) +
+            ", \"batch\": " + std::to_string(c.batch) +
+            ", \"context\": " + std::to_string(c.cfg.context_length) +
+            ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
+            ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
+            ", \"ours_run_median_s\": " + json_list(ours.run_medians) +
+            ", \"ours_run_mean_s\": " + json_list(ours.run_means) + ", \"ours_peak_rss_mb\": " +
+            bench::json_number(ours.ok ? double(ours.rss_kb) / 1024 : NAN) +
+            ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
+            ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
+            ", \"torch_run_median_s\": " + json_list(theirs.run_medians) +
+            ", \"torch_run_mean_s\": " + json_list(theirs.run_means) + ", \"torch_peak_rss_mb\": " +
+            bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
+            ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
+      } else {
+        auto mb = [](const Result& r) {
+          char b[32];
+          if (!r.ok) return std::string("-");
+          std::snprintf(b, sizeof b, "%.0f MB", double(r.rss_kb) / 1024);
+          return std::string(b);
+        };
+        auto num = [](const Result& r, const char* fmt, double v) {
+          char b[32];
+          if (!r.ok) return std::string("-");
+          std::snprintf(b, sizeof b, fmt, v);
+          return std::string(b);
+        };
+        const bool both = ours.ok && theirs.ok;
+        std::printf(
+            "%-14s %-6s %7d %12s %12s %8s %11s %11s %11s %11s\n", c.name, route.c_str(), threads,
+            num(ours, "%.0f", ours.tokens_per_s).c_str(),
+            num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
+            both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
+            mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
+            num(theirs, "%.6f", theirs.first_loss).c_str());
+        std::fflush(stdout);
+      }
     }
   }
   if (json) {
