@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -130,64 +131,10 @@ impl, B, T, threads, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int
 torch.set_num_threads(threads)
 D, H = 768, 12
 
-class CausalAttention(nn.Module):  # the book's, ch03.py
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-    def forward(self, x):
-        b, n, d = x.shape
-        keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
-        s = queries @ keys.transpose(1, 2)
-        s.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
-        w = self.dropout(torch.softmax(s / keys.shape[-1] ** 0.5, dim=-1))
-        return w @ values
-
-class MultiHeadAttentionWrapper(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.heads = nn.ModuleList([CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
-    def forward(self, x):
-        return torch.cat([head(x) for head in self.heads], dim=-1)
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-    def forward(self, x):
-        b, n, _ = x.shape
-        split = lambda t: t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        keys, queries, values = split(self.W_key(x)), split(self.W_query(x)), split(self.W_value(x))
-        s = queries @ keys.transpose(2, 3)
-        s.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
-        w = self.dropout(torch.softmax(s / keys.shape[-1] ** 0.5, dim=-1))
-        ctx = (w @ values).transpose(1, 2).contiguous().view(b, n, self.d_out)
-        return self.out_proj(ctx)
-
-class MHAPyTorchScaledDotProduct(nn.Module):  # the bonus notebook's
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
-        super().__init__()
-        self.num_heads, self.context_length = num_heads, context_length
-        self.head_dim, self.d_out = d_out // num_heads, d_out
-        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
-        self.proj = nn.Linear(d_out, d_out)
-        self.dropout = dropout
-    def forward(self, x):
-        b, n, _ = x.shape
-        qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        queries, keys, values = qkv
-        ctx = nn.functional.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=None, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
-        return self.proj(ctx.transpose(1, 2).contiguous().view(b, n, self.d_out))
+# The book's classes (tests/golden/book_gpt.py, book_ch03.py), passed in as text: the chroot of
+# PyTorch 2 cannot see the source tree.
+exec(sys.argv[6])
+exec(sys.argv[7])
 
 def book_core(q, k, v):
     s = q @ k.transpose(2, 3)
@@ -248,6 +195,16 @@ Peer find_peer(std::vector<std::string> launcher, const std::string& what) {
   return p;
 }
 
+// tests/golden/<name>: the book's classes, for the PyTorch peers.
+std::string read_source(const std::string& name) {
+  const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden/" + name;
+  std::ifstream f(path);
+  if (!f) bench::bad_option("bench_attention", "cannot read " + path);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
 void parse_child(const std::string& out, Measure& m) {
   std::istringstream is(out);
   if (!(is >> m.fwd_ms >> m.fwdbwd_ms >> m.checksum >> m.base_kb))
@@ -262,6 +219,8 @@ Measure measure(const std::vector<std::string>& cmd, const std::string& side,
   args.insert(args.end(), {impl, std::to_string(B), std::to_string(T)});
   if (side != kOurs) args.push_back(std::to_string(threads));
   args.push_back(std::to_string(reps));
+  if (side != kOurs)
+    for (const char* f : {"book_gpt.py", "book_ch03.py"}) args.push_back(read_source(f));
   std::string out;
   if (bench::run_child(args, threads, out, m.peak_kb, m.error)) parse_child(out, m);
   return m;

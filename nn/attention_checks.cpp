@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 namespace tg::nn::detail {
 
@@ -30,6 +31,17 @@ void check_attention_input(const char* module, const Tensor& x, int64_t rank, in
        << " (the causal mask is " << context_length << "x" << context_length << ")";
     throw std::invalid_argument(os.str());
   }
+}
+
+int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads) {
+  if (num_heads < 1)
+    throw std::invalid_argument(std::string(module) + ": num_heads must be >= 1, got " +
+                                std::to_string(num_heads));
+  if (d_out % num_heads != 0)  // the book's assert, checked before anything is drawn
+    throw std::invalid_argument(
+        std::string(module) + ": d_out must be divisible by num_heads (d_out=" +
+        std::to_string(d_out) + ", num_heads=" + std::to_string(num_heads) + ")");
+  return d_out / num_heads;
 }
 
 }  // namespace tg::nn::detail

@@ -13,4 +13,8 @@ namespace tg::nn::detail {
 void check_attention_input(const char* module, const Tensor& x, int64_t rank, int64_t d_in,
                            int64_t context_length = -1);
 
+// d_out / num_heads, after the book's assert: throws std::invalid_argument "<module>: d_out must
+// be divisible by num_heads (d_out=.., num_heads=..)", or "num_heads must be >= 1".
+int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads);
+
 }  // namespace tg::nn::detail

@@ -11,19 +11,6 @@
 
 namespace tg::nn {
 
-namespace {
-int64_t checked_head_dim(int64_t d_out, int64_t num_heads) {
-  if (num_heads < 1)
-    throw std::invalid_argument("MultiHeadAttention: num_heads must be >= 1, got " +
-                                std::to_string(num_heads));
-  if (d_out % num_heads != 0)  // the book's assert, checked before anything is drawn
-    throw std::invalid_argument(
-        "MultiHeadAttention: d_out must be divisible by num_heads (d_out=" + std::to_string(d_out) +
-        ", num_heads=" + std::to_string(num_heads) + ")");
-  return d_out / num_heads;
-}
-}  // namespace
-
 MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length,
                                        double dropout, int64_t num_heads, bool qkv_bias,
                                        Generator* gen)
@@ -32,7 +19,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t cont
       d_out(d_out),
       context_length(context_length),
       num_heads(num_heads),
-      head_dim(checked_head_dim(d_out, num_heads)) {  // Reduce the projection dim per head
+      head_dim(detail::checked_head_dim("MultiHeadAttention", d_out,
+                                        num_heads)) {  // Reduce the projection dim per head
   register_module("W_query", &W_query, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_key", &W_key, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_value", &W_value, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));

@@ -9,19 +9,6 @@
 
 namespace tg::nn {
 
-namespace {
-int64_t checked_head_dim(int64_t d_out, int64_t num_heads) {
-  if (num_heads < 1)
-    throw std::invalid_argument("MHAPyTorchScaledDotProduct: num_heads must be >= 1, got " +
-                                std::to_string(num_heads));
-  if (d_out % num_heads != 0)
-    throw std::invalid_argument(
-        "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=" +
-        std::to_string(d_out) + ", num_heads=" + std::to_string(num_heads) + ")");
-  return d_out / num_heads;
-}
-}  // namespace
-
 MHAPyTorchScaledDotProduct::MHAPyTorchScaledDotProduct(int64_t d_in, int64_t d_out,
                                                        int64_t num_heads, int64_t context_length,
                                                        double dropout, bool qkv_bias,
@@ -29,7 +16,7 @@ MHAPyTorchScaledDotProduct::MHAPyTorchScaledDotProduct(int64_t d_in, int64_t d_o
     : Module("MHAPyTorchScaledDotProduct"),
       num_heads(num_heads),
       context_length(context_length),
-      head_dim(checked_head_dim(d_out, num_heads)),
+      head_dim(detail::checked_head_dim("MHAPyTorchScaledDotProduct", d_out, num_heads)),
       d_out(d_out),
       dropout(dropout),
       gen(gen) {

@@ -16,30 +16,15 @@
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
+#include "tests/kernel_testing.h"
 
 namespace k = tg::kernels;
+using tg::testing::for_each_isa;
+using tg::testing::randv;
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<float> randv(std::mt19937& g, int64_t n, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(std::max<int64_t>(n, 0)));
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-template <class F>
-void for_each_isa(F body) {
-  const std::string before = k::active_isa();
-  for (const std::string& isa : k::available_isas()) {
-    k::set_isa(isa);
-    INFO("isa = " << isa);
-    body(isa);
-  }
-  k::set_isa(before);
-}
 
 // |got − want| <= rel · (scale + |want|) elementwise, with scale the largest |want|: the float
 // kernel against the double-accumulating reference. Infinities and NaN must match exactly.

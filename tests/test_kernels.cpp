@@ -23,29 +23,13 @@
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
+#include "tests/kernel_testing.h"
 
 namespace k = tg::kernels;
+using tg::testing::for_each_isa;
+using tg::testing::randv;
 
 namespace {
-
-std::vector<float> randv(std::mt19937& g, int64_t n, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-// Runs body once per available path with that path active; restores the default afterwards.
-template <class F>
-void for_each_isa(F body) {
-  const std::string before = k::active_isa();
-  for (const std::string& isa : k::available_isas()) {
-    k::set_isa(isa);
-    INFO("isa = " << isa);
-    body(isa);
-  }
-  k::set_isa(before);
-}
 
 // |got - want| <= tol[i]; reports the first few failures with their index.
 void check_close(const std::vector<float>& got, const std::vector<float>& want,

@@ -113,9 +113,23 @@ void binary_scalar_simd(BinOp op, int64_t n, const float* a, float s, float* out
 
 // ---- exp --------------------------------------------------------------------------------------
 // exp(x) = 2^n · exp(r), n = round(x / ln2), r = x - n·ln2 in [-ln2/2, ln2/2] (ln2 split in two
-// parts so n·ln2_hi is exact). exp(r) is Cephes' degree-7 polynomial (1 + r + r²·P(r)); the
-// scale 2^n is applied in two halves so results down to the smallest denormal round correctly
-// and n = 128 does not overflow early. Max relative error 2e-7 (tested against std::exp).
+// parts so n·ln2_hi is exact). exp(r) is Cephes' degree-7 polynomial (1 + r + r²·P(r)). Returns
+// exp(r) and sets n; exp_v and exp_nonpos_v differ only in how they apply 2^n.
+inline V::T exp_reduced(V::T x, V::T& n) {
+  n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
+  V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
+  r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
+  V::T p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  return V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
+}
+// All floats: the scale 2^n is applied in two halves so results down to the smallest denormal
+// round correctly and n = 128 does not overflow early. Max relative error 2e-7 (tested against
+// std::exp).
 inline V::T exp_v(V::T x) {
   const V::T lo = V::set1(-104.f), hi = V::set1(89.f);  // beyond these, 0 and +inf
   // Lanes below lo (masked attention scores are -inf) give 0 outright: computed from lo, their
@@ -124,35 +138,18 @@ inline V::T exp_v(V::T x) {
   const V::M under = V::lt(x, lo);  // false for NaN
   x = V::max(lo, V::min(hi, x));    // x second: NaN stays NaN
   x = V::select(under, V::set1(0.f), x);
-  const V::T n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
-  V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
-  r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
-  V::T p = V::set1(1.9875691500e-4f);
-  p = V::fma(p, r, V::set1(1.3981999507e-3f));
-  p = V::fma(p, r, V::set1(8.3334519073e-3f));
-  p = V::fma(p, r, V::set1(4.1665795894e-2f));
-  p = V::fma(p, r, V::set1(1.6666665459e-1f));
-  p = V::fma(p, r, V::set1(5.0000001201e-1f));
-  const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
+  V::T n;
+  const V::T y = exp_reduced(x, n);
   return V::select(under, V::set1(0.f), V::ldexp_int(y, n));
 }
-// exp(x) for x <= 0 (and -inf, NaN): the attention kernel's exp(score − max). exp_v's polynomial
-// with a one-step 2^n, since n >= -126 once results below 2^-126 (x < -87.33) flush to 0: a
-// weight that far below its row's largest cannot change the row's sums in float.
+// x <= 0 (and -inf, NaN) only: the attention kernel's exp(score − max). A one-step 2^n, since
+// n >= -126 once results below 2^-126 (x < -87.33) flush to 0: a weight that far below its row's
+// largest cannot change the row's sums in float.
 inline V::T exp_nonpos_v(V::T x) {
   const V::T lo = V::set1(-87.33f);
   const V::M under = V::lt(x, lo);  // -inf too; false for NaN
-  x = V::max(lo, x);                // x second: NaN stays NaN
-  const V::T n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
-  V::T r = V::fma(n, V::set1(-0.693145751953125f), x);
-  r = V::fma(n, V::set1(-1.428606765330187045e-06f), r);
-  V::T p = V::set1(1.9875691500e-4f);
-  p = V::fma(p, r, V::set1(1.3981999507e-3f));
-  p = V::fma(p, r, V::set1(8.3334519073e-3f));
-  p = V::fma(p, r, V::set1(4.1665795894e-2f));
-  p = V::fma(p, r, V::set1(1.6666665459e-1f));
-  p = V::fma(p, r, V::set1(5.0000001201e-1f));
-  const V::T y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.f));
+  V::T n;
+  const V::T y = exp_reduced(V::max(lo, x), n);  // x second: NaN stays NaN
   return V::select(under, V::set1(0.f), V::ldexp_normal(y, n));
 }
 void exp_simd(int64_t n, const float* x, float* y) {

@@ -21,76 +21,14 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The book's chapter-4 versions of these, shared with the trainer's goldens and the benchmarks.
+# The book's classes: chapter 3's (book_ch03.py), and chapter 4's versions of the rest (book_gpt.py),
+# shared with the trainer's goldens and the benchmarks.
+from book_ch03 import (CausalAttention, MultiHeadAttentionWrapper, SelfAttention_v1,  # noqa: E402
+                       SelfAttention_v2)
 from book_gpt import GELU, LayerNorm, MultiHeadAttention  # noqa: E402
 
 VERSION = 1
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ch03_torch113.txt")
-
-
-# ---- the book's classes, as in pkg/llms_from_scratch/ch03.py ----
-class SelfAttention_v1(nn.Module):
-    def __init__(self, d_in, d_out):
-        super().__init__()
-        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
-
-    def forward(self, x):
-        keys = x @ self.W_key
-        queries = x @ self.W_query
-        values = x @ self.W_value
-        attn_scores = queries @ keys.T
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-        return attn_weights @ values
-
-
-class SelfAttention_v2(nn.Module):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-
-    def forward(self, x):
-        keys = self.W_key(x)
-        queries = self.W_query(x)
-        values = self.W_value(x)
-        attn_scores = queries @ keys.T
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-        return attn_weights @ values
-
-
-class CausalAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-        super().__init__()
-        self.d_out = d_out
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-
-    def forward(self, x):
-        b, num_tokens, d_in = x.shape
-        keys = self.W_key(x)
-        queries = self.W_query(x)
-        values = self.W_value(x)
-        attn_scores = queries @ keys.transpose(1, 2)
-        attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-        attn_weights = self.dropout(attn_weights)
-        return attn_weights @ values
-
-
-class MultiHeadAttentionWrapper(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
-
-    def forward(self, x):
-        return torch.cat([head(x) for head in self.heads], dim=-1)
 
 
 INPUTS = torch.tensor(
@@ -110,6 +48,14 @@ def fmt(key, t):
     return "tensor %s %d %s %s" % (key, len(dims), " ".join(map(str, dims)), vals)
 
 
+def backward_weighted(y):
+    """loss = (y * w).sum() with w = sin(1), sin(2), ... in double, rounded to float32, then
+    backward; returns w (stored in the golden, not recomputed)."""
+    w = torch.sin(torch.arange(1, y.numel() + 1, dtype=torch.float64)).to(torch.float32).reshape(y.shape)
+    (y * w).sum().backward()
+    return w
+
+
 def case(lines, name, seed, make, x):
     """manual_seed(seed); m = make(); y = m(x) (the forward draws dropout masks after construction)."""
     torch.manual_seed(seed)
@@ -119,9 +65,7 @@ def case(lines, name, seed, make, x):
         lines.append(fmt("init." + k, v))
     x = x.clone().requires_grad_(True)
     y = m(x)
-    # loss weights: sin(1), sin(2), ... in double, rounded to float32 (stored, not recomputed)
-    w = torch.sin(torch.arange(1, y.numel() + 1, dtype=torch.float64)).to(torch.float32).reshape(y.shape)
-    (y * w).sum().backward()
+    w = backward_weighted(y)
     lines.append(fmt("input", x))
     lines.append(fmt("loss_weights", w))
     lines.append(fmt("output", y))

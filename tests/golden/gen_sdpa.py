@@ -11,7 +11,7 @@
 PyTorch 1.13 has no scaled_dot_product_attention, so this runs in ../shared/tools/torch2-python's
 chroot (Debian trixie's PyTorch 2.6), from the repository root:
     R=$(../shared/tools/torch2-python --root) && mkdir -p $R/tmp/tg-golden &&
-    cp tests/golden/gen_ch03.py tests/golden/gen_sdpa.py tests/golden/book_gpt.py $R/tmp/tg-golden/ &&
+    cp tests/golden/{gen_ch03,gen_sdpa,book_gpt,book_ch03}.py $R/tmp/tg-golden/ &&
     ../shared/tools/torch2-python /tmp/tg-golden/gen_sdpa.py &&
     cp $R/tmp/tg-golden/sdpa_torch2.txt tests/golden/
 """
@@ -19,40 +19,14 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_ch03 import BATCH, case, fmt  # noqa: E402
+from book_ch03 import MHAPyTorchScaledDotProduct  # noqa: E402
+from gen_ch03 import BATCH, backward_weighted, case, fmt  # noqa: E402
 
 VERSION = 1
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdpa_torch2.txt")
-
-
-# ---- the bonus notebook's class ----
-class MHAPyTorchScaledDotProduct(nn.Module):
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0, "embed_dim is indivisible by num_heads"
-        self.num_heads = num_heads
-        self.context_length = context_length
-        self.head_dim = d_out // num_heads
-        self.d_out = d_out
-        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
-        self.proj = nn.Linear(d_out, d_out)
-        self.dropout = dropout
-
-    def forward(self, x):
-        batch_size, num_tokens, embed_dim = x.shape
-        qkv = self.qkv(x)
-        qkv = qkv.view(batch_size, num_tokens, 3, self.num_heads, self.head_dim)
-        qkv = qkv.permute(2, 0, 3, 1, 4)
-        queries, keys, values = qkv
-        use_dropout = 0. if not self.training else self.dropout
-        context_vec = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=None, dropout_p=use_dropout, is_causal=True)
-        context_vec = context_vec.transpose(1, 2).contiguous().view(batch_size, num_tokens, self.d_out)
-        return self.proj(context_vec)
 
 
 def fn_case(lines, name, seed, shapes, mask=None, **kw):
@@ -61,8 +35,7 @@ def fn_case(lines, name, seed, shapes, mask=None, **kw):
     torch.manual_seed(seed)
     q, k, v = (torch.randn(*s, requires_grad=True) for s in shapes)
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
-    w = torch.sin(torch.arange(1, y.numel() + 1, dtype=torch.float64)).to(torch.float32).reshape(y.shape)
-    (y * w).sum().backward()
+    w = backward_weighted(y)
     lines.append("case %s %d" % (name, seed))
     for key, t in (("q", q), ("k", k), ("v", v)):
         lines.append(fmt(key, t))
