@@ -117,9 +117,21 @@ void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const floa
   }
 }
 
-// out[c] = bit (b + c) of bits, for c < n: the dropout decisions of one tile row, as bytes.
+// out[c] = bit (b + c) of bits, for c < n: the dropout decisions of one tile row, as bytes. Eight
+// at a time: the byte of bits at b + c (it may straddle two words) spread to eight bytes.
 void unpack_bits(const uint64_t* bits, int64_t b, int64_t n, uint8_t* out) {
-  for (int64_t c = 0; c < n; ++c) out[c] = uint8_t((bits[(b + c) >> 6] >> ((b + c) & 63)) & 1u);
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const int64_t at = b + c, w = at >> 6, sh = at & 63;
+    uint64_t byte = bits[w] >> sh;
+    if (sh > 56) byte |= bits[w + 1] << (64 - sh);
+    // bit k to byte k: copies of the byte in every byte, byte k keeps its bit k, and adding
+    // 0x7F carries any set bit up to bit 7 without leaving the byte
+    const uint64_t t = ((byte & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
+    const uint64_t flags = ((t + 0x7F7F7F7F7F7F7F7Full) >> 7) & 0x0101010101010101ull;
+    std::memcpy(out + c, &flags, 8);
+  }
+  for (; c < n; ++c) out[c] = uint8_t((bits[(b + c) >> 6] >> ((b + c) & 63)) & 1u);
 }
 
 // The tile of problem n at (i0, j0) for the tile steps.
