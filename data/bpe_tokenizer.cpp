@@ -25,22 +25,6 @@ uint32_t gpt2_byte_to_unicode(uint8_t b) {
   return 256 + n;
 }
 
-// Printable form of a token for messages: C escapes for control and non-ASCII bytes.
-std::string show_bytes(std::string_view s) {
-  std::string out;
-  for (const char ch : s.substr(0, 40)) {
-    const auto c = static_cast<uint8_t>(ch);
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += ch;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return s.size() > 40 ? out + "..." : out;
-}
-
 std::string utf8_replace_invalid(std::string_view s) {
   std::string out;
   out.reserve(s.size());
