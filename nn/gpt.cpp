@@ -1,12 +1,11 @@
 // Chapter 4's GPT (see gpt.h).
 #include "nn/gpt.h"
 
-#include <cctype>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/autograd.h"
+#include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 
@@ -87,31 +86,42 @@ void GPTConfig::validate() const {
                                 std::to_string(drop_rate));
 }
 
-GPTConfig GPTConfig::parse(const std::string& json) {
-  // Only the flat object str() writes: "key": number | true | false.
-  auto value_of = [&](const std::string& key) -> std::string {
-    const std::string quoted = "\"" + key + "\"";
-    const size_t k = json.find(quoted);
-    if (k == std::string::npos)
-      throw std::invalid_argument("GPT config: missing \"" + key + "\" in " + json);
-    size_t i = json.find(':', k + quoted.size());
-    if (i == std::string::npos)
-      throw std::invalid_argument("GPT config: malformed \"" + key + "\" in " + json);
-    ++i;
-    while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i]))) ++i;
-    size_t j = i;
-    while (j < json.size() && json[j] != ',' && json[j] != '}') ++j;
-    std::string v = json.substr(i, j - i);
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-    return v;
-  };
-  auto integer = [&](const std::string& key) {
-    const std::string v = value_of(key);
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0')
-      throw std::invalid_argument("GPT config: \"" + key + "\" is not an integer: " + v);
-    return int64_t(n);
+namespace {
+
+[[noreturn]] void config_error(const json::Value& v, const char* key, const std::string& want) {
+  throw std::invalid_argument("GPT config: " + std::to_string(v.pos.line) + ":" +
+                              std::to_string(v.pos.col) + ": \"" + key + "\" must be " + want);
+}
+
+// The member `key` of a config object, of the kind `want` names.
+const json::Value& config_field(const json::Value& obj, const std::string& text, const char* key,
+                                json::Value::Kind kind, const char* want) {
+  const json::Value* v = obj.find(key);
+  if (!v)
+    throw std::invalid_argument(std::string("GPT config: missing \"") + key + "\" in " + text);
+  if (v->kind != kind) config_error(*v, key, want);
+  return *v;
+}
+
+}  // namespace
+
+GPTConfig GPTConfig::parse(const std::string& text) {
+  json::Value obj;
+  try {
+    obj = json::parse(text);
+  } catch (const json::Error& e) {
+    throw std::invalid_argument(std::string("GPT config: ") + e.what());
+  }
+  if (obj.kind != json::Value::Kind::Object)
+    throw std::invalid_argument("GPT config: expected a JSON object, got " + text);
+  using Kind = json::Value::Kind;
+  const auto integer = [&](const char* key) {
+    const json::Value& v = config_field(obj, text, key, Kind::Number, "an integer");
+    try {
+      return v.as_int();
+    } catch (const json::Error&) {
+      config_error(v, key, "an integer, got " + v.str);
+    }
   };
   GPTConfig c;
   c.vocab_size = integer("vocab_size");
@@ -119,15 +129,8 @@ GPTConfig GPTConfig::parse(const std::string& json) {
   c.emb_dim = integer("emb_dim");
   c.n_heads = integer("n_heads");
   c.n_layers = integer("n_layers");
-  const std::string d = value_of("drop_rate");
-  char* end = nullptr;
-  c.drop_rate = std::strtod(d.c_str(), &end);
-  if (d.empty() || *end != '\0')
-    throw std::invalid_argument("GPT config: \"drop_rate\" is not a number: " + d);
-  const std::string b = value_of("qkv_bias");
-  if (b != "true" && b != "false")
-    throw std::invalid_argument("GPT config: \"qkv_bias\" must be true or false, got " + b);
-  c.qkv_bias = b == "true";
+  c.drop_rate = config_field(obj, text, "drop_rate", Kind::Number, "a number").num;
+  c.qkv_bias = config_field(obj, text, "qkv_bias", Kind::Bool, "true or false").b;
   return c;
 }
 

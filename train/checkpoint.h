@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json.h"
 #include "core/rng.h"
 #include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
-#include "train/json.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -51,7 +51,7 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
 // Reads a checkpoint file and checks its format.
 SafeTensors read_checkpoint(const std::string& path);
 nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path);
-JsonValue options_from_checkpoint(const SafeTensors& st, const std::string& path);
+json::Value options_from_checkpoint(const SafeTensors& st, const std::string& path);
 std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
                                                            const std::string& path);
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "core/file_io.h"
-#include "train/json.h"
+#include "core/json.h"
 
 namespace tg::train {
 
@@ -46,7 +46,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     header += "\"__metadata__\":{";
     for (auto it = metadata.begin(); it != metadata.end(); ++it) {
       if (it != metadata.begin()) header += ",";
-      header += json_quote(it->first) + ":" + json_quote(it->second);
+      header += json::quote(it->first) + ":" + json::quote(it->second);
     }
     header += "}";
     first = false;
@@ -73,7 +73,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     data.append(src, nbytes);
     if (!first) header += ",";
     first = false;
-    header += json_quote(name) + ":{\"dtype\":\"" + st_dtype(c.dtype()) + "\",\"shape\":[";
+    header += json::quote(name) + ":{\"dtype\":\"" + st_dtype(c.dtype()) + "\",\"shape\":[";
     for (size_t d = 0; d < c.shape().size(); ++d) {
       if (d) header += ',';
       header += std::to_string(c.shape()[d]);
@@ -104,32 +104,33 @@ SafeTensors load_safetensors(const std::string& path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[i]);
   if (n > file.size() - 8) throw fail("header length " + std::to_string(n) + " past the end");
-  JsonValue h;
+  json::Value h;
   try {
-    h = parse_json(std::string_view(file).substr(8, n));
-  } catch (const std::exception& e) {
-    throw fail(e.what());
+    h = json::parse(std::string_view(file).substr(8, n));
+  } catch (const json::Error& e) {
+    throw fail(std::string("header ") + e.what());
   }
-  if (h.kind != JsonValue::Kind::Object) throw fail("header is not an object");
+  if (h.kind != json::Value::Kind::Object) throw fail("header is not an object");
   const size_t data_begin = 8 + n;
   const size_t data_size = file.size() - data_begin;
   SafeTensors out;
   for (size_t ti = 0; ti < h.keys.size(); ++ti) {
     const std::string& name = h.keys[ti];
-    const JsonValue& v = h.values[ti];
+    const json::Value& v = h.values[ti];
     if (name == "__metadata__") {
       for (size_t j = 0; j < v.keys.size(); ++j) {
         const std::string& k = v.keys[j];
-        const JsonValue& mv = v.values[j];
-        if (mv.kind != JsonValue::Kind::String) throw fail("metadata '" + k + "' is not a string");
+        const json::Value& mv = v.values[j];
+        if (mv.kind != json::Value::Kind::String)
+          throw fail("metadata '" + k + "' is not a string");
         out.metadata[k] = mv.str;
       }
       continue;
     }
-    const JsonValue* dt = v.find("dtype");
-    const JsonValue* shape = v.find("shape");
-    const JsonValue* off = v.find("data_offsets");
-    if (!dt || !shape || !off || off->items.size() != 2 || shape->kind != JsonValue::Kind::Array)
+    const json::Value* dt = v.find("dtype");
+    const json::Value* shape = v.find("shape");
+    const json::Value* off = v.find("data_offsets");
+    if (!dt || !shape || !off || off->items.size() != 2 || shape->kind != json::Value::Kind::Array)
       throw fail("entry '" + name + "' lacks dtype, shape or data_offsets");
     DType dtype;
     if (dt->str == "F32")

@@ -18,11 +18,11 @@
 
 #include "core/autograd.h"
 #include "core/file_io.h"
+#include "core/json.h"
 #include "core/ops.h"
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
 #include "train/checkpoint.h"
-#include "train/json.h"
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/safetensors.h"
@@ -252,7 +252,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
     ckpt_in = checkpoint_path(opt.resume_dir);
     if (!fs::exists(ckpt_in)) throw TrainError(ckpt_in + ": no checkpoint to resume from");
     ckpt = read_checkpoint(ckpt_in);
-    const JsonValue saved = options_from_checkpoint(ckpt, ckpt_in);
+    const json::Value saved = options_from_checkpoint(ckpt, ckpt_in);
     merge_resume_options(opt, saved, ckpt_in);
     if (!is_explicit(opt, "out")) opt.out_dir = opt.resume_dir;
   }
@@ -419,7 +419,7 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
         const char* lv = std::isnan(loss_value) ? "nan" : loss_value > 0 ? "inf" : "-inf";
         throw TrainError("loss is " + std::string(lv) + " at epoch " + std::to_string(epoch + 1) +
                          ", step " + std::to_string(global_step + 1) + " (lr " +
-                         json_number(optimizer.lr) + "); stopped, " +
+                         json::number(optimizer.lr) + "); stopped, " +
                          (last_good.empty() ? std::string("no checkpoint was written yet")
                                             : "the last good checkpoint is " + last_good));
       }
@@ -447,11 +447,11 @@ TrainResult run_training(const TrainOptions& opt_in, std::ostream& out, std::ost
         if (!opt.log_path.empty())
           append_log_line(opt.log_path, "{\"step\": " + std::to_string(global_step) +
                                             ", \"epoch\": " + std::to_string(epoch + 1) +
-                                            ", \"train_loss\": " + json_number(train_loss) +
-                                            ", \"val_loss\": " + json_number(val_loss) +
+                                            ", \"train_loss\": " + json::number(train_loss) +
+                                            ", \"val_loss\": " + json::number(val_loss) +
                                             ", \"tokens_seen\": " + std::to_string(tokens_seen) +
-                                            ", \"lr\": " + json_number(optimizer.lr) +
-                                            ", \"seconds\": " + json_number(p.seconds) + "}");
+                                            ", \"lr\": " + json::number(optimizer.lr) +
+                                            ", \"seconds\": " + json::number(p.seconds) + "}");
       }
       if (show_progress) {
         const double dt = std::chrono::duration<double>(Clock::now() - run_start).count();
