@@ -66,6 +66,12 @@ Tensor var(const Tensor& a, bool unbiased = true);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a);
 
+// --- normalization (ops/layer_norm.cpp) ---
+// The book's LayerNorm over the last dim (§4.2): (x - mean) / sqrt(var + eps) * weight + bias, with
+// the biased variance; x (..., C), weight and bias (C). Mixed float dtypes promote as the book's
+// composed ops would.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
 // --- matmul (ops/matmul.cpp) ---
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x·wᵀ + b with w stored (out_features, in_features), as torch.nn.functional.linear.

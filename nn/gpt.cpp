@@ -4,56 +4,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/autograd.h"
 #include "core/json.h"
-#include "core/kernels/kernels.h"
 #include "core/ops.h"
 
 namespace tg::nn {
-
-// ---- fused LayerNorm for the block ----------------------------------------------------------
-// The book's LayerNorm module composes ~10 elementwise ops; on a GPT they cost a large part of a
-// step. This runs the same math on the kernels' vector paths, one pass forward and one backward,
-// for contiguous float32 input (anything else takes the module). Results agree with the composed
-// ops to rounding (tests/test_train.cpp runs the PyTorch goldens through it). GELU needs no such
-// path: tg::gelu is one kernel pass already.
-namespace {
-
-bool fusable(const Tensor& x) { return x.dtype() == DType::Float32 && x.dim() >= 1; }
-
-// (x - mean) / sqrt(var + eps) * scale + shift over the last dim, biased variance.
-Tensor layer_norm(LayerNorm& ln, const Tensor& x_in) {
-  const Tensor& w = ln.scale;
-  const Tensor& b = ln.shift;
-  if (!fusable(x_in) || w.dtype() != DType::Float32 || x_in.size(-1) != ln.emb_dim)
-    return ln.forward(x_in);
-  const Tensor x = x_in.contiguous();
-  const int64_t C = ln.emb_dim, rows = x.numel() / C;
-  Tensor out = empty(x.shape());
-  Tensor mean = empty({rows}), rstd = empty({rows});
-  kernels::layernorm_forward(rows, C, x.data<float>(), w.contiguous().data<float>(),
-                             b.contiguous().data<float>(), float(ln.eps), out.data<float>(),
-                             mean.data<float>(), rstd.data<float>());
-  if (any_requires_grad({&x, &w, &b}))
-    record("LayerNormBackward", {x, w, b}, {x, w, mean, rstd},
-           [rows, C](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor gc = g.contiguous();
-             const Tensor& xs = n.saved_tensor(0);
-             const Tensor ws = n.saved_tensor(1).contiguous();
-             Tensor dx = zeros(xs.shape()), dw = zeros({C}), db = zeros({C});
-             // accumulates into dx, dw, db (llm.c's layernorm_backward)
-             kernels::layernorm_backward(rows, C, gc.data<float>(), xs.data<float>(),
-                                         ws.data<float>(), n.saved_tensor(2).data<float>(),
-                                         n.saved_tensor(3).data<float>(), dx.data<float>(),
-                                         dw.data<float>(), db.data<float>());
-             return {n.needs(0) ? dx : Tensor(), n.needs(1) ? dw : Tensor(),
-                     n.needs(2) ? db : Tensor()};
-           },
-           {&out});
-  return out;
-}
-
-}  // namespace
 
 // ---- GPTConfig -------------------------------------------------------------------------------
 
@@ -187,14 +141,14 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
 Tensor TransformerBlock::forward(const Tensor& x) {
   // Shortcut connection for the attention block
   Tensor shortcut = x;
-  Tensor h = layer_norm(*norm1, x);
+  Tensor h = (*norm1)(x);
   h = (*att)(h);  // (b, T, emb_dim)
   h = (*drop_shortcut)(h);
   h = h + shortcut;  // add the original input back
 
   // Shortcut connection for the feed-forward block
   shortcut = h;
-  Tensor y = layer_norm(*norm2, h);
+  Tensor y = (*norm2)(h);
   y = (*ff)(y);
   y = (*drop_shortcut)(y);
   return y + shortcut;
@@ -240,7 +194,7 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   Tensor x = tok_embeds + pos_embeds;                     // broadcast over the batch
   x = (*drop_emb)(x);
   x = (*trf_blocks)(x);
-  x = layer_norm(*final_norm, x);
+  x = (*final_norm)(x);
   return (*out_head)(x);  // (b, T, vocab_size)
 }
 

@@ -453,6 +453,7 @@ TEST_CASE("grad_fn names match PyTorch's") {
   CHECK(a.view({6}).grad_fn_name() == "ViewBackward0");
   CHECK(cat({a, a}).grad_fn_name() == "CatBackward0");
   CHECK(a.masked_fill(gt(a, 0.5), 0).grad_fn_name() == "MaskedFillBackward0");
+  CHECK(layer_norm(a, ones({3}), zeros({3})).grad_fn_name() == "NativeLayerNormBackward0");
 }
 
 TEST_CASE("errors name the op and the shapes") {
@@ -481,6 +482,12 @@ TEST_CASE("errors name the op and the shapes") {
         }) ==
         "linear: input of shape [2, 3] does not match weight of shape [4, 5] (expected the last "
         "dim to be 5)");
+  CHECK(what_of([&] { layer_norm(a, ones({2}), zeros({3})); }) ==
+        "layer_norm: expected weight and bias of shape [C] for input (..., C), got [2] and [3] "
+        "for input [2, 3]");
+  CHECK(what_of([&] {
+          layer_norm(tensor({1, 2}), ones({2}), zeros({2}));
+        }) == "layer_norm: expected a floating-point tensor, got torch.int64 of shape [2]");
 }
 
 // Backward functions may write into the incoming gradient's buffer when nothing else holds it
