@@ -73,6 +73,9 @@ struct Reader {
   }
 
   Value value(int depth);
+  template <class F>
+  Value list(Value::Kind kind, char open, char close, const char* first, const char* then,
+             F read_member);
   Value object(int depth);
   Value array(int depth);
   std::string string();
@@ -181,29 +184,32 @@ void Reader::literal(std::string_view word) {
   i += word.size();
 }
 
-Value Reader::array(int depth) {
+// '[' or '{', members separated by commas (none after the last), then the closing bracket.
+template <class F>
+Value Reader::list(Value::Kind kind, char open, char close, const char* first, const char* then,
+                   F read_member) {
   Value v;
-  v.kind = Value::Kind::Array;
+  v.kind = kind;
   v.pos = here();
-  expect('[');
-  bool more = peek("a value or ']'") != ']';
+  expect(open);
+  bool more = peek(first) != close;
   while (more) {
-    v.items.push_back(value(depth + 1));
-    more = peek("',' or ']'") == ',';
+    read_member(v);
+    more = peek(then) == ',';
     if (more) ++i;
   }
-  expect(']');
+  expect(close);
   return v;
 }
 
+Value Reader::array(int depth) {
+  return list(Value::Kind::Array, '[', ']', "a value or ']'", "',' or ']'",
+              [&](Value& v) { v.items.push_back(value(depth + 1)); });
+}
+
 Value Reader::object(int depth) {
-  Value v;
-  v.kind = Value::Kind::Object;
-  v.pos = here();
-  expect('{');
   std::unordered_set<std::string> seen;
-  bool more = peek("a key or '}'") != '}';
-  while (more) {
+  return list(Value::Kind::Object, '{', '}', "a key or '}'", "',' or '}'", [&](Value& v) {
     if (peek("a key") != '"')
       fail("expected a key in double quotes, found '" + show_bytes(s.substr(i, 1)) + "'");
     const Pos key_at = here();
@@ -212,11 +218,7 @@ Value Reader::object(int depth) {
     expect(':');
     v.keys.push_back(std::move(key));
     v.values.push_back(value(depth + 1));
-    more = peek("',' or '}'") == ',';
-    if (more) ++i;
-  }
-  expect('}');
-  return v;
+  });
 }
 
 Value Reader::value(int depth) {
