@@ -4,7 +4,7 @@
 // train/README.md lists the entries. Every reader throws TrainError naming the file.
 //
 // The public side (LoadedModel, load_checkpoint_model, checkpoint_path) is declared in
-// trainer.h; this header is what run_training uses to write and resume.
+// trainer.h (with RunPosition); this header is what run_training uses to write and resume.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,16 +23,6 @@
 namespace tg::train {
 
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-
-// Where a run stands after its last optimizer step.
-struct RunPosition {
-  int64_t global_step = -1, tokens_seen = 0;
-  int64_t epoch = 0;                 // epochs completed, or the epoch in progress when batch > 0
-  int64_t batch = 0;                 // batches of that epoch already trained
-  double seconds = 0;                // training time so far, earlier runs included
-  std::vector<int64_t> epoch_order;  // the epoch's window order, kept when batch > 0
-  std::vector<EvalPoint> history;    // every evaluation so far
-};
 
 // What the run was made from, recorded beside the tensors.
 struct RunRecipe {
