@@ -217,6 +217,11 @@ bool gradient_reusable(const Tensor& g) {
   return g.defined() && g.dtype() == DType::Float32 && g.is_contiguous() && sole_owner(g);
 }
 
+Tensor gradient_buffer(const Tensor& g, DType dtype) {
+  if (gradient_reusable(g) && g.dtype() == dtype) return g;
+  return empty(g.shape(), dtype);
+}
+
 Tensor reusable_saved(const Node& node, size_t i) {
   if (!node.last_use) return Tensor();
   const Tensor& t = node.saved_tensor(i);  // the version check

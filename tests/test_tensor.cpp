@@ -433,6 +433,25 @@ TEST_CASE("autograd: in-place ops are checked like PyTorch's version counter") {
   CHECK(s.grad_fn_name() == "MaskedFillBackward0");
   s.sum().backward();
   CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 0, 2});
+  // A product saves each operand only for the other one's gradient: under a mask that needs no
+  // gradient (dropout) the activations are not saved, so writing over them is no error; with
+  // both operands requiring grad it is. matmul does the same.
+  const Tensor mask = tensor({0.0, 2.0, 2.0});
+  for (const bool both : {false, true}) {
+    Tensor a = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    Tensor h = a * 3.0;
+    const Tensor other = both ? mask.clone().requires_grad_() : mask;
+    Tensor d = h * other, p = matmul(h, other);
+    h.masked_fill_(tensor({1, 0, 0}).to(DType::Bool), 5.0);
+    const std::string e = what_of([&] { (d.sum() + p).backward(); });
+    if (both) {
+      CHECK(e.find(": a tensor of shape [3] needed for gradient computation was modified") !=
+            std::string::npos);
+    } else {
+      CHECK(e == "(no exception)");
+      CHECK(a.grad().to_vector<float>() == std::vector<float>{0, 12, 12});
+    }
+  }
   // A view of a tensor that requires grad is refused.
   Tensor v = (w * 1.0)[0];
   CHECK(what_of([&] {
