@@ -7,7 +7,6 @@
 
 #include "core/impl.h"
 #include "core/kernels/kernels.h"
-#include "core/ops.h"
 #include "core/ops/common.h"
 
 namespace tg {
@@ -131,8 +130,15 @@ void add_gradient(Tensor& acc, Tensor g) {
       if (dst != &acc) acc = std::move(g);
       return;
     }
+    Tensor sum = empty(acc.shape());  // both held elsewhere (an add passes one g to both inputs)
+    kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(),
+                    sum.data<float>());
+    acc = std::move(sum);
+    return;
   }
-  acc = acc + g;
+  Tensor sum = detail::wrap(detail::materialize(*acc.impl(), acc.dtype()));  // float64, views
+  sum.add_(g);
+  acc = std::move(sum);
 }
 
 struct BySeq {
@@ -227,16 +233,6 @@ Tensor reusable_saved(const Node& node, size_t i) {
   const Tensor& t = node.saved_tensor(i);  // the version check
   if (!t.defined() || !t.is_contiguous() || !sole_owner(t)) return Tensor();
   return t;
-}
-
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  const int64_t lead = g.dim() - int64_t(shape.size());
-  Shape dims;
-  for (int64_t i = 0; i < g.dim(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(i);
-  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
-  return r.view(shape);
 }
 
 }  // namespace tg

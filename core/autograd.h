@@ -101,7 +101,4 @@ Tensor gradient_buffer(const Tensor& grad_output, DType dtype);
 // which only cross_entropy keeps once the model's output goes out of scope). Else undefined.
 Tensor reusable_saved(const Node& node, size_t i);
 
-// Reduces a broadcast gradient back to the shape of the input it flowed from.
-Tensor sum_to(const Tensor& g, const Shape& shape);
-
 }  // namespace tg

@@ -65,6 +65,8 @@ Tensor var(const Tensor& a, int64_t dim, bool unbiased = true, bool keepdim = fa
 Tensor var(const Tensor& a, bool unbiased = true);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a);
+// The gradient of a broadcast: g summed back to the shape of the input it flowed from.
+Tensor sum_to(const Tensor& g, const Shape& shape);
 
 // --- normalization (ops/layer_norm.cpp) ---
 // The book's LayerNorm over the last dim (§4.2): (x - mean) / sqrt(var + eps) * weight + bias, with
