@@ -86,6 +86,9 @@ Tensor log_softmax(const Tensor& a, int64_t dim);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 
 // --- masking, joining, indexing (ops/index.cpp) ---
+// The lower / upper triangle (the rest zero), as torch.tril / torch.triu; differentiable.
+Tensor tril(const Tensor& t, int64_t diagonal = 0);
+Tensor triu(const Tensor& t, int64_t diagonal = 0);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value);
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);
@@ -93,7 +96,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
 // Rows of `weight` (num, dim) picked by int64 `ids` of any shape: result ids.shape + (dim).
 Tensor embedding(const Tensor& ids, const Tensor& weight);
 
-// --- dropout (ops/dropout.cpp) ---
+// --- dropout (ops/random.cpp draws the mask, ops/dropout.cpp applies it) ---
 // Inverted dropout as F.dropout: keep with probability 1-p and scale by 1/(1-p). The mask is drawn
 // from `gen` (the global generator when null) exactly as PyTorch draws it.
 Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
@@ -111,5 +114,15 @@ Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
 // nn.init does under no_grad).
 Tensor& uniform_(Tensor& t, double from, double to, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+
+// --- in-place parameter updates, off the tape (ops/update.cpp) ---
+// torch.optim.AdamW's hyper-parameters for one step; step is the 1-based count after increment.
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+// One AdamW update of p from its gradient g, with the moments exp_avg and exp_avg_sq (all
+// float32, contiguous, p's shape; g may be strided), in kernels::adamw's order of operations.
+void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWStep& s);
 
 }  // namespace tg

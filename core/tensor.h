@@ -157,7 +157,5 @@ Tensor tensor(const Nested& values, DType dtype);
 Tensor from_vector(const std::vector<float>& v, const Shape& shape);
 Tensor from_vector(const std::vector<double>& v, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& shape);
-Tensor tril(const Tensor& t, int64_t diagonal = 0);
-Tensor triu(const Tensor& t, int64_t diagonal = 0);
 
 }  // namespace tg

@@ -159,7 +159,6 @@ std::pair<int, int> Tokenizer::merge_of(int id) const {
 // Encoding
 
 namespace {
-// A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
 // memcmp(a, b, n) == 0 for short strings, without a library call.
 bool bytes_equal(const char* a, const char* b, size_t n) {
   size_t i = 0;
@@ -174,6 +173,7 @@ bool bytes_equal(const char* a, const char* b, size_t n) {
   return true;
 }
 
+// A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
 uint64_t hash_bytes(std::string_view s) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
   size_t i = 0;

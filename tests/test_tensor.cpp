@@ -507,6 +507,12 @@ TEST_CASE("errors name the op and the shapes") {
   CHECK(what_of([&] {
           layer_norm(tensor({1, 2}), ones({2}), zeros({2}));
         }) == "layer_norm: expected a floating-point tensor, got torch.int64 of shape [2]");
+  CHECK(what_of([&] {
+          Tensor p = zeros({2}), m = zeros({2}), v = zeros({3});
+          adamw_(p, ones({2}), m, v, {1e-3, 0.9, 0.999, 1e-8, 0.1, 1});
+        }) ==
+        "adamw_: expected contiguous float32 tensors of one shape, got torch.float32 [3] beside "
+        "the parameter's [2]");
 }
 
 // Backward functions may write into the incoming gradient's buffer when nothing else holds it
