@@ -149,40 +149,72 @@ struct BySeq {
 
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+namespace {
+
+// backward(grad)'s own checks; returns the gradient to start from, in the root's dtype.
+Tensor root_gradient(const Tensor& root, const Tensor& grad) {
   detail::check_defined("backward", root);
   if (!root.requires_grad())
     throw std::logic_error("backward: the tensor (shape " + shape_str(root.shape()) +
                            ") does not require grad and has no grad_fn");
-  Tensor g = grad;
-  if (!g.defined()) {
+  if (!grad.defined()) {
     if (root.numel() != 1)
       throw std::logic_error(
           "backward: grad can be implicitly created only for a tensor with one "
           "element; got shape " +
           shape_str(root.shape()) + ", pass a gradient of that shape");
-    g = ones_like(root);
-  } else if (g.shape() != root.shape()) {
-    throw std::invalid_argument("backward: gradient of shape " + shape_str(g.shape()) +
-                                " for a tensor of shape " + shape_str(root.shape()));
-  } else if (!is_floating(g.dtype())) {
-    throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
-                                dtype_name(g.dtype()));
+    return ones_like(root);
   }
+  if (grad.shape() != root.shape())
+    throw std::invalid_argument("backward: gradient of shape " + shape_str(grad.shape()) +
+                                " for a tensor of shape " + shape_str(root.shape()));
+  if (!is_floating(grad.dtype()))
+    throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
+                                dtype_name(grad.dtype()));
   // As PyTorch: the gradient takes the root's dtype, so every backward sees its own dtype.
-  if (g.dtype() != root.dtype()) g = g.to(root.dtype());
+  return grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
+}
 
+using ReadyQueue =
+    std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySeq>;
+
+// Hands a node's input gradients on: a leaf accumulates its own, a node sums what its consumers
+// send and becomes ready with the first.
+void pass_on(const Node& node, std::vector<Tensor>& grads,
+             std::unordered_map<Node*, Tensor>& pending, ReadyQueue& ready) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Edge& e = node.next[i];
+    if (!e.active() || !grads[i].defined()) continue;
+    if (grads[i].shape() != e.shape)
+      throw std::logic_error(node.name + ": backward returned a gradient of shape " +
+                             shape_str(grads[i].shape()) + " for input " + std::to_string(i) +
+                             " of shape " + shape_str(e.shape));
+    if (grads[i].dtype() != e.dtype) grads[i] = grads[i].to(e.dtype);
+    if (e.leaf) {
+      accumulate(*e.leaf, grads[i]);
+    } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
+      add_gradient(p->second, std::move(grads[i]));
+    } else {
+      pending.emplace(e.fn.get(), std::move(grads[i]));
+      ready.push(e.fn);
+    }
+  }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  const Tensor g = root_gradient(root, grad);
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     accumulate(*root.impl(), g);
     return;
   }
-
+  // Latest node first: each runs once, after every consumer of its output has added its share.
   std::unordered_map<Node*, Tensor> pending;
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySeq> ready;
+  ReadyQueue ready;
   pending[root.grad_fn().get()] = g;
   ready.push(root.grad_fn());
-
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
@@ -199,23 +231,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     // gout's or a saved tensor's buffer is then held by nobody else, and a leaf adopts it as is.
     gout = Tensor();
     if (!retain_graph) node->release();
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const Edge& e = node->next[i];
-      if (!e.active() || !grads[i].defined()) continue;
-      if (grads[i].shape() != e.shape)
-        throw std::logic_error(node->name + ": backward returned a gradient of shape " +
-                               shape_str(grads[i].shape()) + " for input " + std::to_string(i) +
-                               " of shape " + shape_str(e.shape));
-      if (grads[i].dtype() != e.dtype) grads[i] = grads[i].to(e.dtype);
-      if (e.leaf) {
-        accumulate(*e.leaf, grads[i]);
-      } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
-        add_gradient(p->second, std::move(grads[i]));
-      } else {
-        pending.emplace(e.fn.get(), std::move(grads[i]));
-        ready.push(e.fn);
-      }
-    }
+    pass_on(*node, grads, pending, ready);
   }
 }
 
