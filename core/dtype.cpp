@@ -3,33 +3,12 @@
 
 namespace tg {
 
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return "torch.float32";
-    case DType::Float64:
-      return "torch.float64";
-    case DType::Int64:
-      return "torch.int64";
-    case DType::Bool:
-      return "torch.bool";
-  }
-  return "?";
-}
+// Indexed by DType: Float32, Float64, Int64, Bool.
+constexpr const char* kNames[] = {"torch.float32", "torch.float64", "torch.int64", "torch.bool"};
+constexpr size_t kSizes[] = {4, 8, 8, 1};
 
-size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return 4;
-    case DType::Float64:
-      return 8;
-    case DType::Int64:
-      return 8;
-    case DType::Bool:
-      return 1;
-  }
-  return 1;
-}
+const char* dtype_name(DType d) { return kNames[static_cast<int>(d)]; }
+size_t dtype_size(DType d) { return kSizes[static_cast<int>(d)]; }
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";

@@ -10,17 +10,15 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/multihead_attention.h"
+#include "nn/simple_attention.h"
 
 using namespace tg;
 
 int main() {
-  const Tensor inputs = tensor({{0.43, 0.15, 0.89},    // Your     (x^1)
-                                {0.55, 0.87, 0.66},    // journey  (x^2)
-                                {0.57, 0.85, 0.64},    // starts   (x^3)
-                                {0.22, 0.58, 0.33},    // with     (x^4)
-                                {0.77, 0.25, 0.10},    // one      (x^5)
-                                {0.05, 0.80, 0.55}});  // step     (x^6)
-  const Tensor batch = stack({inputs, inputs}, 0);     // (2, 6, 3)
+  // The book's tensor([[0.43, 0.15, 0.89], ...]): "Your journey starts with one step", one 3-d
+  // embedding per word.
+  const Tensor inputs = nn::your_journey_inputs();  // (6, 3)
+  const Tensor batch = stack({inputs, inputs}, 0);  // (2, 6, 3)
 
   manual_seed(123);
   const int64_t context_length = batch.size(1), d_in = batch.size(2), d_out = 2;
