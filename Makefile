@@ -1,6 +1,7 @@
 # tapegrad: the two commands a new user needs.
 #   make demo   install missing build tools, build in release mode, run the demo
 #   make test   build and run every test: release (-Werror), ASan+UBSan, NEON under qemu, formatting
+#   make install PREFIX=DIR   headers, static libraries, tapegrad.pc and the tapegrad command
 SHELL := /bin/bash
 .DEFAULT_GOAL := demo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -11,7 +12,7 @@ ASANDIR := build/asan
 NEONDIR := build/neon
 QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
-.PHONY: demo test deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary
+.PHONY: demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary
 
 # Install only what is missing, so a machine that has everything never calls apt-get.
 deps:
@@ -31,6 +32,14 @@ $(RELEASE)/build.ninja: | deps
 build: deps $(RELEASE)/build.ninja
 	meson compile -C $(RELEASE)
 
+# Headers (DIR/include/tapegrad), the static libraries and tapegrad.pc (DIR/lib, DIR/lib/pkgconfig)
+# and bin/tapegrad. Then, with PKG_CONFIG_PATH=DIR/lib/pkgconfig for a DIR pkg-config does not
+# search:  c++ -std=c++20 my.cpp $(pkg-config --cflags --libs tapegrad)
+PREFIX ?= /usr/local
+install: build
+	meson configure $(RELEASE) -Dprefix=$(abspath $(PREFIX)) -Dlibdir=lib
+	meson install -C $(RELEASE)
+
 # The demo trains the tiny GPT (2 layers, emb 128, context 64, a 512-token BPE learned from the
 # text) on the bundled story data/sample/sample.txt, printing the book's log and a greedy sample
 # per epoch, then samples with temperature and top-k. Checkpoint and loss.svg: build/demo/.
@@ -49,6 +58,9 @@ $(TESTDIR)/build.ninja: | deps
 # The doctest executables, as tests/meson.build names them: the sanitizer build makes only these,
 # at -O1 (benchmarks and the CLI are built, with -Werror, by the release test build).
 TEST_TARGETS := $(shell sed -n 's/^\(test_[a-z_0-9]*\) = executable.*/tests\/\1/p' tests/meson.build)
+# ... and the programs tests/test_examples runs, as examples/meson.build names them.
+EXAMPLE_TARGETS := $(addprefix examples/,$(shell sed -n "s/^example_names = \[\(.*\)\]/\1/p" \
+  examples/meson.build | tr -d "',"))
 
 $(ASANDIR)/build.ninja: | deps
 	meson setup $(ASANDIR) --buildtype=plain -Doptimization=1 -Ddebug=true -Dwerror=true \
@@ -59,7 +71,7 @@ test-release: deps $(TESTDIR)/build.ninja
 	tests/run.sh release $(TESTDIR)
 
 test-asan: deps $(ASANDIR)/build.ninja
-	meson compile -C $(ASANDIR) $(TEST_TARGETS)
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS)
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)

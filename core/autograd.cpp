@@ -7,7 +7,6 @@
 
 #include "core/impl.h"
 #include "core/kernels/kernels.h"
-#include "core/ops.h"
 #include "core/ops/common.h"
 
 namespace tg {
@@ -131,8 +130,15 @@ void add_gradient(Tensor& acc, Tensor g) {
       if (dst != &acc) acc = std::move(g);
       return;
     }
+    Tensor sum = empty(acc.shape());  // both held elsewhere (an add passes one g to both inputs)
+    kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(),
+                    sum.data<float>());
+    acc = std::move(sum);
+    return;
   }
-  acc = acc + g;
+  Tensor sum = detail::wrap(detail::materialize(*acc.impl(), acc.dtype()));  // float64, views
+  sum.add_(g);
+  acc = std::move(sum);
 }
 
 struct BySeq {
@@ -143,40 +149,72 @@ struct BySeq {
 
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+namespace {
+
+// backward(grad)'s own checks; returns the gradient to start from, in the root's dtype.
+Tensor root_gradient(const Tensor& root, const Tensor& grad) {
   detail::check_defined("backward", root);
   if (!root.requires_grad())
     throw std::logic_error("backward: the tensor (shape " + shape_str(root.shape()) +
                            ") does not require grad and has no grad_fn");
-  Tensor g = grad;
-  if (!g.defined()) {
+  if (!grad.defined()) {
     if (root.numel() != 1)
       throw std::logic_error(
           "backward: grad can be implicitly created only for a tensor with one "
           "element; got shape " +
           shape_str(root.shape()) + ", pass a gradient of that shape");
-    g = ones_like(root);
-  } else if (g.shape() != root.shape()) {
-    throw std::invalid_argument("backward: gradient of shape " + shape_str(g.shape()) +
-                                " for a tensor of shape " + shape_str(root.shape()));
-  } else if (!is_floating(g.dtype())) {
-    throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
-                                dtype_name(g.dtype()));
+    return ones_like(root);
   }
+  if (grad.shape() != root.shape())
+    throw std::invalid_argument("backward: gradient of shape " + shape_str(grad.shape()) +
+                                " for a tensor of shape " + shape_str(root.shape()));
+  if (!is_floating(grad.dtype()))
+    throw std::invalid_argument(std::string("backward: the gradient must be floating point, got ") +
+                                dtype_name(grad.dtype()));
   // As PyTorch: the gradient takes the root's dtype, so every backward sees its own dtype.
-  if (g.dtype() != root.dtype()) g = g.to(root.dtype());
+  return grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
+}
 
+using ReadyQueue =
+    std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySeq>;
+
+// Hands a node's input gradients on: a leaf accumulates its own, a node sums what its consumers
+// send and becomes ready with the first.
+void pass_on(const Node& node, std::vector<Tensor>& grads,
+             std::unordered_map<Node*, Tensor>& pending, ReadyQueue& ready) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Edge& e = node.next[i];
+    if (!e.active() || !grads[i].defined()) continue;
+    if (grads[i].shape() != e.shape)
+      throw std::logic_error(node.name + ": backward returned a gradient of shape " +
+                             shape_str(grads[i].shape()) + " for input " + std::to_string(i) +
+                             " of shape " + shape_str(e.shape));
+    if (grads[i].dtype() != e.dtype) grads[i] = grads[i].to(e.dtype);
+    if (e.leaf) {
+      accumulate(*e.leaf, grads[i]);
+    } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
+      add_gradient(p->second, std::move(grads[i]));
+    } else {
+      pending.emplace(e.fn.get(), std::move(grads[i]));
+      ready.push(e.fn);
+    }
+  }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  const Tensor g = root_gradient(root, grad);
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     accumulate(*root.impl(), g);
     return;
   }
-
+  // Latest node first: each runs once, after every consumer of its output has added its share.
   std::unordered_map<Node*, Tensor> pending;
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, BySeq> ready;
+  ReadyQueue ready;
   pending[root.grad_fn().get()] = g;
   ready.push(root.grad_fn());
-
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
@@ -193,23 +231,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     // gout's or a saved tensor's buffer is then held by nobody else, and a leaf adopts it as is.
     gout = Tensor();
     if (!retain_graph) node->release();
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const Edge& e = node->next[i];
-      if (!e.active() || !grads[i].defined()) continue;
-      if (grads[i].shape() != e.shape)
-        throw std::logic_error(node->name + ": backward returned a gradient of shape " +
-                               shape_str(grads[i].shape()) + " for input " + std::to_string(i) +
-                               " of shape " + shape_str(e.shape));
-      if (grads[i].dtype() != e.dtype) grads[i] = grads[i].to(e.dtype);
-      if (e.leaf) {
-        accumulate(*e.leaf, grads[i]);
-      } else if (auto p = pending.find(e.fn.get()); p != pending.end()) {
-        add_gradient(p->second, std::move(grads[i]));
-      } else {
-        pending.emplace(e.fn.get(), std::move(grads[i]));
-        ready.push(e.fn);
-      }
-    }
+    pass_on(*node, grads, pending, ready);
   }
 }
 
@@ -217,21 +239,16 @@ bool gradient_reusable(const Tensor& g) {
   return g.defined() && g.dtype() == DType::Float32 && g.is_contiguous() && sole_owner(g);
 }
 
+Tensor gradient_buffer(const Tensor& g, DType dtype) {
+  if (gradient_reusable(g) && g.dtype() == dtype) return g;
+  return empty(g.shape(), dtype);
+}
+
 Tensor reusable_saved(const Node& node, size_t i) {
   if (!node.last_use) return Tensor();
   const Tensor& t = node.saved_tensor(i);  // the version check
   if (!t.defined() || !t.is_contiguous() || !sole_owner(t)) return Tensor();
   return t;
-}
-
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  const int64_t lead = g.dim() - int64_t(shape.size());
-  Shape dims;
-  for (int64_t i = 0; i < g.dim(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(i);
-  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
-  return r.view(shape);
 }
 
 }  // namespace tg

@@ -70,6 +70,13 @@ struct Node {
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
+// What an op saves when its backward reads `t` only for the gradient of `input`: t when input
+// will get a gradient (it requires grad), else nothing (flashlight's withoutData). A product with
+// a dropout mask then keeps the mask, not a second handle on the activations.
+inline Tensor save_for(const Tensor& input, const Tensor& t) {
+  return input.defined() && input.requires_grad() ? t : Tensor();
+}
+
 // Appends a node for `inputs` (in argument order) and makes it the grad_fn of `outputs`.
 // Call only when any_requires_grad() is true. Saved tensors are given as `save`.
 std::shared_ptr<Node> record(const char* name, const std::vector<Tensor>& inputs,
@@ -84,12 +91,14 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 // passes a gradient that only this node receives. Saves a fresh buffer per elementwise backward.
 bool gradient_reusable(const Tensor& grad_output);
 
+// Where a backward writes a gradient of g's shape and `dtype`: g's own buffer when
+// gradient_reusable(g) and the dtypes agree (the kernel then reads and writes the same buffer),
+// else a fresh one. Call it before taking other handles to g (they would make g look shared).
+Tensor gradient_buffer(const Tensor& grad_output, DType dtype);
+
 // The i-th saved tensor if the backward may overwrite its buffer: the node's last backward (no
 // retain_graph) and a contiguous tensor whose storage nothing else holds (e.g. the GPT's logits,
 // which only cross_entropy keeps once the model's output goes out of scope). Else undefined.
 Tensor reusable_saved(const Node& node, size_t i);
-
-// Reduces a broadcast gradient back to the shape of the input it flowed from.
-Tensor sum_to(const Tensor& g, const Shape& shape);
 
 }  // namespace tg

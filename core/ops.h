@@ -66,6 +66,14 @@ Tensor var(const Tensor& a, int64_t dim, bool unbiased = true, bool keepdim = fa
 Tensor var(const Tensor& a, bool unbiased = true);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a);
+// The gradient of a broadcast: g summed back to the shape of the input it flowed from.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// --- normalization (ops/layer_norm.cpp) ---
+// The book's LayerNorm over the last dim (§4.2): (x - mean) / sqrt(var + eps) * weight + bias, with
+// the biased variance; x (..., C), weight and bias (C). Mixed float dtypes promote as the book's
+// composed ops would.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // --- matmul (ops/matmul.cpp) ---
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -93,6 +101,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     Generator* gen = nullptr);
 
 // --- masking, joining, indexing (ops/index.cpp) ---
+// The lower / upper triangle (the rest zero), as torch.tril / torch.triu; differentiable.
+Tensor tril(const Tensor& t, int64_t diagonal = 0);
+Tensor triu(const Tensor& t, int64_t diagonal = 0);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 Tensor& masked_fill_(Tensor& a, const Tensor& mask, double value);
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);
@@ -100,7 +111,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
 // Rows of `weight` (num, dim) picked by int64 `ids` of any shape: result ids.shape + (dim).
 Tensor embedding(const Tensor& ids, const Tensor& weight);
 
-// --- dropout (ops/dropout.cpp) ---
+// --- dropout (ops/random.cpp draws the mask, ops/dropout.cpp applies it) ---
 // Inverted dropout as F.dropout: keep with probability 1-p and scale by 1/(1-p). The mask is drawn
 // from `gen` (the global generator when null) exactly as PyTorch draws it.
 Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr);
@@ -118,5 +129,15 @@ Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
 // nn.init does under no_grad).
 Tensor& uniform_(Tensor& t, double from, double to, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+
+// --- in-place parameter updates, off the tape (ops/update.cpp) ---
+// torch.optim.AdamW's hyper-parameters for one step; step is the 1-based count after increment.
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+// One AdamW update of p from its gradient g, with the moments exp_avg and exp_avg_sq (all
+// float32, contiguous, p's shape; g may be strided), in kernels::adamw's order of operations.
+void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWStep& s);
 
 }  // namespace tg

@@ -19,20 +19,9 @@
 namespace tg {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (d) s += ", ";
-    s += std::to_string(shape[d]);
-  }
-  return s + "]";
-}
-
 [[noreturn]] void bad_input(const PrintInput& in, const std::string& why) {
   throw std::invalid_argument("format_tensor: shape " + shape_str(in.shape) + ": " + why);
 }
-
-bool is_floating(PrintKind k) { return k == PrintKind::Float32 || k == PrintKind::Float64; }
 
 // Python's format(x, ".{p}f") / ".{p}e": correctly rounded, never "-nan", locale-independent.
 // std::to_chars gives exactly printf's digits in the C locale, so it stands in for Python here.
@@ -79,7 +68,7 @@ struct View {
 class Formatter {
  public:
   Formatter(const View& v, int precision) : in_(v.in), precision_(precision) {
-    floating_ = is_floating(in_.kind);
+    floating_ = is_floating(in_.dtype);
     // Visit exactly the printed elements, as torch builds the formatter from the summarized data.
     std::vector<int64_t> offsets{0};
     for (size_t d = 0; d < in_.shape.size(); ++d) {
@@ -141,7 +130,7 @@ class Formatter {
  private:
   std::string raw(int64_t offset) const {
     const int64_t x = in_.i[static_cast<size_t>(offset)];
-    if (in_.kind == PrintKind::Bool) return x ? "True" : "False";
+    if (in_.dtype == DType::Bool) return x ? "True" : "False";
     return std::to_string(x);
   }
 
@@ -224,20 +213,6 @@ std::string tuple_str(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
-const char* dtype_name(PrintKind k) {
-  switch (k) {
-    case PrintKind::Float32:
-      return "torch.float32";
-    case PrintKind::Float64:
-      return "torch.float64";
-    case PrintKind::Int64:
-      return "torch.int64";
-    case PrintKind::Bool:
-      return "torch.bool";
-  }
-  return "?";
-}
-
 // torch's _add_suffixes. Its last_line_len counts two more than the last line's length
 // (len - rfind + 1); we keep that so the wrap point matches.
 std::string add_suffixes(const std::string& body, const std::vector<std::string>& suffixes,
@@ -272,12 +247,12 @@ std::string format_tensor(const PrintInput& in, const PrintOptions& opt) {
       bad_input(in, "too many elements");
     numel *= n;
   }
-  const bool floating = is_floating(in.kind);
+  const bool floating = is_floating(in.dtype);
   const size_t count = floating ? in.f.size() : in.i.size();
   if (static_cast<uint64_t>(numel) != count) {
     bad_input(in, "needs " + std::to_string(numel) + " values, got " + std::to_string(count));
   }
-  if (in.kind == PrintKind::Bool) {
+  if (in.dtype == DType::Bool) {
     for (int64_t x : in.i)
       if (x != 0 && x != 1) bad_input(in, "Bool value " + std::to_string(x) + " is not 0 or 1");
   }
@@ -294,12 +269,12 @@ std::string format_tensor(const PrintInput& in, const PrintOptions& opt) {
     // style, the size is shown unless the tensor is 1-D.
     body = "[]";
     if (in.shape.size() != 1) suffixes.push_back("size=" + tuple_str(in.shape));
-    if (in.kind != PrintKind::Float32)
-      suffixes.push_back(std::string("dtype=") + dtype_name(in.kind));
+    if (in.dtype != DType::Float32)
+      suffixes.push_back(std::string("dtype=") + dtype_name(in.dtype));
   } else {
     // int64 and bool are default dtypes for printing alongside float32.
-    if (in.kind == PrintKind::Float64)
-      suffixes.push_back(std::string("dtype=") + dtype_name(in.kind));
+    if (in.dtype == DType::Float64)
+      suffixes.push_back(std::string("dtype=") + dtype_name(in.dtype));
     View v{in, std::vector<int64_t>(in.shape.size()), numel > opt.threshold, opt.edgeitems};
     int64_t stride = 1;
     for (size_t d = in.shape.size(); d-- > 0;) {

@@ -1,13 +1,14 @@
 // Printing tensors exactly as PyTorch does: tensor([[0.4421, 0.5931, 0.5790], ...]).
-// Kept independent of Tensor: the caller flattens the values in row-major (logical) order.
+// Kept independent of Tensor (only its DType, core/dtype.h): the caller flattens the values in
+// row-major (logical) order.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace tg {
+#include "core/dtype.h"
 
-enum class PrintKind { Float32, Float64, Int64, Bool };
+namespace tg {
 
 struct PrintOptions {  // torch.set_printoptions defaults
   int precision = 4;
@@ -18,9 +19,9 @@ struct PrintOptions {  // torch.set_printoptions defaults
 
 struct PrintInput {
   std::vector<int64_t> shape;  // {} for a 0-d tensor
-  PrintKind kind = PrintKind::Float32;
-  std::vector<double> f;       // values when kind is Float32/Float64 (float32 widened exactly)
-  std::vector<int64_t> i;      // values when kind is Int64/Bool (Bool: 0 or 1)
+  DType dtype = DType::Float32;
+  std::vector<double> f;       // values when dtype is Float32/Float64 (float32 widened exactly)
+  std::vector<int64_t> i;      // values when dtype is Int64/Bool (Bool: 0 or 1)
   std::string grad_fn;         // e.g. "MmBackward0"; empty when not on the tape
   bool requires_grad = false;  // a leaf that requires grad prints requires_grad=True
 };

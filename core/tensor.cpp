@@ -17,41 +17,6 @@ namespace tg {
 
 using detail::fail;
 
-// --- dtype and shape helpers ---
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return "torch.float32";
-    case DType::Float64:
-      return "torch.float64";
-    case DType::Int64:
-      return "torch.int64";
-    case DType::Bool:
-      return "torch.bool";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return 4;
-    case DType::Float64:
-      return 8;
-    case DType::Int64:
-      return 8;
-    case DType::Bool:
-      return 1;
-  }
-  return 1;
-}
-
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 int64_t numel_of(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -222,16 +187,16 @@ std::string Tensor::str() const {
   in.shape = shape();
   switch (dtype()) {
     case DType::Float32:
-      in.kind = PrintKind::Float32;
+      in.dtype = DType::Float32;
       break;
     case DType::Float64:
-      in.kind = PrintKind::Float64;
+      in.dtype = DType::Float64;
       break;
     case DType::Int64:
-      in.kind = PrintKind::Int64;
+      in.dtype = DType::Int64;
       break;
     case DType::Bool:
-      in.kind = PrintKind::Bool;
+      in.dtype = DType::Bool;
       break;
   }
   if (is_floating(dtype()))

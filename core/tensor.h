@@ -17,16 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace tg {
-
-using Shape = std::vector<int64_t>;
-
-enum class DType { Float32, Float64, Int64, Bool };
-
-const char* dtype_name(DType d);  // "torch.float32", as PyTorch spells it
-size_t dtype_size(DType d);
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
-std::string shape_str(const Shape& s);  // "[2, 3]"
 
 class Generator;
 struct Node;
@@ -164,7 +157,5 @@ Tensor tensor(const Nested& values, DType dtype);
 Tensor from_vector(const std::vector<float>& v, const Shape& shape);
 Tensor from_vector(const std::vector<double>& v, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& shape);
-Tensor tril(const Tensor& t, int64_t diagonal = 0);
-Tensor triu(const Tensor& t, int64_t diagonal = 0);
 
 }  // namespace tg

@@ -25,22 +25,6 @@ uint32_t gpt2_byte_to_unicode(uint8_t b) {
   return 256 + n;
 }
 
-// Printable form of a token for messages: C escapes for control and non-ASCII bytes.
-std::string show_bytes(std::string_view s) {
-  std::string out;
-  for (const char ch : s.substr(0, 40)) {
-    const auto c = static_cast<uint8_t>(ch);
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += ch;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return s.size() > 40 ? out + "..." : out;
-}
-
 std::string utf8_replace_invalid(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -175,7 +159,6 @@ std::pair<int, int> Tokenizer::merge_of(int id) const {
 // Encoding
 
 namespace {
-// A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
 // memcmp(a, b, n) == 0 for short strings, without a library call.
 bool bytes_equal(const char* a, const char* b, size_t n) {
   size_t i = 0;
@@ -190,6 +173,7 @@ bool bytes_equal(const char* a, const char* b, size_t n) {
   return true;
 }
 
+// A fast 64-bit hash of short byte strings: 8-byte words through a multiply-xorshift mix.
 uint64_t hash_bytes(std::string_view s) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
   size_t i = 0;

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/text.h"  // show_bytes, utf8_decode
+
 namespace tg::data {
 
 // A vocabulary file that does not parse; what() is "PATH:LINE: reason".
@@ -44,9 +46,6 @@ uint32_t gpt2_byte_to_unicode(uint8_t b);
 // Replaces invalid UTF-8 with U+FFFD, one per maximal invalid subpart (Unicode's recommended
 // practice; what Python's errors="replace" and TextDecoder do).
 std::string utf8_replace_invalid(std::string_view bytes);
-// Bytes as they may appear in a one-line message: the first 40, C escapes (\xNN) for control
-// and non-ASCII bytes, "..." when cut.
-std::string show_bytes(std::string_view bytes);
 
 class Tokenizer {
  public:

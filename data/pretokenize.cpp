@@ -48,36 +48,6 @@ CharClass char_class(uint32_t cp) {
   return classify_slow(cp);
 }
 
-int utf8_decode(std::string_view s, size_t i, uint32_t& cp) {
-  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
-  const uint8_t c = b(0);
-  cp = 0xFFFFFFFF;
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  int len;
-  uint32_t v, min;
-  if ((c & 0xE0) == 0xC0) {
-    len = 2, v = c & 0x1F, min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3, v = c & 0x0F, min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4, v = c & 0x07, min = 0x10000;
-  } else {
-    return 1;
-  }
-  if (i + len > s.size()) return 1;
-  for (int k = 1; k < len; ++k) {
-    if ((b(k) & 0xC0) != 0x80) return 1;
-    v = (v << 6) | (b(k) & 0x3F);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 1;
-  cp = v;
-  return len;
-}
-
 namespace {
 
 // ASCII classes without the table lookup (the common case in English and code).

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/text.h"  // utf8_decode: an invalid byte is class kOther
+
 namespace tg::data {
 
 // Character classes of the pattern. Bytes that are not valid UTF-8 count as kOther, one byte each,
@@ -19,10 +21,6 @@ enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
 // Class of code point cp (Unicode version in unicode_tables.inc).
 CharClass char_class(uint32_t cp);
 const char* unicode_version();
-
-// Decodes one UTF-8 scalar at s[i]. Returns its length (1..4) and sets cp; for an invalid or
-// truncated sequence returns 1 and sets cp = 0xFFFFFFFF (class kOther).
-int utf8_decode(std::string_view s, size_t i, uint32_t& cp);
 
 // Calls f(chunk) for each match, in order; the chunks exactly tile `text`.
 template <class F>

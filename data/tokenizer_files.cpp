@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/file_io.h"
+#include "core/json.h"
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenize.h"
 
@@ -25,24 +26,6 @@ std::vector<uint8_t> gpt2_byte_order() {
   return order;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
@@ -57,130 +40,6 @@ std::string read_file(const std::string& path) {
 [[noreturn]] void fail(const std::string& path, size_t line, const std::string& why) {
   throw VocabError(path + ":" + std::to_string(line) + ": " + why);
 }
-
-}  // namespace
-
-namespace {
-
-// A small JSON reader for encoder.json: one object of "string": integer.
-struct JsonReader {
-  const std::string& path;
-  const std::string& s;
-  size_t i = 0;
-
-  [[noreturn]] void error(const std::string& why) const {
-    size_t line = 1, col = 1;
-    for (size_t k = 0; k < i && k < s.size(); ++k) {
-      if (s[k] == '\n') {
-        ++line, col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw VocabError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + why);
-  }
-  void ws() {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) ++i;
-  }
-  void expect(char c) {
-    ws();
-    if (i >= s.size()) error(std::string("unexpected end of file, expected '") + c + "'");
-    if (s[i] != c)
-      error(std::string("expected '") + c + "', found '" + show_bytes(s.substr(i, 1)) + "'");
-    ++i;
-  }
-  unsigned hex4() {
-    if (i + 4 > s.size()) error("truncated \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s[i++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        v |= c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        v |= c - 'A' + 10;
-      } else {
-        --i;
-        error("bad hex digit in \\u escape");
-      }
-    }
-    return v;
-  }
-  // Returns the string's code points.
-  std::vector<uint32_t> str() {
-    expect('"');
-    std::vector<uint32_t> cps;
-    while (true) {
-      if (i >= s.size()) error("unterminated string");
-      const char c = s[i];
-      if (c == '"') {
-        ++i;
-        return cps;
-      }
-      if (c == '\\') {
-        if (++i >= s.size()) error("unterminated escape");
-        const char e = s[i++];
-        switch (e) {
-          case '"':
-            cps.push_back('"');
-            break;
-          case '\\':
-            cps.push_back('\\');
-            break;
-          case '/':
-            cps.push_back('/');
-            break;
-          case 'b':
-            cps.push_back('\b');
-            break;
-          case 'f':
-            cps.push_back('\f');
-            break;
-          case 'n':
-            cps.push_back('\n');
-            break;
-          case 'r':
-            cps.push_back('\r');
-            break;
-          case 't':
-            cps.push_back('\t');
-            break;
-          case 'u': {
-            uint32_t v = hex4();
-            if (v >= 0xD800 && v < 0xDC00 && i + 6 <= s.size() && s[i] == '\\' && s[i + 1] == 'u') {
-              i += 2;
-              const uint32_t lo = hex4();
-              if (lo < 0xDC00 || lo > 0xDFFF) error("unpaired surrogate in \\u escape");
-              v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            cps.push_back(v);
-            break;
-          }
-          default:
-            --i, error(std::string("unknown escape \\") + e);
-        }
-        continue;
-      }
-      if (static_cast<uint8_t>(c) < 0x20) error("control character inside a string");
-      uint32_t cp;
-      const int len = utf8_decode(s, i, cp);
-      if (cp == 0xFFFFFFFF) error("invalid UTF-8");
-      cps.push_back(cp);
-      i += len;
-    }
-  }
-  long long integer() {
-    ws();
-    const size_t start = i;
-    if (i < s.size() && s[i] == '-') ++i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-    if (i == start || (i == start + 1 && s[start] == '-')) error("expected an integer id");
-    if (i - start > 10) error("id out of range");
-    return std::stoll(s.substr(start, i - start));
-  }
-};
 
 // Inverse of bytes_to_unicode; -1 for code points it never produces.
 int unicode_to_byte(uint32_t cp) {
@@ -217,9 +76,10 @@ std::vector<uint32_t> utf8_to_cps(const std::string& path, size_t line, std::str
 
 }  // namespace
 
-Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
-                                     const std::string& vocab_bpe_path) {
-  // vocab.bpe: "#version: 0.2", then one merge "left right" per line; merge k has rank 256 + k.
+namespace {
+
+// vocab.bpe: "#version: 0.2", then one merge "left right" per line; merge k has rank 256 + k.
+std::vector<std::string> read_gpt2_merges(const std::string& vocab_bpe_path) {
   const std::string bpe = read_file(vocab_bpe_path);
   std::vector<std::string> ranks;
   for (const uint8_t b : gpt2_byte_order()) ranks.emplace_back(1, static_cast<char>(b));
@@ -261,53 +121,63 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
     ranks.push_back(std::move(ab));
   }
   if (ranks.size() == 256) fail(vocab_bpe_path, line_no, "no merges");
+  return ranks;
+}
 
-  // encoder.json must agree with those ranks (tiktoken asserts the same); ids past them are
-  // special tokens (GPT-2: <|endoftext|> = 50256).
+// encoder.json, one object of "token": id, must agree with the merges' ranks (tiktoken asserts
+// the same); ids past them are special tokens (GPT-2: <|endoftext|> = 50256), returned.
+std::vector<std::pair<std::string, int>> read_gpt2_encoder(const std::string& encoder_json_path,
+                                                           const std::vector<std::string>& ranks) {
   const std::string js = read_file(encoder_json_path);
-  JsonReader r{encoder_json_path, js};
+  const auto fail_at = [&](json::Pos p, const std::string& why) {
+    throw VocabError(encoder_json_path + ":" + std::to_string(p.line) + ":" +
+                     std::to_string(p.col) + ": " + why);
+  };
+  json::Value enc;
+  try {
+    enc = json::parse(js);
+  } catch (const json::Error& e) {
+    throw VocabError(encoder_json_path + ":" + e.what());
+  }
+  if (enc.kind != json::Value::Kind::Object)
+    fail_at(enc.pos, "expected an object of \"token\": id");
   std::vector<std::pair<std::string, int>> specials;
   std::vector<bool> seen(ranks.size(), false);
-  r.expect('{');
-  r.ws();
-  bool first = true;
-  while (true) {
-    r.ws();
-    if (r.i < js.size() && js[r.i] == '}') {
-      ++r.i;
-      break;
+  for (size_t k = 0; k < enc.keys.size(); ++k) {
+    const std::string& token = enc.keys[k];
+    const json::Value& v = enc.values[k];
+    int64_t id = -1;
+    try {
+      id = v.as_int();
+    } catch (const json::Error&) {
+      fail_at(v.pos, "expected an integer id");
     }
-    if (!first) r.expect(',');
-    first = false;
-    const size_t key_at = r.i;
-    const std::vector<uint32_t> cps = r.str();
-    r.expect(':');
-    const long long id = r.integer();
-    const std::string bytes = gpt2_unmap(cps);
     if (id >= 0 && static_cast<size_t>(id) < ranks.size()) {
-      if (bytes != ranks[id]) {
-        r.i = key_at;
-        r.error("token id " + std::to_string(id) + " is '" + show_bytes(bytes) +
-                "' here but vocab.bpe gives rank " + std::to_string(id) + " to '" +
-                show_bytes(ranks[id]) + "'");
-      }
+      const std::string bytes = gpt2_unmap(utf8_to_cps(encoder_json_path, v.pos.line, token));
+      if (bytes != ranks[id])
+        fail_at(v.pos, "token id " + std::to_string(id) + " is '" + show_bytes(bytes) +
+                           "' here but vocab.bpe gives rank " + std::to_string(id) + " to '" +
+                           show_bytes(ranks[id]) + "'");
       seen[id] = true;
     } else if (id >= 0 && id <= INT_MAX) {
-      std::string name;
-      for (const uint32_t cp : cps) append_utf8(name, cp);
-      specials.emplace_back(name, static_cast<int>(id));
+      specials.emplace_back(token, static_cast<int>(id));
     } else {
-      r.error("negative or huge id " + std::to_string(id));
+      fail_at(v.pos, "negative or huge id " + std::to_string(id));
     }
   }
-  r.ws();
-  if (r.i != js.size()) r.error("trailing characters after the object");
   for (size_t id = 0; id < seen.size(); ++id)
-    if (!seen[id]) {
-      r.i = js.size();
-      r.error("no entry for id " + std::to_string(id) + " ('" + show_bytes(ranks[id]) +
-              "'): encoder.json and vocab.bpe are not from the same release");
-    }
+    if (!seen[id])
+      fail_at(enc.pos, "no entry for id " + std::to_string(id) + " ('" + show_bytes(ranks[id]) +
+                           "'): encoder.json and vocab.bpe are not from the same release");
+  return specials;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json_path,
+                                     const std::string& vocab_bpe_path) {
+  std::vector<std::string> ranks = read_gpt2_merges(vocab_bpe_path);
+  std::vector<std::pair<std::string, int>> specials = read_gpt2_encoder(encoder_json_path, ranks);
   return Tokenizer(std::move(ranks), std::move(specials), "gpt2");
 }
 

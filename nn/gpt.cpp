@@ -1,60 +1,13 @@
 // Chapter 4's GPT (see gpt.h).
 #include "nn/gpt.h"
 
-#include <cctype>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
-#include "core/autograd.h"
-#include "core/kernels/kernels.h"
+#include "core/json.h"
 #include "core/ops.h"
 
 namespace tg::nn {
-
-// ---- fused LayerNorm for the block ----------------------------------------------------------
-// The book's LayerNorm module composes ~10 elementwise ops; on a GPT they cost a large part of a
-// step. This runs the same math on the kernels' vector paths, one pass forward and one backward,
-// for contiguous float32 input (anything else takes the module). Results agree with the composed
-// ops to rounding (tests/test_train.cpp runs the PyTorch goldens through it). GELU needs no such
-// path: tg::gelu is one kernel pass already.
-namespace {
-
-bool fusable(const Tensor& x) { return x.dtype() == DType::Float32 && x.dim() >= 1; }
-
-// (x - mean) / sqrt(var + eps) * scale + shift over the last dim, biased variance.
-Tensor layer_norm(LayerNorm& ln, const Tensor& x_in) {
-  const Tensor& w = ln.scale;
-  const Tensor& b = ln.shift;
-  if (!fusable(x_in) || w.dtype() != DType::Float32 || x_in.size(-1) != ln.emb_dim)
-    return ln.forward(x_in);
-  const Tensor x = x_in.contiguous();
-  const int64_t C = ln.emb_dim, rows = x.numel() / C;
-  Tensor out = empty(x.shape());
-  Tensor mean = empty({rows}), rstd = empty({rows});
-  kernels::layernorm_forward(rows, C, x.data<float>(), w.contiguous().data<float>(),
-                             b.contiguous().data<float>(), float(ln.eps), out.data<float>(),
-                             mean.data<float>(), rstd.data<float>());
-  if (any_requires_grad({&x, &w, &b}))
-    record("LayerNormBackward", {x, w, b}, {x, w, mean, rstd},
-           [rows, C](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor gc = g.contiguous();
-             const Tensor& xs = n.saved_tensor(0);
-             const Tensor ws = n.saved_tensor(1).contiguous();
-             Tensor dx = zeros(xs.shape()), dw = zeros({C}), db = zeros({C});
-             // accumulates into dx, dw, db (llm.c's layernorm_backward)
-             kernels::layernorm_backward(rows, C, gc.data<float>(), xs.data<float>(),
-                                         ws.data<float>(), n.saved_tensor(2).data<float>(),
-                                         n.saved_tensor(3).data<float>(), dx.data<float>(),
-                                         dw.data<float>(), db.data<float>());
-             return {n.needs(0) ? dx : Tensor(), n.needs(1) ? dw : Tensor(),
-                     n.needs(2) ? db : Tensor()};
-           },
-           {&out});
-  return out;
-}
-
-}  // namespace
 
 // ---- GPTConfig -------------------------------------------------------------------------------
 
@@ -96,31 +49,42 @@ void GPTConfig::validate() const {
                                 "'");
 }
 
-GPTConfig GPTConfig::parse(const std::string& json) {
-  // Only the flat object str() writes: "key": number | true | false.
-  auto value_of = [&](const std::string& key) -> std::string {
-    const std::string quoted = "\"" + key + "\"";
-    const size_t k = json.find(quoted);
-    if (k == std::string::npos)
-      throw std::invalid_argument("GPT config: missing \"" + key + "\" in " + json);
-    size_t i = json.find(':', k + quoted.size());
-    if (i == std::string::npos)
-      throw std::invalid_argument("GPT config: malformed \"" + key + "\" in " + json);
-    ++i;
-    while (i < json.size() && std::isspace(static_cast<unsigned char>(json[i]))) ++i;
-    size_t j = i;
-    while (j < json.size() && json[j] != ',' && json[j] != '}') ++j;
-    std::string v = json.substr(i, j - i);
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-    return v;
-  };
-  auto integer = [&](const std::string& key) {
-    const std::string v = value_of(key);
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0')
-      throw std::invalid_argument("GPT config: \"" + key + "\" is not an integer: " + v);
-    return int64_t(n);
+namespace {
+
+[[noreturn]] void config_error(const json::Value& v, const char* key, const std::string& want) {
+  throw std::invalid_argument("GPT config: " + std::to_string(v.pos.line) + ":" +
+                              std::to_string(v.pos.col) + ": \"" + key + "\" must be " + want);
+}
+
+// The member `key` of a config object, of the kind `want` names.
+const json::Value& config_field(const json::Value& obj, const std::string& text, const char* key,
+                                json::Value::Kind kind, const char* want) {
+  const json::Value* v = obj.find(key);
+  if (!v)
+    throw std::invalid_argument(std::string("GPT config: missing \"") + key + "\" in " + text);
+  if (v->kind != kind) config_error(*v, key, want);
+  return *v;
+}
+
+}  // namespace
+
+GPTConfig GPTConfig::parse(const std::string& text) {
+  json::Value obj;
+  try {
+    obj = json::parse(text);
+  } catch (const json::Error& e) {
+    throw std::invalid_argument(std::string("GPT config: ") + e.what());
+  }
+  if (obj.kind != json::Value::Kind::Object)
+    throw std::invalid_argument("GPT config: expected a JSON object, got " + text);
+  using Kind = json::Value::Kind;
+  const auto integer = [&](const char* key) {
+    const json::Value& v = config_field(obj, text, key, Kind::Number, "an integer");
+    try {
+      return v.as_int();
+    } catch (const json::Error&) {
+      config_error(v, key, "an integer, got " + v.str);
+    }
   };
   GPTConfig c;
   c.vocab_size = integer("vocab_size");
@@ -128,15 +92,8 @@ GPTConfig GPTConfig::parse(const std::string& json) {
   c.emb_dim = integer("emb_dim");
   c.n_heads = integer("n_heads");
   c.n_layers = integer("n_layers");
-  const std::string d = value_of("drop_rate");
-  char* end = nullptr;
-  c.drop_rate = std::strtod(d.c_str(), &end);
-  if (d.empty() || *end != '\0')
-    throw std::invalid_argument("GPT config: \"drop_rate\" is not a number: " + d);
-  const std::string b = value_of("qkv_bias");
-  if (b != "true" && b != "false")
-    throw std::invalid_argument("GPT config: \"qkv_bias\" must be true or false, got " + b);
-  c.qkv_bias = b == "true";
+  c.drop_rate = config_field(obj, text, "drop_rate", Kind::Number, "a number").num;
+  c.qkv_bias = config_field(obj, text, "qkv_bias", Kind::Bool, "true or false").b;
   return c;
 }
 
@@ -197,14 +154,14 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
 Tensor TransformerBlock::forward(const Tensor& x) {
   // Shortcut connection for the attention block
   Tensor shortcut = x;
-  Tensor h = layer_norm(*norm1, x);
+  Tensor h = (*norm1)(x);
   h = (*att)(h);  // (b, T, emb_dim)
   h = (*drop_shortcut)(h);
   h = h + shortcut;  // add the original input back
 
   // Shortcut connection for the feed-forward block
   shortcut = h;
-  Tensor y = layer_norm(*norm2, h);
+  Tensor y = (*norm2)(h);
   y = (*ff)(y);
   y = (*drop_shortcut)(y);
   return y + shortcut;
@@ -250,7 +207,7 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
   Tensor x = tok_embeds + pos_embeds;                     // broadcast over the batch
   x = (*drop_emb)(x);
   x = (*trf_blocks)(x);
-  x = layer_norm(*final_norm, x);
+  x = (*final_norm)(x);
   return (*out_head)(x);  // (b, T, vocab_size)
 }
 

@@ -48,7 +48,9 @@ struct GPTConfig {
   // Throws std::invalid_argument naming the first bad field (sizes < 1, emb_dim not divisible by
   // n_heads, drop_rate outside [0, 1), attention neither "fused" nor "book").
   void validate() const;
-  // Parses str()'s output; throws std::invalid_argument on a missing or malformed key.
+  // Parses str()'s output (core/json.h's reader: a key given twice is refused); throws
+  // std::invalid_argument with one line naming the key or the place for a missing, mistyped or
+  // malformed field. Unknown keys are ignored.
   static GPTConfig parse(const std::string& json);
 };
 

@@ -17,10 +17,12 @@ Tensor LayerNorm::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != emb_dim)
     throw std::invalid_argument("LayerNorm(" + std::to_string(emb_dim) + "): expected input (*, " +
                                 std::to_string(emb_dim) + "), got " + shape_str(x.shape()));
-  const Tensor mean = x.mean(-1, /*keepdim=*/true);
-  const Tensor var = x.var(-1, /*unbiased=*/false, /*keepdim=*/true);
-  const Tensor norm_x = (x - mean) / (var + eps).sqrt();
-  return scale * norm_x + shift;
+  // The book's forward, which the layer_norm op computes in one pass (core/ops/layer_norm.cpp):
+  //   mean = x.mean(dim=-1, keepdim=True)
+  //   var = x.var(dim=-1, keepdim=True, unbiased=False)
+  //   norm_x = (x - mean) / torch.sqrt(var + self.eps)
+  //   return self.scale * norm_x + self.shift
+  return layer_norm(x, scale, shift, eps);
 }
 
 }  // namespace tg::nn

@@ -16,6 +16,15 @@ void check_inputs(const char* fn, const Tensor& inputs) {
 }
 }  // namespace
 
+Tensor your_journey_inputs() {
+  return tensor({{0.43, 0.15, 0.89},    // Your     (x^1)
+                 {0.55, 0.87, 0.66},    // journey  (x^2)
+                 {0.57, 0.85, 0.64},    // starts   (x^3)
+                 {0.22, 0.58, 0.33},    // with     (x^4)
+                 {0.77, 0.25, 0.10},    // one      (x^5)
+                 {0.05, 0.80, 0.55}});  // step     (x^6)
+}
+
 Tensor attention_scores_for_query(const Tensor& inputs, const Tensor& query) {
   check_inputs("attention_scores_for_query", inputs);
   if (query.dim() != 1 || query.size(0) != inputs.size(1))

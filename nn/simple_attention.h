@@ -13,6 +13,10 @@
 
 namespace tg::nn {
 
+// §3.3.1's inputs: "Your journey starts with one step" as six 3-d embeddings, one row per word
+// (x^(1) = Your .. x^(6) = step), float32 as the notebook's torch.tensor makes them.
+Tensor your_journey_inputs();
+
 // §3.3.1 step 1, the notebook's loop: attn_scores_2[i] = torch.dot(x_i, query).
 // inputs (num_tokens, d_in), query (d_in) -> (num_tokens)
 Tensor attention_scores_for_query(const Tensor& inputs, const Tensor& query);

@@ -5,6 +5,7 @@
 //   reductions   sum (dim, dims, all) mean (dim, all) max (dim, all) var (biased, unbiased)
 //   linear alg.  matmul (dot, mv, vm, mm, batched with broadcast, transposed operands) linear
 //   softmax      softmax log_softmax cross_entropy (with ignore_index)
+//   normalizing  layer_norm (also against the book's LayerNorm written in ops)
 //   masking      masked_fill masked_fill_ tril triu dropout_with_mask
 //   joining      cat stack embedding
 //   views        view reshape transpose permute T unsqueeze squeeze narrow slice select flatten
@@ -144,6 +145,20 @@ TEST_CASE("gradcheck: softmax family and cross_entropy") {
         return cross_entropy(x[0], tensor({2, -100, 3}));
       },
       rand64({3, 4}, 7, -2, 2));
+}
+
+TEST_CASE("gradcheck: layer_norm, and it equals the book's LayerNorm written in ops") {
+  GRADCHECK([](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }, rand64({3, 5}, 40, -2, 2),
+            rand64({5}, 41, 0.5, 1.5), rand64({5}, 42));
+  // A transposed input, a large eps, a row fanned out into the weight.
+  GRADCHECK([](const Inputs& x) { return layer_norm(x[0].T(), x[0][0], x[1], 0.5); },
+            rand64({4, 4}, 43, -2, 2), rand64({4}, 44));
+  const Tensor x = rand64({2, 3, 6}, 45, -3, 3), w = rand64({6}, 46), b = rand64({6}, 47);
+  const Tensor mean = x.mean(-1, true), var = x.var(-1, /*unbiased=*/false, /*keepdim=*/true);
+  const std::vector<double> book = (w * ((x - mean) / (var + 1e-5).sqrt()) + b).to_vector<double>(),
+                            op = layer_norm(x, w, b).to_vector<double>();
+  REQUIRE(book.size() == op.size());
+  for (size_t i = 0; i < op.size(); ++i) CHECK(op[i] == doctest::Approx(book[i]).epsilon(1e-12));
 }
 
 TEST_CASE("gradcheck: masking, joining, embedding") {

@@ -59,13 +59,13 @@ std::vector<GoldenCase> load_golden(const std::string& path) {
     std::string kind;
     field("kind ") >> kind;
     if (kind == "float32") {
-      c.in.kind = tg::PrintKind::Float32;
+      c.in.dtype = tg::DType::Float32;
     } else if (kind == "float64") {
-      c.in.kind = tg::PrintKind::Float64;
+      c.in.dtype = tg::DType::Float64;
     } else if (kind == "int64") {
-      c.in.kind = tg::PrintKind::Int64;
+      c.in.dtype = tg::DType::Int64;
     } else if (kind == "bool") {
-      c.in.kind = tg::PrintKind::Bool;
+      c.in.dtype = tg::DType::Bool;
     } else {
       throw std::runtime_error("golden: unknown kind " + kind);
     }
@@ -272,17 +272,17 @@ TEST_CASE("notebook: 4-D per-head scores") {
 
 TEST_CASE("int64, bool, float64 and requires_grad suffixes") {
   tg::PrintInput ints;
-  ints.kind = tg::PrintKind::Int64;
+  ints.dtype = tg::DType::Int64;
   ints.shape = {3};
   ints.i = {0, 1, 2};
   CHECK(tg::format_tensor(ints) == "tensor([0, 1, 2])");
   tg::PrintInput bools;
-  bools.kind = tg::PrintKind::Bool;
+  bools.dtype = tg::DType::Bool;
   bools.shape = {1, 2};
   bools.i = {1, 0};
   CHECK(tg::format_tensor(bools) == "tensor([[ True, False]])");
   tg::PrintInput d;
-  d.kind = tg::PrintKind::Float64;
+  d.dtype = tg::DType::Float64;
   d.shape = {2};
   d.f = {1.0, 2.0};
   d.requires_grad = true;
@@ -290,7 +290,7 @@ TEST_CASE("int64, bool, float64 and requires_grad suffixes") {
   d.grad_fn = "AddBackward0";  // a grad_fn replaces requires_grad=True
   CHECK(tg::format_tensor(d) == "tensor([1., 2.], dtype=torch.float64, grad_fn=<AddBackward0>)");
   tg::PrintInput empty;
-  empty.kind = tg::PrintKind::Int64;
+  empty.dtype = tg::DType::Int64;
   empty.shape = {0};
   CHECK(tg::format_tensor(empty) == "tensor([], dtype=torch.int64)");
 }
@@ -313,12 +313,12 @@ TEST_CASE("bad input throws std::invalid_argument naming format_tensor and the s
   in.shape = {};  // 0-d needs exactly one value
   in.f = {};
   CHECK_THROWS_AS(tg::format_tensor(in), std::invalid_argument);
-  in.kind = tg::PrintKind::Int64;  // ints are read from .i, not .f
+  in.dtype = tg::DType::Int64;  // ints are read from .i, not .f
   in.shape = {2};
   in.f = {1, 2};
   CHECK_THROWS_WITH_AS(tg::format_tensor(in), doctest::Contains("shape [2]"),
                        std::invalid_argument);
-  in.kind = tg::PrintKind::Bool;
+  in.dtype = tg::DType::Bool;
   in.i = {1, 2};
   CHECK_THROWS_AS(tg::format_tensor(in), std::invalid_argument);
   in.shape = {std::numeric_limits<int64_t>::max(), 4};

@@ -433,6 +433,25 @@ TEST_CASE("autograd: in-place ops are checked like PyTorch's version counter") {
   CHECK(s.grad_fn_name() == "MaskedFillBackward0");
   s.sum().backward();
   CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 0, 2});
+  // A product saves each operand only for the other one's gradient: under a mask that needs no
+  // gradient (dropout) the activations are not saved, so writing over them is no error; with
+  // both operands requiring grad it is. matmul does the same.
+  const Tensor mask = tensor({0.0, 2.0, 2.0});
+  for (const bool both : {false, true}) {
+    Tensor a = tensor({1.0, 2.0, 3.0}).requires_grad_();
+    Tensor h = a * 3.0;
+    const Tensor other = both ? mask.clone().requires_grad_() : mask;
+    Tensor d = h * other, p = matmul(h, other);
+    h.masked_fill_(tensor({1, 0, 0}).to(DType::Bool), 5.0);
+    const std::string e = what_of([&] { (d.sum() + p).backward(); });
+    if (both) {
+      CHECK(e.find(": a tensor of shape [3] needed for gradient computation was modified") !=
+            std::string::npos);
+    } else {
+      CHECK(e == "(no exception)");
+      CHECK(a.grad().to_vector<float>() == std::vector<float>{0, 12, 12});
+    }
+  }
   // A view of a tensor that requires grad is refused.
   Tensor v = (w * 1.0)[0];
   CHECK(what_of([&] {
@@ -453,6 +472,7 @@ TEST_CASE("grad_fn names match PyTorch's") {
   CHECK(a.view({6}).grad_fn_name() == "ViewBackward0");
   CHECK(cat({a, a}).grad_fn_name() == "CatBackward0");
   CHECK(a.masked_fill(gt(a, 0.5), 0).grad_fn_name() == "MaskedFillBackward0");
+  CHECK(layer_norm(a, ones({3}), zeros({3})).grad_fn_name() == "NativeLayerNormBackward0");
 }
 
 TEST_CASE("errors name the op and the shapes") {
@@ -481,6 +501,18 @@ TEST_CASE("errors name the op and the shapes") {
         }) ==
         "linear: input of shape [2, 3] does not match weight of shape [4, 5] (expected the last "
         "dim to be 5)");
+  CHECK(what_of([&] { layer_norm(a, ones({2}), zeros({3})); }) ==
+        "layer_norm: expected weight and bias of shape [C] for input (..., C), got [2] and [3] "
+        "for input [2, 3]");
+  CHECK(what_of([&] {
+          layer_norm(tensor({1, 2}), ones({2}), zeros({2}));
+        }) == "layer_norm: expected a floating-point tensor, got torch.int64 of shape [2]");
+  CHECK(what_of([&] {
+          Tensor p = zeros({2}), m = zeros({2}), v = zeros({3});
+          adamw_(p, ones({2}), m, v, {1e-3, 0.9, 0.999, 1e-8, 0.1, 1});
+        }) ==
+        "adamw_: expected contiguous float32 tensors of one shape, got torch.float32 [3] beside "
+        "the parameter's [2]");
 }
 
 // Backward functions may write into the incoming gradient's buffer when nothing else holds it

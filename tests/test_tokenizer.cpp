@@ -276,6 +276,21 @@ TEST_CASE("vocabulary file errors name the file, the line and the reason") {
     CHECK(e.find(":2:6: expected ':'") != std::string::npos);
   }
   {
+    // core/json.h's strict reader: refusals keep the file's path:line:col.
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"{\"!\": 0,\n \"!\": 0}", ":2:2: duplicate key '!'"},
+        {"{\"!\": 0} x", ":1:10: unexpected 'x' after the value"},
+        {"{\"\\ud800\": 0}", ":1:3: unpaired surrogate in \\u escape"},
+        {"{\"!\": \"0\"}", ":1:7: expected an integer id"},
+        {"{\"!\": -1}", ":1:7: negative or huge id -1"},
+    };
+    for (const auto& [text, message] : bad) {
+      TempFile f(text, "json3");
+      const std::string e = err([&] { Tokenizer::from_gpt2_files(f.path, dir + "/vocab.bpe"); });
+      CHECK(e == f.path + message);
+    }
+  }
+  {
     TempFile f("IQ== 0\n!!! 1\n", "rank");
     CHECK(err([&] { Tokenizer::from_tiktoken_file(f.path); }).find(":2: bad base64") !=
           std::string::npos);

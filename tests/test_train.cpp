@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
 #include "train/commands.h"
-#include "train/json.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -253,6 +253,39 @@ TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
   nn::GPTConfig bad = c;
   bad.n_heads = 7;
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("divisible"), std::invalid_argument);
+
+  // parse refuses with one line naming the key or the place (core/json.h's reader underneath).
+  const std::string ok = c.str();
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = ok;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  const auto col = [](const std::string& t, const std::string& what) {
+    return std::to_string(t.find(what) + 1);
+  };
+  struct Bad {
+    std::string text, message;
+  };
+  const std::string twice = with("\"emb_dim\"", "\"n_layers\": 2, \"emb_dim\"");
+  const std::string frac = with("\"n_heads\": 12", "\"n_heads\": 1.5");
+  const std::string str = with("\"n_layers\": 12", "\"n_layers\": \"12\"");
+  const std::string bias = with("false", "0");
+  const std::vector<Bad> cases = {
+      {ok + " x",
+       "GPT config: 1:" + std::to_string(ok.size() + 2) + ": unexpected 'x' after the value"},
+      {twice, "GPT config: 1:" + col(twice, "\"n_layers\": 12") + ": duplicate key 'n_layers'"},
+      {with("\"emb_dim\": 768, ", ""),
+       "GPT config: missing \"emb_dim\" in " + with("\"emb_dim\": 768, ", "")},
+      {frac, "GPT config: 1:" + col(frac, "1.5") + ": \"n_heads\" must be an integer, got 1.5"},
+      {str, "GPT config: 1:" + col(str, "\"12\"") + ": \"n_layers\" must be an integer"},
+      {bias, "GPT config: 1:" + col(bias, "0}") + ": \"qkv_bias\" must be true or false"},
+      {"[1]", "GPT config: expected a JSON object, got [1]"},
+  };
+  for (const Bad& b : cases) {
+    CAPTURE(b.text);
+    CHECK_THROWS_WITH_AS(nn::GPTConfig::parse(b.text), b.message.c_str(), std::invalid_argument);
+  }
 }
 
 TEST_CASE("train_model_simple with dropout equals PyTorch's run step for step") {
@@ -479,7 +512,7 @@ TEST_CASE("tapegrad train and generate from the command line") {
   std::string line;
   int lines = 0;
   while (std::getline(log, line)) {
-    const train::JsonValue v = train::parse_json(line);
+    const json::Value v = json::parse(line);
     for (const char* k :
          {"step", "epoch", "train_loss", "val_loss", "tokens_seen", "lr", "seconds"})
       CHECK_MESSAGE(v.find(k) != nullptr, k);

@@ -183,12 +183,7 @@ int chapter3_main(int argc, char** argv) {
 
   // ---- §3.3.1 a simple self-attention mechanism without trainable weights ----
   cell(2);
-  const Tensor inputs = tensor({{0.43, 0.15, 0.89},    // Your     (x^1)
-                                {0.55, 0.87, 0.66},    // journey  (x^2)
-                                {0.57, 0.85, 0.64},    // starts   (x^3)
-                                {0.22, 0.58, 0.33},    // with     (x^4)
-                                {0.77, 0.25, 0.10},    // one      (x^5)
-                                {0.05, 0.80, 0.55}});  // step     (x^6)
+  const Tensor inputs = nn::your_journey_inputs();  // one 3-d row per word, x^(1) .. x^(6)
 
   Tensor query = inputs[1];  // 2nd input token is the query
   Tensor attn_scores_2 = nn::attention_scores_for_query(inputs, query);

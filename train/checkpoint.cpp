@@ -58,7 +58,7 @@ void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok
   for (size_t i = 0; i < tok.specials().size(); ++i) {
     if (i) sp += ',';
     sp += '[';
-    sp += json_quote(tok.specials()[i].first);
+    sp += json::quote(tok.specials()[i].first);
     sp += ',';
     sp += std::to_string(tok.specials()[i].second);
     sp += ']';
@@ -133,7 +133,7 @@ std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st
   for (size_t i = 0; i + 1 < v.size(); i += 2) merges.emplace_back(int(v[i]), int(v[i + 1]));
   std::vector<std::pair<std::string, int>> specials;
   try {
-    for (const JsonValue& e : parse_json(sp->second).items)
+    for (const json::Value& e : json::parse(sp->second).items)
       specials.emplace_back(e.items.at(0).str, int(e.items.at(1).as_int()));
     return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials));
   } catch (const std::exception& e) {
@@ -153,11 +153,11 @@ SafeTensors read_checkpoint(const std::string& path) {
   return st;
 }
 
-JsonValue options_from_checkpoint(const SafeTensors& st, const std::string& path) {
+json::Value options_from_checkpoint(const SafeTensors& st, const std::string& path) {
   const auto it = st.metadata.find("options");
   if (it == st.metadata.end()) throw TrainError(path + ": checkpoint lacks its options");
   try {
-    return parse_json(it->second);
+    return json::parse(it->second);
   } catch (const std::exception& e) {
     throw TrainError(path + ": checkpoint options do not parse (" + e.what() + ")");
   }
@@ -187,7 +187,7 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
   md["epoch"] = std::to_string(pos.epoch);
   md["batch"] = std::to_string(pos.batch);
   md["tokens_seen"] = std::to_string(pos.tokens_seen);
-  md["seconds"] = json_number(pos.seconds);
+  md["seconds"] = json::number(pos.seconds);
   md["threads"] = std::to_string(num_threads());
   md["rng_state"] = hex(gen.get_state());
   md["text_hash"] = recipe.text_hash;
@@ -198,9 +198,9 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
     hist += std::string("{\"epoch\":") + std::to_string(p.epoch) +
             ",\"step\":" + std::to_string(p.step) +
             ",\"tokens_seen\":" + std::to_string(p.tokens_seen) +
-            ",\"train_loss\":" + json_number(p.train_loss) +
-            ",\"val_loss\":" + json_number(p.val_loss) + ",\"lr\":" + json_number(p.lr) +
-            ",\"seconds\":" + json_number(p.seconds) + "}";
+            ",\"train_loss\":" + json::number(p.train_loss) +
+            ",\"val_loss\":" + json::number(p.val_loss) + ",\"lr\":" + json::number(p.lr) +
+            ",\"seconds\":" + json::number(p.seconds) + "}";
   }
   md["history"] = hist + "]";
   tokenizer_to_checkpoint(recipe.tokenizer_spec, recipe.tokenizer, tensors, md);
@@ -236,10 +236,10 @@ RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, n
     pos.batch = std::stoll(st.metadata.at("batch"));
     pos.seconds = std::stod(st.metadata.at("seconds"));
     gen.set_state(unhex(st.metadata.at("rng_state")));
-    for (const JsonValue& e : parse_json(st.metadata.at("history")).items) {
+    for (const json::Value& e : json::parse(st.metadata.at("history")).items) {
       auto integer = [&](const char* k) {
-        const JsonValue* v = e.find(k);
-        if (!v || v->kind != JsonValue::Kind::Number)
+        const json::Value* v = e.find(k);
+        if (!v || v->kind != json::Value::Kind::Number)
           throw TrainError(path + ": checkpoint history entry lacks '" + k + "'");
         return v->as_int();
       };
@@ -248,9 +248,9 @@ RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, n
       p.step = integer("step");
       p.tokens_seen = integer("tokens_seen");
       auto d = [&](const char* k) {
-        const JsonValue* v = e.find(k);
-        return v && v->kind == JsonValue::Kind::Number ? v->num
-                                                       : std::numeric_limits<double>::quiet_NaN();
+        const json::Value* v = e.find(k);
+        return v && v->kind == json::Value::Kind::Number ? v->num
+                                                         : std::numeric_limits<double>::quiet_NaN();
       };
       p.train_loss = d("train_loss");
       p.val_loss = d("val_loss");

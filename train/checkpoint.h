@@ -4,7 +4,7 @@
 // train/README.md lists the entries. Every reader throws TrainError naming the file.
 //
 // The public side (LoadedModel, load_checkpoint_model, checkpoint_path) is declared in
-// trainer.h; this header is what run_training uses to write and resume.
+// trainer.h (with RunPosition); this header is what run_training uses to write and resume.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json.h"
 #include "core/rng.h"
 #include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
-#include "train/json.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -23,16 +23,6 @@
 namespace tg::train {
 
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-
-// Where a run stands after its last optimizer step.
-struct RunPosition {
-  int64_t global_step = -1, tokens_seen = 0;
-  int64_t epoch = 0;                 // epochs completed, or the epoch in progress when batch > 0
-  int64_t batch = 0;                 // batches of that epoch already trained
-  double seconds = 0;                // training time so far, earlier runs included
-  std::vector<int64_t> epoch_order;  // the epoch's window order, kept when batch > 0
-  std::vector<EvalPoint> history;    // every evaluation so far
-};
 
 // What the run was made from, recorded beside the tensors.
 struct RunRecipe {
@@ -51,7 +41,7 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
 // Reads a checkpoint file and checks its format.
 SafeTensors read_checkpoint(const std::string& path);
 nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path);
-JsonValue options_from_checkpoint(const SafeTensors& st, const std::string& path);
+json::Value options_from_checkpoint(const SafeTensors& st, const std::string& path);
 std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
                                                            const std::string& path);
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "core/autograd.h"
-#include "core/kernels/kernels.h"
+#include "core/ops.h"
 
 namespace tg::train {
 
@@ -29,19 +29,16 @@ void AdamW::step() {
   if (params.size() != exp_avg.size())
     throw std::logic_error("AdamW: the model's parameter list changed");
   for (size_t k = 0; k < params.size(); ++k) {
-    const Tensor& p = params[k];
+    Tensor p = params[k];  // a handle on the parameter, updated in place
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     if (p.dtype() != DType::Float32 || !p.is_contiguous())
       throw std::invalid_argument("AdamW: parameters must be contiguous float32");
-    const Tensor gc = g.contiguous();
     // torch/optim/adamw.py's _single_tensor_adamw per element, vectorized and split over the
     // pool by the kernels (elementwise, so the split changes nothing): p *= 1 - lr*wd;
     // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
     // The kernel updates m in 2.x's lerp form, which can differ from 1.13's mul/add by an ulp.
-    kernels::adamw(p.numel(), p.data<float>(), gc.data<float>(), exp_avg[k].data<float>(),
-                   exp_avg_sq[k].data<float>(), float(lr), float(beta1), float(beta2), float(eps),
-                   float(weight_decay), step_count);
+    adamw_(p, g, exp_avg[k], exp_avg_sq[k], {lr, beta1, beta2, eps, weight_decay, step_count});
   }
 }
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "core/file_io.h"
-#include "train/json.h"
+#include "core/json.h"
 
 namespace tg::train {
 
@@ -21,18 +21,33 @@ const Tensor* SafeTensors::find(const std::string& name) const {
 
 namespace {
 
-const char* st_dtype(DType d) {
-  switch (d) {
+// safetensors' dtype names, in DType's order.
+constexpr const char* kDTypeNames[] = {"F32", "F64", "I64", "BOOL"};
+static_assert(int(DType::Float32) == 0 && int(DType::Float64) == 1 && int(DType::Int64) == 2 &&
+              int(DType::Bool) == 3);
+
+// The bytes of a contiguous tensor.
+char* bytes_of(const Tensor& t) {
+  switch (t.dtype()) {
     case DType::Float32:
-      return "F32";
+      return reinterpret_cast<char*>(t.data<float>());
     case DType::Float64:
-      return "F64";
+      return reinterpret_cast<char*>(t.data<double>());
     case DType::Int64:
-      return "I64";
+      return reinterpret_cast<char*>(t.data<int64_t>());
     case DType::Bool:
-      return "BOOL";
+      return reinterpret_cast<char*>(t.data<bool>());
   }
-  return "?";
+  return nullptr;
+}
+
+std::string metadata_json(const Metadata& metadata) {
+  std::string out = "\"__metadata__\":{";
+  for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+    if (it != metadata.begin()) out += ",";
+    out += json::quote(it->first) + ":" + json::quote(it->second);
+  }
+  return out + "}";
 }
 
 }  // namespace
@@ -40,40 +55,14 @@ const char* st_dtype(DType d) {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& t,
                       const Metadata& metadata) {
   std::string header = "{";
+  if (!metadata.empty()) header += metadata_json(metadata);
   std::string data;
-  bool first = true;
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
-      if (it != metadata.begin()) header += ",";
-      header += json_quote(it->first) + ":" + json_quote(it->second);
-    }
-    header += "}";
-    first = false;
-  }
   for (const auto& [name, tensor] : t) {
     const Tensor c = tensor.contiguous();
-    const size_t nbytes = size_t(c.numel()) * dtype_size(c.dtype());
     const size_t begin = data.size();
-    const char* src = nullptr;
-    switch (c.dtype()) {
-      case DType::Float32:
-        src = reinterpret_cast<const char*>(c.data<float>());
-        break;
-      case DType::Float64:
-        src = reinterpret_cast<const char*>(c.data<double>());
-        break;
-      case DType::Int64:
-        src = reinterpret_cast<const char*>(c.data<int64_t>());
-        break;
-      case DType::Bool:
-        src = reinterpret_cast<const char*>(c.data<bool>());
-        break;
-    }
-    data.append(src, nbytes);
-    if (!first) header += ",";
-    first = false;
-    header += json_quote(name) + ":{\"dtype\":\"" + st_dtype(c.dtype()) + "\",\"shape\":[";
+    if (c.numel() > 0) data.append(bytes_of(c), size_t(c.numel()) * dtype_size(c.dtype()));
+    if (header.size() > 1) header += ",";
+    header += json::quote(name) + ":{\"dtype\":\"" + kDTypeNames[int(c.dtype())] + "\",\"shape\":[";
     for (size_t d = 0; d < c.shape().size(); ++d) {
       if (d) header += ',';
       header += std::to_string(c.shape()[d]);
@@ -91,6 +80,49 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   write_file_atomic(path, file);
 }
 
+namespace {
+
+// Reads one header entry {"dtype", "shape", "data_offsets"} and its bytes from `data` (what
+// follows the header); `fail` makes the file's error.
+template <class Fail>
+Tensor read_entry(const std::string& name, const json::Value& v, std::string_view data,
+                  const Fail& fail) {
+  const json::Value* dt = v.find("dtype");
+  const json::Value* shape = v.find("shape");
+  const json::Value* off = v.find("data_offsets");
+  if (!dt || !shape || !off || off->items.size() != 2 || shape->kind != json::Value::Kind::Array)
+    throw fail("entry '" + name + "' lacks dtype, shape or data_offsets");
+  int k = 0;
+  while (k < 4 && dt->str != kDTypeNames[k]) ++k;
+  if (k == 4) throw fail("entry '" + name + "' has unsupported dtype " + dt->str);
+  const DType dtype = DType(k);
+  Shape s;
+  int64_t numel = 1, b = 0, e = 0;
+  try {
+    for (const auto& d : shape->items) {
+      s.push_back(d.as_int());
+      if (s.back() < 0) throw std::runtime_error("negative size");
+      numel *= s.back();
+    }
+  } catch (const std::exception& ex) {
+    throw fail("entry '" + name + "' shape: " + ex.what());
+  }
+  try {
+    b = off->items[0].as_int();
+    e = off->items[1].as_int();
+  } catch (const std::exception& ex) {
+    throw fail("entry '" + name + "' offsets: " + ex.what());
+  }
+  if (b < 0 || e < b || size_t(e) > data.size() ||
+      size_t(e - b) != size_t(numel) * dtype_size(dtype))
+    throw fail("entry '" + name + "' offsets do not match its shape or the file size");
+  Tensor t = empty(s, dtype);
+  if (numel > 0) std::memcpy(bytes_of(t), data.data() + b, size_t(e - b));
+  return t;
+}
+
+}  // namespace
+
 SafeTensors load_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
@@ -104,85 +136,27 @@ SafeTensors load_safetensors(const std::string& path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[i]);
   if (n > file.size() - 8) throw fail("header length " + std::to_string(n) + " past the end");
-  JsonValue h;
+  json::Value h;
   try {
-    h = parse_json(std::string_view(file).substr(8, n));
-  } catch (const std::exception& e) {
-    throw fail(e.what());
+    h = json::parse(std::string_view(file).substr(8, n));
+  } catch (const json::Error& e) {
+    throw fail(std::string("header ") + e.what());
   }
-  if (h.kind != JsonValue::Kind::Object) throw fail("header is not an object");
-  const size_t data_begin = 8 + n;
-  const size_t data_size = file.size() - data_begin;
+  if (h.kind != json::Value::Kind::Object) throw fail("header is not an object");
+  const std::string_view data = std::string_view(file).substr(8 + n);
   SafeTensors out;
   for (size_t ti = 0; ti < h.keys.size(); ++ti) {
     const std::string& name = h.keys[ti];
-    const JsonValue& v = h.values[ti];
-    if (name == "__metadata__") {
-      for (size_t j = 0; j < v.keys.size(); ++j) {
-        const std::string& k = v.keys[j];
-        const JsonValue& mv = v.values[j];
-        if (mv.kind != JsonValue::Kind::String) throw fail("metadata '" + k + "' is not a string");
-        out.metadata[k] = mv.str;
-      }
+    const json::Value& v = h.values[ti];
+    if (name != "__metadata__") {
+      out.tensors.emplace_back(name, read_entry(name, v, data, fail));
       continue;
     }
-    const JsonValue* dt = v.find("dtype");
-    const JsonValue* shape = v.find("shape");
-    const JsonValue* off = v.find("data_offsets");
-    if (!dt || !shape || !off || off->items.size() != 2 || shape->kind != JsonValue::Kind::Array)
-      throw fail("entry '" + name + "' lacks dtype, shape or data_offsets");
-    DType dtype;
-    if (dt->str == "F32")
-      dtype = DType::Float32;
-    else if (dt->str == "F64")
-      dtype = DType::Float64;
-    else if (dt->str == "I64")
-      dtype = DType::Int64;
-    else if (dt->str == "BOOL")
-      dtype = DType::Bool;
-    else
-      throw fail("entry '" + name + "' has unsupported dtype " + dt->str);
-    Shape s;
-    int64_t numel = 1;
-    try {
-      for (const auto& d : shape->items) {
-        s.push_back(d.as_int());
-        if (s.back() < 0) throw std::runtime_error("negative size");
-        numel *= s.back();
-      }
-    } catch (const std::exception& e) {
-      throw fail("entry '" + name + "' shape: " + e.what());
+    for (size_t j = 0; j < v.keys.size(); ++j) {
+      if (v.values[j].kind != json::Value::Kind::String)
+        throw fail("metadata '" + v.keys[j] + "' is not a string");
+      out.metadata[v.keys[j]] = v.values[j].str;
     }
-    int64_t b = 0, e = 0;
-    try {
-      b = off->items[0].as_int();
-      e = off->items[1].as_int();
-    } catch (const std::exception& ex) {
-      throw fail("entry '" + name + "' offsets: " + ex.what());
-    }
-    if (b < 0 || e < b || size_t(e) > data_size ||
-        size_t(e - b) != size_t(numel) * dtype_size(dtype))
-      throw fail("entry '" + name + "' offsets do not match its shape or the file size");
-    Tensor t = empty(s, dtype);
-    if (numel > 0) {
-      void* dst = nullptr;
-      switch (dtype) {
-        case DType::Float32:
-          dst = t.data<float>();
-          break;
-        case DType::Float64:
-          dst = t.data<double>();
-          break;
-        case DType::Int64:
-          dst = t.data<int64_t>();
-          break;
-        case DType::Bool:
-          dst = t.data<bool>();
-          break;
-      }
-      std::memcpy(dst, file.data() + data_begin + b, size_t(e - b));
-    }
-    out.tensors.emplace_back(name, std::move(t));
   }
   return out;
 }

@@ -34,33 +34,33 @@ bool is_explicit(const TrainOptions& o, const std::string& name) {
 
 std::string options_json(const TrainOptions& o) {
   std::ostringstream os;
-  os << "{\"text\": " << json_quote(o.text_path) << ", \"preset\": " << json_quote(o.preset)
-     << ", \"tokenizer\": " << json_quote(o.tokenizer)
+  os << "{\"text\": " << json::quote(o.text_path) << ", \"preset\": " << json::quote(o.preset)
+     << ", \"tokenizer\": " << json::quote(o.tokenizer)
      << ", \"context_length\": " << o.context_length << ", \"epochs\": " << o.epochs
-     << ", \"batch_size\": " << o.batch_size << ", \"lr\": " << json_number(o.lr)
-     << ", \"weight_decay\": " << json_number(o.weight_decay) << ", \"eval_freq\": " << o.eval_freq
+     << ", \"batch_size\": " << o.batch_size << ", \"lr\": " << json::number(o.lr)
+     << ", \"weight_decay\": " << json::number(o.weight_decay) << ", \"eval_freq\": " << o.eval_freq
      << ", \"eval_iter\": " << o.eval_iter << ", \"seed\": " << o.seed
-     << ", \"start_context\": " << json_quote(o.start_context)
+     << ", \"start_context\": " << json::quote(o.start_context)
      << ", \"sample_tokens\": " << o.sample_tokens
-     << ", \"clip_grad\": " << json_number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
+     << ", \"clip_grad\": " << json::number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
      << ", \"cosine\": " << (o.cosine ? "true" : "false")
-     << ", \"initial_lr\": " << json_number(o.initial_lr)
-     << ", \"min_lr\": " << json_number(o.min_lr) << "}";
+     << ", \"initial_lr\": " << json::number(o.initial_lr)
+     << ", \"min_lr\": " << json::number(o.min_lr) << "}";
   return os.str();
 }
 
 // Fills the options the user did not give from the checkpoint's; refuses explicit ones that
 // would change the data or the model.
-void merge_resume_options(TrainOptions& o, const JsonValue& saved, const std::string& path) {
+void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::string& path) {
   auto str = [&](const char* k) {
-    const JsonValue* v = saved.find(k);
+    const json::Value* v = saved.find(k);
     if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
     return v->str;
   };
   auto num = [&](const char* k) {
-    const JsonValue* v = saved.find(k);
+    const json::Value* v = saved.find(k);
     if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    return v->kind == JsonValue::Kind::Bool ? double(v->b) : v->num;
+    return v->kind == json::Value::Kind::Bool ? double(v->b) : v->num;
   };
   auto conflict = [&](const char* flag, const std::string& mine, const std::string& theirs) {
     throw TrainError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +

@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
+#include "core/json.h"
 #include "nn/gpt.h"
-#include "train/json.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -19,7 +19,7 @@ std::string options_json(const TrainOptions& o);
 
 // Fills the options the user did not give from the checkpoint's; refuses explicit ones that
 // would change the data or the model.
-void merge_resume_options(TrainOptions& o, const JsonValue& saved, const std::string& path);
+void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::string& path);
 
 // Throws TrainError naming the flag for a count or rate out of range.
 void check_options(const TrainOptions& o);

@@ -1,6 +1,7 @@
-// Chapter 5's pretraining loop on tapegrad: calc_loss_batch, calc_loss_loader, evaluate_model,
-// train_model_simple (here run_training, with checkpoints), generate_text_simple (ch. 4),
-// generate (§5.3) and generate_and_print_sample.
+// Chapter 5's pretraining loop on tapegrad, under the book's names: calc_loss_batch,
+// calc_loss_loader, evaluate_model, train_model_simple, generate_and_print_sample (trainer.cpp),
+// generate_text_simple (ch. 4) and generate (§5.3); and the `tapegrad train` session around the
+// loop, run_training (session.cpp: resuming, checkpoints, progress, the JSON log, Ctrl-C).
 //
 // Python reference: pkg/llms_from_scratch/ch05.py and ch05/01_main-chapter-code/gpt_train.py.
 // The order of random draws is the book's: manual_seed(seed), GPTModel's initialisation, then per
@@ -25,6 +26,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/gpt_dataset.h"
 #include "nn/gpt.h"
+#include "train/optim.h"
 
 namespace tg::train {
 
@@ -59,6 +61,63 @@ std::vector<int64_t> generate(nn::GPTModel& model, std::vector<int64_t> idx, int
 std::vector<int64_t> text_to_token_ids(const std::string& text, const data::Tokenizer& tok);
 std::string token_ids_to_text(const std::vector<int64_t>& ids, const data::Tokenizer& tok);
 
+// max_new_tokens greedy tokens after start_context, printed on one line (newlines as spaces),
+// in eval mode; returns the line.
+std::string generate_and_print_sample(nn::GPTModel& model, const data::Tokenizer& tokenizer,
+                                      const std::string& start_context, std::ostream& out,
+                                      int64_t max_new_tokens = 50);
+
+// --- train_model_simple (§5.2) --------------------------------------------------------------
+
+struct EvalPoint {
+  int64_t epoch = 0, step = 0, tokens_seen = 0;
+  double train_loss = 0, val_loss = 0, lr = 0, seconds = 0;
+};
+
+// Where a run stands after its last optimizer step.
+struct RunPosition {
+  int64_t global_step = -1, tokens_seen = 0;
+  int64_t epoch = 0;                 // epochs completed, or the epoch in progress when batch > 0
+  int64_t batch = 0;                 // batches of that epoch already trained
+  double seconds = 0;                // training time so far, earlier runs included
+  std::vector<int64_t> epoch_order;  // the epoch's window order, kept when batch > 0
+  std::vector<EvalPoint> history;    // every evaluation so far: the book's three loss lists
+};
+
+// What a session adds to the book's loop. Every default does nothing, so with TrainHooks{} the
+// loop is the book's.
+class TrainHooks {
+ public:
+  virtual ~TrainHooks() = default;
+  virtual void before_step(int64_t /*step*/) {}               // before zero_grad (the lr schedule)
+  virtual void check_loss(double /*loss*/) {}                 // before backward (refuse a NaN)
+  virtual void before_update() {}                             // before optimizer.step() (clipping)
+  virtual void before_print() {}                              // before a log line or a sample
+  virtual double seconds() { return 0; }                      // EvalPoint::seconds
+  virtual void after_eval(const EvalPoint& /*p*/) {}          // after its line is printed
+  virtual bool after_step(double /*loss*/) { return false; }  // true: stop
+  virtual bool after_epoch(const std::string& /*sample*/) { return false; }  // true: stop
+};
+
+// train_model_simple's arguments beyond the book's: where its print() goes, where it starts (a
+// fresh RunPosition, or a checkpoint's) and is kept up to date, the hooks, the sample's length.
+struct TrainLoop {
+  std::ostream& out;
+  RunPosition& pos;
+  TrainHooks& hooks;
+  int64_t sample_tokens = 50;
+};
+
+// The book's loop: for each epoch, for each batch of train_loader: zero_grad, calc_loss_batch,
+// backward, optimizer.step(); every eval_freq steps evaluate_model over eval_iter batches and
+// print "Ep 1 (Step 000000): Train loss 9.781, Val loss 9.933"; after each epoch
+// generate_and_print_sample. Evaluations are appended to loop.pos.history. Returns false when a
+// hook stopped it early.
+bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loader,
+                        const data::DataLoader& val_loader, AdamW& optimizer, int64_t num_epochs,
+                        int64_t eval_freq, int64_t eval_iter, const std::string& start_context,
+                        const data::Tokenizer& tokenizer, TrainLoop& loop);
+
 // --- the `tapegrad train` session -----------------------------------------------------------
 
 struct TrainOptions {
@@ -89,11 +148,6 @@ struct TrainOptions {
   // vocab_size still follows the tokenizer.
   std::optional<nn::GPTConfig> config;
   std::function<void(int64_t global_step)> on_step;  // after each optimizer step (tests)
-};
-
-struct EvalPoint {
-  int64_t epoch = 0, step = 0, tokens_seen = 0;
-  double train_loss = 0, val_loss = 0, lr = 0, seconds = 0;
 };
 
 struct TrainResult {

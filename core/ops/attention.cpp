@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/kernels/kernels.h"
@@ -144,14 +145,15 @@ Tensor new_result(const Tensor& like, const Shape& batch, int64_t rows, int64_t 
   const bool heads_inside = batch.size() >= 2 && nd >= 4 && like.size(-3) > 1 &&
                             like.strides()[size_t(nd - 3)] < like.strides()[size_t(nd - 2)];
   if (!heads_inside) return empty(with_last2(batch, rows, cols), dt);
-  Shape s(batch.begin(), batch.end() - 1);
-  s.push_back(rows);
-  s.push_back(batch.back());
-  s.push_back(cols);
-  const int64_t ns = int64_t(s.size());
-  Tensor t = empty(s, dt).transpose(ns - 3, ns - 2);
-  t.impl()->is_view = false;  // a fresh result, whatever its layout
-  return t;
+  // Memory (..., rows, heads, cols): allocate that, then give the same storage the geometry of
+  // (..., heads, rows, cols) (an alias, not a view: nothing else holds the buffer).
+  Shape mem(batch.begin(), batch.end() - 1);
+  mem.insert(mem.end(), {rows, batch.back(), cols});
+  const Tensor buf = empty(mem, dt);
+  const size_t n = mem.size();
+  Shape strides = buf.strides();
+  std::swap(strides[n - 3], strides[n - 2]);
+  return Tensor(alias_impl(*buf.impl(), with_last2(batch, rows, cols), strides, 0));
 }
 
 // The bits of the composite's dropout mask over [batch, L, S], drawn as F.dropout draws them.

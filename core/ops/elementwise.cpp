@@ -157,20 +157,23 @@ Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& 
   });
 }
 
-// g = g op y in g's own buffer, when the engine allows it (gradient_reusable) and y is float32 of
-// g's shape or a single value broadcast to it: the same IEEE operation per element as g op y.
-bool op_into_gradient(kernels::BinOp op, const Tensor& g, const Tensor& y) {
-  if (!gradient_reusable(g) || y.dtype() != DType::Float32) return false;
-  float* pg = g.data<float>();
-  if (y.shape() == g.shape() && y.is_contiguous()) {
-    kernels::binary(op, g.numel(), pg, y.data<float>(), pg);
-    return true;
+// sum_to(g op y, shape): the gradient of one input of a mul or div. When the node passes g to this
+// input alone (`only`), the shapes agree and the engine allows it (gradient_reusable), it is
+// written into g's own buffer instead, with the kernels' float32 op: the same IEEE operation per
+// element, so the same bits. y is float32 of g's shape or a single value broadcast to it.
+Tensor grad_op(kernels::BinOp op, const Tensor& g, const Tensor& y, const Shape& shape, bool only) {
+  if (only && g.shape() == shape && gradient_reusable(g) && y.dtype() == DType::Float32) {
+    float* pg = g.data<float>();
+    if (y.shape() == g.shape() && y.is_contiguous()) {
+      kernels::binary(op, g.numel(), pg, y.data<float>(), pg);
+      return g;
+    }
+    if (y.numel() == 1) {  // g is the broadcast result, so it has at least y's dims
+      kernels::binary_scalar(op, g.numel(), pg, *y.data<float>(), pg);
+      return g;
+    }
   }
-  if (y.numel() == 1) {  // g is the broadcast result, so it has at least y's dims
-    kernels::binary_scalar(op, g.numel(), pg, *y.data<float>(), pg);
-    return true;
-  }
-  return false;
+  return sum_to(op == kernels::BinOp::mul ? g * y : g / y, shape);
 }
 
 }  // namespace
@@ -203,17 +206,16 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arith_forward("mul", Arith::Mul, a, b);
   if (any_requires_grad({&a, &b}))
-    record("MulBackward0", {a, b}, {a, b},
-           [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
-             // One gradient wanted (dropout: the mask needs none): it may take g's buffer.
-             if (n.needs(0) != n.needs(1) && g.shape() == (n.needs(0) ? sa : sb) &&
-                 op_into_gradient(kernels::BinOp::mul, g, n.needs(0) ? y : x))
-               return {n.needs(0) ? g : Tensor(), n.needs(1) ? g : Tensor()};
-             return {n.needs(0) ? sum_to(g * y, sa) : Tensor(),
-                     n.needs(1) ? sum_to(g * x, sb) : Tensor()};
-           },
-           {&out});
+    record(
+        "MulBackward0", {a, b}, {save_for(b, a), save_for(a, b)},
+        [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+          // ga = g ⊙ b, gb = g ⊙ a, each summed back over its broadcast dims
+          const bool only = n.needs(0) != n.needs(1);  // e.g. dropout: the mask needs none
+          return {
+              n.needs(0) ? grad_op(kernels::BinOp::mul, g, n.saved_tensor(1), sa, only) : Tensor(),
+              n.needs(1) ? grad_op(kernels::BinOp::mul, g, n.saved_tensor(0), sb, only) : Tensor()};
+        },
+        {&out});
   return out;
 }
 
@@ -221,13 +223,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arith_forward("div", Arith::Div, a, b);
   if (any_requires_grad({&a, &b}))
-    record("DivBackward0", {a, b}, {a, b},
+    record("DivBackward0", {a, b}, {save_for(b, a), b},
            [sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             // ga = g / b, gb = -g ⊙ a / b², each summed back over its broadcast dims
              const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
-             if (n.needs(0) && !n.needs(1) && g.shape() == sa &&
-                 op_into_gradient(kernels::BinOp::div, g, y))
-               return {g, Tensor()};
-             return {n.needs(0) ? sum_to(g / y, sa) : Tensor(),
+             return {n.needs(0) ? grad_op(kernels::BinOp::div, g, y, sa, !n.needs(1)) : Tensor(),
                      n.needs(1) ? sum_to(neg(g * x) / (y * y), sb) : Tensor()};
            },
            {&out});
@@ -322,10 +322,10 @@ Tensor gelu(const Tensor& a) {
   if (any_requires_grad({&a}))
     record("GeluBackward0", {a}, {x},
            [](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             // dx = dout ⊙ gelu'(x), over dout's own buffer when it is free
              const Tensor& xs = n.saved_tensor(0);
-             const bool reuse = gradient_reusable(g) && g.dtype() == xs.dtype();
+             Tensor dx = gradient_buffer(g, xs.dtype());
              const Tensor gc = g.contiguous();
-             Tensor dx = reuse ? gc : empty(xs.shape(), xs.dtype());  // dx may alias dout
              detail::dispatch_float("gelu", xs.dtype(), [&](auto z) {
                using T = decltype(z);
                kernels::gelu_backward(xs.numel(), xs.data<T>(), gc.data<T>(), dx.data<T>());

@@ -90,34 +90,38 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   full.push_back(a2.shape()[a2.dim() - 2]);
   full.push_back(b2.shape().back());
-  // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed
-  Tensor out2 = empty(full, a.dtype());
-  batched_gemm(a2, b2, out2, false);
-
-  Shape out_shape = full;  // drop the dims that 1-D operands added
+  Shape out_shape = full;  // without the dims that 1-D operands added
   if (b.dim() == 1) out_shape.pop_back();
   if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
-  Tensor out = out_shape == full ? out2 : out2.view(out_shape);
-  out.impl()->is_view = false;  // a fresh result, whatever view dropped the 1-D dims
+  // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed
+  Tensor out = empty(out_shape, a.dtype());
+  Tensor out2 = out.view(full);  // the same buffer, seen with the 1-D operands' dims
+  batched_gemm(a2, b2, out2, false);
 
   if (any_requires_grad({&a, &b})) {
     const char* name = a.dim() == 1 && b.dim() == 1   ? "DotBackward0"
                        : b.dim() == 1 && a.dim() == 2 ? "MvBackward0"
                        : out.dim() <= 2               ? "MmBackward0"
                                                       : "UnsafeViewBackward0";
-    record(name, {a, b}, {a, b},
-           [full](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor& x = n.saved_tensor(0);
-             const Tensor& y = n.saved_tensor(1);
-             const Tensor x2 = x.dim() == 1 ? x.unsqueeze(0) : x;
-             const Tensor y2 = y.dim() == 1 ? y.unsqueeze(1) : y;
+    record(name, {a, b}, {save_for(b, a), save_for(a, b)},
+           [full, sa = a.shape(), sb = b.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             // ga = g · bᵀ, gb = aᵀ · g, each summed over its operand's broadcast batch dims; a
+             // 1-D a is a (1, k) row and a 1-D b a (k, 1) column, as in the forward.
              const Tensor g2 = g.reshape(full);
-             Tensor gx, gy;
-             if (n.needs(0))
-               gx = sum_to(matmul(g2, y2.transpose(-1, -2)), x2.shape()).reshape(x.shape());
-             if (n.needs(1))
-               gy = sum_to(matmul(x2.transpose(-1, -2), g2), y2.shape()).reshape(y.shape());
-             return {gx, gy};
+             Tensor ga, gb;
+             if (n.needs(0)) {
+               const Tensor& y = n.saved_tensor(1);
+               const Tensor y2 = y.dim() == 1 ? y.unsqueeze(1) : y;
+               const Shape sa2 = sa.size() == 1 ? Shape{1, sa[0]} : sa;
+               ga = sum_to(matmul(g2, y2.transpose(-1, -2)), sa2).reshape(sa);
+             }
+             if (n.needs(1)) {
+               const Tensor& x = n.saved_tensor(0);
+               const Tensor x2 = x.dim() == 1 ? x.unsqueeze(0) : x;
+               const Shape sb2 = sb.size() == 1 ? Shape{sb[0], 1} : sb;
+               gb = sum_to(matmul(x2.transpose(-1, -2), g2), sb2).reshape(sb);
+             }
+             return {ga, gb};
            },
            {&out});
   }
@@ -142,23 +146,20 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor x2 = x.detach().reshape({-1, in});
   Shape out_shape = x.shape();
   out_shape.back() = outf;
-  Tensor y2 = b.defined() ? b.detach().expand({x2.shape()[0], outf}).contiguous()
-                          : empty({x2.shape()[0], outf}, x.dtype());  // beta = 0 below
+  Tensor y = b.defined() ? b.detach().expand(out_shape).contiguous()
+                         : empty(out_shape, x.dtype());  // beta = 0 below
+  Tensor y2 = y.view({x2.shape()[0], outf});             // the same buffer, as rows
   batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
-  Tensor y = y2.view(out_shape);
-  y.impl()->is_view = false;
 
   if (any_requires_grad({&x, &w, &b})) {
     const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
                                     : (b.defined() ? "ViewBackward0" : "UnsafeViewBackward0");
-    record(name, {x, w, b}, {x, w},
-           [in, outf](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor& xs = n.saved_tensor(0);
-             const Tensor& ws = n.saved_tensor(1);
+    record(name, {x, w, b}, {save_for(w, x), save_for(x, w)},
+           [in, outf, sx = x.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor g2 = g.reshape({-1, outf});
              Tensor gx, gw, gb;
-             if (n.needs(0)) gx = matmul(g2, ws).reshape(xs.shape());
-             if (n.needs(1)) gw = matmul(g2.T(), xs.reshape({-1, in}));
+             if (n.needs(0)) gx = matmul(g2, n.saved_tensor(1)).reshape(sx);
+             if (n.needs(1)) gw = matmul(g2.T(), n.saved_tensor(0).reshape({-1, in}));
              if (n.needs(2)) {  // Σ over rows of a contiguous (rows, out) gradient
                const Tensor gc = g2.contiguous();
                gb = empty({outf}, gc.dtype());

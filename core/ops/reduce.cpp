@@ -361,4 +361,14 @@ Tensor argmax(const Tensor& a) {
   return max(a.reshape({-1}), 0, false).second;
 }
 
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - int64_t(shape.size());
+  Shape dims;
+  for (int64_t i = 0; i < g.dim(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(i);
+  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
+  return r.view(shape);
+}
+
 }  // namespace tg

@@ -88,9 +88,8 @@ Tensor softmax(const Tensor& a, int64_t dim) {
            [dim](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& y = n.saved_tensor(0);
              if (detail::wrap_dim("softmax", dim, y.dim()) == y.dim() - 1 && y.dim() > 0) {
-               const bool reuse = gradient_reusable(g) && y.dtype() == g.dtype();
+               Tensor dx = gradient_buffer(g, y.dtype());  // may be dy's own buffer
                const Tensor gc = g.contiguous();
-               Tensor dx = reuse ? gc : empty(y.shape(), y.dtype());  // dx may alias dy
                const int64_t cols = y.shape().back(), rows = cols ? y.numel() / cols : 0;
                detail::dispatch_float("softmax", y.dtype(), [&](auto z) {
                  using T = decltype(z);

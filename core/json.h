@@ -1,0 +1,64 @@
+// JSON (RFC 8259): one strict reader for every file tapegrad reads (GPT-2's encoder.json,
+// safetensors headers, checkpoint metadata, GPT configs, --log lines), and the two writers its
+// own files need (a quoted string, a number).
+//
+// Strict means the reader refuses what RFC 8259 refuses (comments, single quotes, trailing
+// commas, leading zeros, raw control characters in strings, invalid UTF-8, anything after the
+// value) and also what the RFC allows but no caller could use: a key twice in one object, a \u
+// escape that is a lone or mismatched surrogate, nesting deeper than kMaxDepth. Every refusal is
+// a json::Error whose what() is "LINE:COL: reason", so a file's reader prefixes "PATH:".
+//
+// Not here: streaming, a document model to edit and write back, numbers beyond double (each
+// number keeps its text too, so int64 values survive).
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tg::json {
+
+inline constexpr int kMaxDepth = 64;
+
+// A place in the text: 1-based line and column, the column counted in bytes.
+struct Pos {
+  size_t line = 1, col = 1;
+};
+
+// "LINE:COL: reason"
+struct Error : std::runtime_error {
+  Error(Pos where, const std::string& reason);
+  Pos where;
+  std::string reason;
+};
+
+struct Value {
+  enum class Kind { Null, Bool, Number, String, Array, Object } kind = Kind::Null;
+  bool b = false;
+  double num = 0;
+  std::string str;  // String: the value (UTF-8); Number: the literal as written
+  std::vector<Value> items;
+  // Object members in order: keys[i] names values[i]. (Two vectors rather than pairs: a pair
+  // needs Value complete here, which clang 14 with libstdc++ enforces.)
+  std::vector<std::string> keys;
+  std::vector<Value> values;
+  Pos pos;  // where the value starts, for callers' own errors
+
+  // The member named key, or null when absent (or not an object).
+  const Value* find(std::string_view key) const;
+  // A Number written as an integer; throws Error at pos ("expected an integer, got ...")
+  // for anything else, or when it does not fit in int64.
+  int64_t as_int() const;
+};
+
+// Parses one JSON text; throws Error.
+Value parse(std::string_view text);
+
+// s as a JSON string: quotes, backslashes and control characters escaped, other bytes as they
+// are (the reader checks UTF-8, the writer trusts its caller).
+std::string quote(std::string_view s);
+// v with 17 significant digits, so it reads back to the same double; NaN and infinities as null.
+std::string number(double v);
+
+}  // namespace tg::json

@@ -1,0 +1,26 @@
+// In-place parameter updates, off the tape: what an optimizer in train/ needs from the kernels,
+// with the checks that make the raw buffers safe to hand over.
+#include "core/autograd.h"
+#include "core/kernels/kernels.h"
+#include "core/ops.h"
+#include "core/ops/common.h"
+
+namespace tg {
+
+void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWStep& s) {
+  for (const Tensor* t : {&p, &exp_avg, &exp_avg_sq})
+    if (t->dtype() != DType::Float32 || !t->is_contiguous() || t->shape() != p.shape())
+      detail::fail("adamw_", "expected contiguous float32 tensors of one shape, got ",
+                   dtype_name(t->dtype()), " ", shape_str(t->shape()), " beside the parameter's ",
+                   shape_str(p.shape()));
+  if (g.shape() != p.shape() || g.dtype() != DType::Float32)
+    detail::fail("adamw_", "gradient ", dtype_name(g.dtype()), " ", shape_str(g.shape()),
+                 " for a parameter of shape ", shape_str(p.shape()));
+  NoGradGuard no_grad;
+  const Tensor gc = g.contiguous();
+  kernels::adamw(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
+                 exp_avg_sq.data<float>(), float(s.lr), float(s.beta1), float(s.beta2),
+                 float(s.eps), float(s.weight_decay), s.step);
+}
+
+}  // namespace tg

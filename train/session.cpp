@@ -1,0 +1,441 @@
+// The `tapegrad train` session (see trainer.h): everything around the book's loop. It reads the
+// options (and on --resume the checkpoint's), the text, the tokenizer and the loaders, builds the
+// model in the book's order of random draws, then runs train_model_simple with hooks for the
+// learning-rate schedule, clipping, the progress line, the JSON log, checkpoints and Ctrl-C.
+#include <fcntl.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+#include "core/file_io.h"
+#include "core/json.h"
+#include "core/threadpool.h"
+#include "data/bpe_train.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+#include "train/plot.h"
+#include "train/safetensors.h"
+#include "train/train_options.h"
+#include "train/trainer.h"
+
+namespace tg::train {
+
+namespace fs = std::filesystem;
+
+void keep_freed_memory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  if (fs::is_directory(path)) throw TrainError("text file '" + path + "' is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TrainError("cannot read text file '" + path + "' (" + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Byte offset of code point `n` (Python's len() counts code points, not bytes).
+size_t utf8_offset_of_char(const std::string& s, size_t n) {
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (chars == n) return i;
+      ++chars;
+    }
+  }
+  return s.size();
+}
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
+                                                const std::string& train_text) {
+  if (spec == "gpt2") {
+    try {
+      return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  }
+  if (spec.rfind("bpe:", 0) == 0) {
+    const std::string n = spec.substr(4);
+    char* end = nullptr;
+    const long v = std::strtol(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || v < 256 || v > 100000)
+      throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
+    // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
+    // bytes (no merges).
+    return std::make_unique<data::Tokenizer>(
+        data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
+  }
+  throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
+}
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const int64_t t = int64_t(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
+  return buf;
+}
+
+std::string fmt3(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+// The book's 90/10 split by characters (code points, as Python's len counts them).
+std::pair<std::string, std::string> split_text(const std::string& text_data) {
+  const size_t split_idx = size_t(0.90 * double(utf8_length(text_data)));
+  const size_t split_byte = utf8_offset_of_char(text_data, split_idx);
+  return {text_data.substr(0, split_byte), text_data.substr(split_byte)};
+}
+
+// GPTDatasetV1 over one split, windows and stride of T tokens.
+std::shared_ptr<const data::GPTDatasetV1> make_dataset(const data::Tokenizer& tokenizer,
+                                                       const std::string& txt, const char* which,
+                                                       int64_t T, const std::string& text_path) {
+  std::vector<int> ids;
+  try {
+    ids = tokenizer.encode(txt, data::SpecialSet::Of({"<|endoftext|>"}));
+  } catch (const std::exception& e) {
+    throw TrainError(std::string(which) + " text does not tokenize: " + e.what());
+  }
+  if (int64_t(ids.size()) < T + 1)
+    throw TrainError("text too short: the " + std::string(which) + " split of '" + text_path +
+                     "' has " + std::to_string(ids.size()) + " tokens, one window of context " +
+                     std::to_string(T) + " needs " + std::to_string(T + 1) +
+                     " (use a longer text or a smaller --context)");
+  return std::make_shared<const data::GPTDatasetV1>(std::vector<int64_t>(ids.begin(), ids.end()), T,
+                                                    T);
+}
+
+// An unwritable log is found before training, not after the first evaluation.
+void check_log_writable(const std::string& path) {
+  if (path.empty()) return;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0)
+    throw TrainError("cannot write log file '" + path + "' (" + std::strerror(errno) + ")");
+  ::close(fd);
+}
+
+std::string log_line(const EvalPoint& p) {
+  return "{\"step\": " + std::to_string(p.step) + ", \"epoch\": " + std::to_string(p.epoch) +
+         ", \"train_loss\": " + json::number(p.train_loss) +
+         ", \"val_loss\": " + json::number(p.val_loss) +
+         ", \"tokens_seen\": " + std::to_string(p.tokens_seen) + ", \"lr\": " + json::number(p.lr) +
+         ", \"seconds\": " + json::number(p.seconds) + "}";
+}
+
+using Clock = std::chrono::steady_clock;
+
+// One run of `tapegrad train`: set-up in the constructor (each step may throw a TrainError),
+// then run() drives train_model_simple, whose hooks are the methods below.
+class Session final : public TrainHooks {
+ public:
+  Session(const TrainOptions& opt, std::ostream& out, std::ostream& err);
+  TrainResult run();
+
+ private:
+  void resume_options();
+  void load_text_and_tokenizer();
+  void make_loaders();
+  void make_model();
+  void open_output_dir();
+
+  // hooks
+  void before_step(int64_t step) override;
+  void check_loss(double loss) override;
+  void before_update() override;
+  void before_print() override;
+  double seconds() override;
+  void after_eval(const EvalPoint& p) override;
+  bool after_step(double loss) override;
+  bool after_epoch(const std::string& sample) override;
+
+  void save();
+  void write_plot();
+  void show_progress(double loss);
+
+  const Clock::time_point t_start_ = Clock::now();
+  TrainOptions opt_;
+  std::ostream& out_;
+  std::ostream& err_;
+  TrainResult result_;
+  // --resume: the checkpoint read, and its path
+  bool resuming_ = false;
+  SafeTensors ckpt_;
+  std::string ckpt_in_;
+  nn::GPTConfig cfg_;
+  std::string text_data_, train_text_, val_text_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::optional<data::DataLoader> train_loader_, val_loader_;
+  std::unique_ptr<nn::GPTModel> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  RunPosition pos_;            // a fresh run: no steps yet
+  double seconds_before_ = 0;  // training time of the runs this one resumes
+  std::string ckpt_out_, plot_out_, last_good_, options_, hash_;
+  // progress
+  bool show_progress_ = false;
+  Clock::time_point run_start_;
+  int64_t steps_this_run_ = 0, tokens_at_start_ = 0;
+};
+
+Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
+    : opt_(opt), out_(out), err_(err) {
+  resuming_ = !opt_.resume_dir.empty();
+  if (resuming_) resume_options();
+  check_options(opt_);
+  if (opt_.threads > 0) set_num_threads(opt_.threads);
+  check_log_writable(opt_.log_path);
+  cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
+  load_text_and_tokenizer();
+  make_loaders();
+  make_model();
+  open_output_dir();
+  if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
+    throw TrainError("--start-context is empty");
+}
+
+// A checkpoint to resume supplies the options not given explicitly.
+void Session::resume_options() {
+  ckpt_in_ = checkpoint_path(opt_.resume_dir);
+  if (!fs::exists(ckpt_in_)) throw TrainError(ckpt_in_ + ": no checkpoint to resume from");
+  ckpt_ = read_checkpoint(ckpt_in_);
+  const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
+  merge_resume_options(opt_, saved, ckpt_in_);
+  if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
+}
+
+void Session::load_text_and_tokenizer() {
+  text_data_ = read_text_file(opt_.text_path);
+  if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
+  std::tie(train_text_, val_text_) = split_text(text_data_);
+  if (resuming_) {
+    tokenizer_ = tokenizer_from_checkpoint(ckpt_, ckpt_in_);
+    // Before the vocabulary sizes a model: a corrupt tokenizer entry must not allocate one.
+    if (tokenizer_->n_vocab() > config_from_checkpoint(ckpt_, ckpt_in_).vocab_size)
+      throw TrainError(ckpt_in_ + ": checkpoint tokenizer has " +
+                       std::to_string(tokenizer_->n_vocab()) +
+                       " tokens, more than its model's vocab_size");
+    if (ckpt_.metadata["text_hash"] != text_hash(text_data_))
+      throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
+                       " was trained on");
+  } else {
+    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_);
+  }
+  if (opt_.preset == "tiny" || opt_.preset == "custom") cfg_.vocab_size = tokenizer_->n_vocab();
+  if (tokenizer_->n_vocab() > cfg_.vocab_size)
+    throw TrainError("tokenizer " + opt_.tokenizer + " has " +
+                     std::to_string(tokenizer_->n_vocab()) + " tokens, more than preset " +
+                     opt_.preset + "'s vocab_size " + std::to_string(cfg_.vocab_size));
+}
+
+// The training loader shuffles with drop_last, the validation loader runs in order. Both draw
+// from the global generator, as torch's do; constructing them draws nothing.
+void Session::make_loaders() {
+  const int64_t T = cfg_.context_length;
+  Generator& gen = default_generator();
+  train_loader_.emplace(make_dataset(*tokenizer_, train_text_, "training", T, opt_.text_path),
+                        opt_.batch_size, /*shuffle=*/true, /*drop_last=*/true, gen);
+  val_loader_.emplace(make_dataset(*tokenizer_, val_text_, "validation", T, opt_.text_path),
+                      opt_.batch_size, /*shuffle=*/false, /*drop_last=*/false, gen);
+  if (train_loader_->size() == 0)
+    throw TrainError("text too short: " + std::to_string(train_loader_->dataset().size()) +
+                     " training windows of " + std::to_string(T) +
+                     " tokens, fewer than one batch of " + std::to_string(opt_.batch_size));
+}
+
+// manual_seed, then GPTModel's draws, as the book; a resumed run then loads its state.
+void Session::make_model() {
+  manual_seed(opt_.seed);
+  model_ = std::make_unique<nn::GPTModel>(cfg_);
+  optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
+  if (!resuming_) return;
+  if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
+    throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
+                     " differs from " + cfg_.str() + " (a checkpoint from another config)");
+  pos_ = restore_checkpoint(ckpt_, ckpt_in_, *model_, *optimizer_, default_generator(),
+                            train_loader_->size(), train_loader_->dataset().size());
+  seconds_before_ = pos_.seconds;
+}
+
+void Session::open_output_dir() {
+  std::error_code ec;
+  fs::create_directories(opt_.out_dir, ec);
+  if (ec || !fs::is_directory(opt_.out_dir))
+    throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
+                     ")");
+  ckpt_out_ = (fs::path(opt_.out_dir) / kCheckpointFile).string();
+  plot_out_ = (fs::path(opt_.out_dir) / "loss.svg").string();
+  last_good_ = resuming_ ? ckpt_in_ : "";
+  options_ = options_json(opt_);
+  hash_ = text_hash(text_data_);
+}
+
+TrainResult Session::run() {
+  const int64_t epoch_start = pos_.epoch;
+  if (resuming_)
+    err_ << "resuming " << ckpt_in_ << " at epoch " << epoch_start + 1 << ", step "
+         << pos_.global_step + 1 << "\n";
+  if (resuming_ && epoch_start >= opt_.epochs)
+    err_ << "nothing to do: the checkpoint has finished " << epoch_start
+         << " epochs (raise --epochs)\n";
+  else if (opt_.epochs == 0)
+    err_ << "nothing to do: --epochs 0\n";
+
+  show_progress_ = opt_.progress == 1 || (opt_.progress < 0 && ::isatty(2));
+  run_start_ = Clock::now();
+  tokens_at_start_ = pos_.tokens_seen;
+  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens};
+  const bool finished =
+      train_model_simple(*model_, *train_loader_, *val_loader_, *optimizer_, opt_.epochs,
+                         opt_.eval_freq, opt_.eval_iter, opt_.start_context, *tokenizer_, loop);
+  result_.evals = pos_.history;
+  result_.global_step = pos_.global_step;
+  result_.interrupted = !finished;
+  if (finished && epoch_start < opt_.epochs) {
+    const double minutes = std::chrono::duration<double>(Clock::now() - t_start_).count() / 60;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f", minutes);
+    err_ << "Training completed in " << buf << " minutes. Checkpoint: " << ckpt_out_
+         << ", plot: " << plot_out_ << "\n";
+  }
+  return result_;
+}
+
+// ---- the hooks ---------------------------------------------------------------------------------
+
+// Appendix D's schedule, when asked for.
+void Session::before_step(int64_t step) {
+  if (opt_.cosine || opt_.warmup_steps > 0)
+    optimizer_->lr = warmup_cosine_lr(step, train_loader_->size() * opt_.epochs, opt_.warmup_steps,
+                                      opt_.initial_lr, opt_.lr, opt_.min_lr);
+}
+
+void Session::check_loss(double loss) {
+  if (std::isfinite(loss)) return;
+  before_print();
+  const char* lv = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+  throw TrainError("loss is " + std::string(lv) + " at epoch " + std::to_string(pos_.epoch + 1) +
+                   ", step " + std::to_string(pos_.global_step + 1) + " (lr " +
+                   json::number(optimizer_->lr) + "); stopped, " +
+                   (last_good_.empty() ? std::string("no checkpoint was written yet")
+                                       : "the last good checkpoint is " + last_good_));
+}
+
+void Session::before_update() {
+  if (opt_.clip_grad > 0) clip_grad_norm(*model_, opt_.clip_grad);
+}
+
+// Clears the progress line, so that stdout's lines do not land inside it on a terminal.
+void Session::before_print() {
+  if (show_progress_) err_ << "\r\033[K" << std::flush;
+}
+
+double Session::seconds() {
+  return seconds_before_ + std::chrono::duration<double>(Clock::now() - t_start_).count();
+}
+
+void Session::after_eval(const EvalPoint& p) {
+  if (opt_.log_path.empty()) return;
+  try {
+    tg::append_line(opt_.log_path, log_line(p));
+  } catch (const std::exception& e) {
+    throw TrainError(std::string("cannot write log file: ") + e.what());
+  }
+}
+
+// Progress, the test hook, and a stop (Ctrl-C or --max-steps) that saves mid-epoch.
+bool Session::after_step(double loss) {
+  result_.step_losses.push_back(loss);
+  ++steps_this_run_;
+  if (show_progress_) show_progress(loss);
+  if (opt_.on_step) opt_.on_step(pos_.global_step);
+  if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
+    return false;
+  before_print();
+  save();
+  write_plot();
+  err_ << "stopped after step " << pos_.global_step << "; checkpoint " << ckpt_out_
+       << " (continue with --resume " << opt_.out_dir << ")\n";
+  return true;
+}
+
+// Every epoch ends with a checkpoint and the plot; Ctrl-C during it stops here.
+bool Session::after_epoch(const std::string& sample) {
+  result_.samples.push_back(sample);
+  save();
+  write_plot();
+  if (!stop_requested().load()) return false;
+  err_ << "stopped after epoch " << pos_.epoch << "; checkpoint " << ckpt_out_ << "\n";
+  return true;
+}
+
+void Session::show_progress(double loss) {
+  const double dt = std::chrono::duration<double>(Clock::now() - run_start_).count();
+  const double tps = dt > 0 ? double(pos_.tokens_seen - tokens_at_start_) / dt : 0;
+  const int64_t total_steps = train_loader_->size() * opt_.epochs;
+  const int64_t done = pos_.epoch * train_loader_->size() + pos_.batch;
+  const double per_step = dt / double(steps_this_run_);
+  err_ << "\r\033[Kep " << pos_.epoch + 1 << "/" << opt_.epochs << "  step " << done << "/"
+       << total_steps << "  loss " << fmt3(loss) << "  " << int64_t(tps) << " tok/s  ETA "
+       << fmt_duration(per_step * double(total_steps - done)) << std::flush;
+}
+
+void Session::save() {
+  RunPosition at = pos_;
+  at.seconds = seconds();
+  const RunRecipe recipe{cfg_, opt_.preset, options_, opt_.tokenizer, *tokenizer_, hash_};
+  save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
+  last_good_ = ckpt_out_;
+  result_.checkpoint = ckpt_out_;
+}
+
+void Session::write_plot() {
+  try {
+    plot_losses(plot_out_, pos_.history, opt_.epochs);
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
+  return Session(opt, out, err).run();
+}
+
+}  // namespace tg::train
