@@ -379,6 +379,33 @@ TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
   }
 }
 
+TEST_CASE("--attention: both routes train alike; --resume keeps the checkpoint's route") {
+  Scratch s;
+  std::ostringstream out, err;
+  std::vector<double> losses[2];
+  for (int route = 0; route < 2; ++route) {
+    train::TrainOptions o = small_options(s);
+    o.attention = route == 0 ? "book" : "fused";
+    o.out_dir = s / o.attention;
+    losses[route] = train::run_training(o, out, err).step_losses;
+  }
+  REQUIRE(losses[0].size() == losses[1].size());
+  for (size_t i = 0; i < losses[0].size(); ++i)  // the same model: rounding apart
+    CHECK_MESSAGE(std::abs(losses[0][i] - losses[1][i]) <= 1e-5, "step " << i);
+  // Stopped on the book's route, resumed without --attention: still the book's, bit for bit.
+  train::TrainOptions a = small_options(s);
+  a.attention = "book";
+  a.max_steps = 10;
+  const train::TrainResult first = train::run_training(a, out, err);
+  train::TrainOptions b = small_options(s);
+  b.config.reset();
+  b.resume_dir = s / "out";
+  const train::TrainResult second = train::run_training(b, out, err);
+  std::vector<double> joined = first.step_losses;
+  joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+  CHECK(joined == losses[0]);
+}
+
 TEST_CASE("bad input: one clear line and a non-zero exit") {
   Scratch s;
   const std::string text = kGolden + "/train_text.txt";
@@ -424,6 +451,8 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
                          "--warmup-steps must be >= 0");
     check_one_line_error(run_cli(cli::train_main, {"train", "--max-steps", "0"}),
                          "--max-steps must be >= 1");
+    check_one_line_error(run_cli(cli::train_main, {"train", "--attention", "flash"}),
+                         "--attention must be fused or book, got 'flash'");
     check_one_line_error(run_cli(cli::train_main, {"train", "--log", s / "no-such-dir/log.jsonl",
                                                    "--text", text, "--out", out}),
                          "cannot write log file");

@@ -96,6 +96,8 @@ Pretrains a GPT on a text as the book's train_model_simple (chapter 5) and print
   --tokenizer SPEC     gpt2 | bpe:N, a BPE of N tokens trained on the text (tiny: bpe:512,
                        gpt2-124m: gpt2)
   --context N          context length (default: the preset's, 256 / 64)
+  --attention ROUTE    fused: one scaled_dot_product_attention per block (default); book: the
+                       §3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding
   --epochs N           (10)            --batch-size N      (2)
   --lr X               (4e-4)          --weight-decay X    (0.1)
   --eval-freq N        (5)             --eval-iter N       (5)
@@ -142,7 +144,7 @@ int train_main(int argc, char** argv) {
       "text",         "preset",       "tokenizer", "context",       "epochs",        "batch-size",
       "lr",           "weight-decay", "eval-freq", "eval-iter",     "seed",          "threads",
       "out",          "log",          "resume",    "start-context", "sample-tokens", "clip-grad",
-      "warmup-steps", "initial-lr",   "min-lr",    "max-steps"};
+      "warmup-steps", "initial-lr",   "min-lr",    "max-steps",     "attention"};
   const std::vector<std::string> flags = {"cosine", "progress", "no-progress", "help"};
   try {
     const Args a = Args::parse(argc, argv, valued, flags);
@@ -155,6 +157,7 @@ int train_main(int argc, char** argv) {
     o.preset = a.str("preset", o.preset);
     o.tokenizer = a.str("tokenizer", "");
     o.context_length = a.integer("context", 0);
+    o.attention = a.str("attention", o.attention);
     o.epochs = a.integer("epochs", o.epochs);
     o.batch_size = a.integer("batch-size", o.batch_size);
     o.lr = a.real("lr", o.lr);

@@ -45,7 +45,8 @@ std::string options_json(const TrainOptions& o) {
      << ", \"clip_grad\": " << json::number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
      << ", \"cosine\": " << (o.cosine ? "true" : "false")
      << ", \"initial_lr\": " << json::number(o.initial_lr)
-     << ", \"min_lr\": " << json::number(o.min_lr) << "}";
+     << ", \"min_lr\": " << json::number(o.min_lr)
+     << ", \"attention\": " << json::quote(o.attention) << "}";
   return os.str();
 }
 
@@ -101,6 +102,13 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
   if (!is_explicit(o, "cosine")) o.cosine = num("cosine") != 0;
   take_double("initial-lr", "initial_lr", o.initial_lr);
   take_double("min-lr", "min_lr", o.min_lr);
+  // The attention route changes no result beyond rounding, so it may differ from the
+  // checkpoint's; resuming on the same route keeps a resumed run bit-exact. Checkpoints from
+  // before the fused route ran the book's.
+  if (!is_explicit(o, "attention")) {
+    const json::Value* a = saved.find("attention");
+    o.attention = a ? a->str : "book";
+  }
 }
 
 void check_options(const TrainOptions& opt) {
@@ -125,6 +133,8 @@ void check_options(const TrainOptions& opt) {
   if (opt.min_lr != -1) finite_at_least_0("min-lr", opt.min_lr);  // -1: the default, 0.1 * lr
   at_least("warmup-steps", opt.warmup_steps, 0);
   if (opt.max_steps != -1) at_least("max-steps", opt.max_steps, 1);  // -1: no limit
+  if (opt.attention != "fused" && opt.attention != "book")
+    throw TrainError("--attention must be fused or book, got '" + opt.attention + "'");
 }
 
 nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
@@ -150,6 +160,7 @@ nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
                      " is outside what preset " + opt.preset + " allows (2.." +
                      std::to_string(max_ctx) + ")");
   cfg.context_length = opt.context_length;
+  cfg.attention = opt.attention;
   if (opt.tokenizer.empty()) opt.tokenizer = opt.preset == "tiny" ? "bpe:512" : "gpt2";
   if (opt.tokenizer != "gpt2" && opt.tokenizer.rfind("bpe:", 0) != 0)
     throw TrainError("unknown tokenizer '" + opt.tokenizer + "' (known: gpt2, bpe:N)");

@@ -124,7 +124,8 @@ struct TrainOptions {
   std::string text_path;        // empty: the bundled sample (data/sample/sample.txt)
   std::string preset = "tiny";  // gpt2-124m | tiny
   std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
-  int64_t context_length = 0;   // 0: the preset's
+  std::string attention = nn::GPTConfig().attention;  // fused | book (GPTConfig::attention)
+  int64_t context_length = 0;                         // 0: the preset's
   int64_t epochs = 10, batch_size = 2;
   double lr = 4e-4, weight_decay = 0.1;
   int64_t eval_freq = 5, eval_iter = 5;
