@@ -18,7 +18,7 @@
 // input from seed 123. Times are the best of --reps runs.
 //
 // usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024]
-//                        [--memory 1024,2048,4096] [--no-torch] [--no-modules]
+//                        [--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -283,30 +283,31 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
-void print_json(const std::vector<Measure>& rs, const std::string& header_fields) {
-  std::cout << "{\n  \"bench\": \"attention\", " << header_fields << ",\n  \"results\": [\n";
+void print_json(std::ostream& out, const std::vector<Measure>& rs,
+                const std::string& header_fields) {
+  out << "{\n  \"bench\": \"attention\", " << header_fields << ",\n  \"results\": [\n";
   for (size_t i = 0; i < rs.size(); ++i) {
     const Measure& m = rs[i];
-    std::cout << "    {\"side\": " << json_str(m.side) << ", \"impl\": " << json_str(m.impl)
-              << ", \"B\": " << m.B << ", \"T\": " << m.T << ", \"threads\": " << m.threads
-              << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
-              << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
-              << ", \"peak_rss_mb\": " << bench::json_number(m.peak_kb / 1024.0)
-              << ", \"extra_mb\": " << bench::json_number((m.peak_kb - m.base_kb) / 1024.0)
-              << ", \"checksum\": " << bench::json_number(m.checksum)
-              << (m.error.empty() ? "" : ", \"error\": " + json_str(m.error)) << "}"
-              << (i + 1 < rs.size() ? "," : "") << "\n";
+    out << "    {\"side\": " << json_str(m.side) << ", \"impl\": " << json_str(m.impl)
+        << ", \"B\": " << m.B << ", \"T\": " << m.T << ", \"threads\": " << m.threads
+        << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
+        << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
+        << ", \"peak_rss_mb\": " << bench::json_number(m.peak_kb / 1024.0)
+        << ", \"extra_mb\": " << bench::json_number((m.peak_kb - m.base_kb) / 1024.0)
+        << ", \"checksum\": " << bench::json_number(m.checksum)
+        << (m.error.empty() ? "" : ", \"error\": " + json_str(m.error)) << "}"
+        << (i + 1 < rs.size() ? "," : "") << "\n";
   }
-  std::cout << "  ],\n  \"speedups\": [\n";
+  out << "  ],\n  \"speedups\": [\n";
   const std::vector<Speedup> sp = speedups(rs);
   for (size_t i = 0; i < sp.size(); ++i)
-    std::cout << "    {\"pair\": " << json_str(sp[i].what) << ", \"B\": " << sp[i].ours->B
-              << ", \"T\": " << sp[i].ours->T << ", \"threads\": " << sp[i].ours->threads
-              << ", \"ours_ms\": " << bench::json_number(sp[i].ours->fwdbwd_ms)
-              << ", \"peer_ms\": " << bench::json_number(sp[i].peer->fwdbwd_ms) << ", \"speedup\": "
-              << bench::json_number(sp[i].peer->fwdbwd_ms / sp[i].ours->fwdbwd_ms) << "}"
-              << (i + 1 < sp.size() ? "," : "") << "\n";
-  std::cout << "  ]\n}\n";
+    out << "    {\"pair\": " << json_str(sp[i].what) << ", \"B\": " << sp[i].ours->B
+        << ", \"T\": " << sp[i].ours->T << ", \"threads\": " << sp[i].ours->threads
+        << ", \"ours_ms\": " << bench::json_number(sp[i].ours->fwdbwd_ms)
+        << ", \"peer_ms\": " << bench::json_number(sp[i].peer->fwdbwd_ms)
+        << ", \"speedup\": " << bench::json_number(sp[i].peer->fwdbwd_ms / sp[i].ours->fwdbwd_ms)
+        << "}" << (i + 1 < sp.size() ? "," : "") << "\n";
+  out << "  ]\n}\n";
 }
 
 void print_table(const std::vector<Measure>& rs) {
@@ -338,22 +339,26 @@ void print_table(const std::vector<Measure>& rs) {
 int main(int argc, char** argv) {
   const char* prog = "bench_attention";
   bool json = false, want_torch = true, modules = true;
+  std::string json_file;  // --json-file: the --json output there too, beside the table
   int reps = 3;
   std::vector<int> threads = {1, 2};
   std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
   std::vector<int> memory_T = {1024, 2048, 4096};
   const char* usage =
       "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
-      "[--memory 1024,2048,4096] [--no-torch] [--no-modules]";
+      "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--child" && i + 4 < argc)
       return run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                        std::atoi(argv[i + 4]));
-    const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" || a == "--memory";
+    const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
+                             a == "--memory" || a == "--json-file";
     if (takes_value && i + 1 >= argc) bench::bad_option(prog, a + " needs a value");
     if (a == "--json") {
       json = true;
+    } else if (a == "--json-file") {
+      json_file = argv[++i];
     } else if (a == "--no-torch") {
       want_torch = false;
     } else if (a == "--no-modules") {
@@ -447,8 +452,13 @@ int main(int argc, char** argv) {
       << ", \"heads\": " << kHeads << ", \"reps\": " << reps << ", \"notes\": [";
   for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json_str(notes[i]);
   hdr << "]";
+  if (!json_file.empty()) {
+    std::ofstream f(json_file);
+    print_json(f, results, hdr.str());
+    if (!f) bench::bad_option(prog, "cannot write " + json_file);
+  }
   if (json) {
-    print_json(results, hdr.str());
+    print_json(std::cout, results, hdr.str());
     return 0;
   }
   std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
