@@ -317,6 +317,11 @@ TEST_CASE("sdpa errors name the op and the shapes") {
        p + "dropout_p must be in [0, 1], got nan"},
       {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, kInf); },
        p + "scale must be finite, got inf"},
+      {[&] {
+         return scaled_dot_product_attention(zeros({2, 5, 0}), zeros({2, 6, 0}), v);
+       },
+       p + "query and key have E = 0, where the default scale 1/sqrt(E) is undefined (pass a "
+           "scale)"},
   };
   for (const Bad& b : cases) {
     CAPTURE(b.message);

@@ -262,6 +262,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (scale && !std::isfinite(*scale)) fail(kOp, "scale must be finite, got ", *scale);
   if (is_causal && attn_mask.defined())
     fail(kOp, "an explicit attn_mask cannot be combined with is_causal=true");
+  if (!scale && d.E == 0)
+    fail(kOp, "query and key have E = 0, where the default scale 1/sqrt(E) is undefined (pass a ",
+         "scale)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(double(d.E));
   Tensor mask = attn_mask.defined() ? additive_mask(attn_mask, query, d) : Tensor();
   if (attn_mask.defined() && attn_mask.requires_grad() && grad_enabled())
