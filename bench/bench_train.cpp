@@ -15,6 +15,7 @@
 //
 // usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N]
 //                    [--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book]
+//                    [--isa NAME]
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
@@ -154,6 +156,33 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
+// --isa NAME: our runs take that path (TAPEGRAD_ISA, inherited by the children). On avx2 PyTorch
+// does too, so that the peer has the same vector width: ATen's AVX2 kernels and OpenBLAS's
+// Haswell ones (Debian's OpenBLAS is built for every core and honours OPENBLAS_CORETYPE).
+void select_isa(const std::string& isa) {
+  const std::vector<std::string> have = tg::kernels::available_isas();
+  if (std::find(have.begin(), have.end(), isa) == have.end()) {
+    std::string names;
+    for (const std::string& h : have) names += (names.empty() ? "" : ", ") + h;
+    bench::bad_option("bench_train",
+                      "--isa " + isa + " is not available on this machine (it has " + names + ")");
+  }
+  setenv("TAPEGRAD_ISA", isa.c_str(), 1);
+  if (isa == "avx2") {
+    setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
+    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  }
+}
+
+// The header's second line: which vector path each side runs.
+std::string isa_line(const std::string& isa) {
+  const char* aten = std::getenv("ATEN_CPU_CAPABILITY");
+  const char* blas = std::getenv("OPENBLAS_CORETYPE");
+  return "isa: ours " + (isa.empty() ? tg::kernels::active_isa() : isa) +
+         "; PyTorch ATEN_CPU_CAPABILITY=" + (aten ? aten : "(its best)") +
+         ", OPENBLAS_CORETYPE=" + (blas ? blas : "(its best)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,6 +190,7 @@ int main(int argc, char** argv) {
   int threads = 2;
   int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
   std::vector<std::string> only = {"tiny", "gpt2-124m"}, routes = {"fused", "book"};
+  std::string isa;  // empty: the fastest path this machine has
   auto list = [](const std::string& s, const std::vector<std::string>& allowed,
                  const char* option) {
     std::vector<std::string> v;
@@ -211,6 +241,8 @@ int main(int argc, char** argv) {
         only = list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
       } else if (a == "--attention") {
         routes = list(next(), {"fused", "book"}, "--attention");
+      } else if (a == "--isa") {
+        isa = next();
       } else {
         std::cerr << "bench_train: unknown option " << a << "\n";
         return 2;
@@ -227,6 +259,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   self[len] = '\0';
+  if (!isa.empty()) select_isa(isa);
   const std::string script = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/bench_train_torch.py";
   if (torch) {
     std::string out, err;
@@ -238,6 +271,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rows;
   if (!json) {
     std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
+    std::printf("%s\n", isa_line(isa).c_str());
     std::printf("%-14s %-6s %7s %12s %12s %8s %11s %11s %11s %11s\n", "config", "route", "threads",
                 "ours tok/s", "torch tok/s", "speedup", "ours RSS", "torch RSS", "ours loss0",
                 "torch loss0");
@@ -287,9 +321,9 @@ int main(int argc, char** argv) {
       if (json) {
         rows.push_back(
             "{\"config\": \"" + std::string(c.name) + "\", \"attention\": \"" + route +
-            "\", \"cpu\": \"" + bench::cpu_model() + "\", \"threads\": " + std::to_string(threads) +
-            ", \"batch\": " + std::to_string(c.batch) +
-            ", \"context\": " + std::to_string(c.cfg.context_length) +
+            "\", \"cpu\": \"" + bench::cpu_model() + "\", \"isa\": \"" + isa_line(isa) +
+            "\", \"threads\": " + std::to_string(threads) + ", \"batch\": " +
+            std::to_string(c.batch) + ", \"context\": " + std::to_string(c.cfg.context_length) +
             ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
             ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
             ", \"ours_run_median_s\": " + json_list(ours.run_medians) +

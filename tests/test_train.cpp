@@ -316,6 +316,14 @@ TEST_CASE("train_model_simple with dropout equals PyTorch's run step for step") 
   CHECK(slurp(s / "out/loss.svg").find("Validation loss") != std::string::npos);
 }
 
+// The step losses of a stopped run followed by those of the run that resumed it.
+static std::vector<double> joined(const train::TrainResult& first,
+                                  const train::TrainResult& second) {
+  std::vector<double> all = first.step_losses;
+  all.insert(all.end(), second.step_losses.begin(), second.step_losses.end());
+  return all;
+}
+
 TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
   Scratch s;
   std::ostringstream out, err;
@@ -333,9 +341,7 @@ TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
     b.config.reset();
     b.resume_dir = s / "out";
     const train::TrainResult second = train::run_training(b, out, err);
-    std::vector<double> joined = first.step_losses;
-    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-    CHECK(joined == full.step_losses);  // bit for bit
+    CHECK(joined(first, second) == full.step_losses);  // bit for bit
     REQUIRE(second.evals.size() == full.evals.size());
     for (size_t i = 0; i < full.evals.size(); ++i) {
       CHECK(second.evals[i].train_loss == full.evals[i].train_loss);
@@ -353,9 +359,7 @@ TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
     b.explicit_flags = {"epochs"};
     b.progress = 0;
     const train::TrainResult second = train::run_training(b, out, err);
-    std::vector<double> joined = first.step_losses;
-    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-    CHECK(joined == full.step_losses);
+    CHECK(joined(first, second) == full.step_losses);
   }
   SUBCASE("Ctrl-C: SIGINT finishes the step, saves and stops") {
     train::stop_requested() = false;
@@ -373,9 +377,7 @@ TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
     b.resume_dir = s / "out";
     b.progress = 0;
     const train::TrainResult second = train::run_training(b, out, err);
-    std::vector<double> joined = first.step_losses;
-    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-    CHECK(joined == full.step_losses);
+    CHECK(joined(first, second) == full.step_losses);
   }
 }
 
@@ -401,9 +403,7 @@ TEST_CASE("--attention: both routes train alike; --resume keeps the checkpoint's
   b.config.reset();
   b.resume_dir = s / "out";
   const train::TrainResult second = train::run_training(b, out, err);
-  std::vector<double> joined = first.step_losses;
-  joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-  CHECK(joined == losses[0]);
+  CHECK(joined(first, second) == losses[0]);  // bit for bit
 }
 
 TEST_CASE("bad input: one clear line and a non-zero exit") {
