@@ -38,6 +38,7 @@
 #include "bench/cli_args.h"
 #include "bench/machine.h"
 #include "core/autograd.h"
+#include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -274,34 +275,25 @@ std::vector<Speedup> speedups(const std::vector<Measure>& rs) {
   return out;
 }
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
-}
-
 void print_json(std::ostream& out, const std::vector<Measure>& rs,
                 const std::string& header_fields) {
   out << "{\n  \"bench\": \"attention\", " << header_fields << ",\n  \"results\": [\n";
   for (size_t i = 0; i < rs.size(); ++i) {
     const Measure& m = rs[i];
-    out << "    {\"side\": " << json_str(m.side) << ", \"impl\": " << json_str(m.impl)
+    out << "    {\"side\": " << json::quote(m.side) << ", \"impl\": " << json::quote(m.impl)
         << ", \"B\": " << m.B << ", \"T\": " << m.T << ", \"threads\": " << m.threads
         << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
         << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
         << ", \"peak_rss_mb\": " << bench::json_number(m.peak_kb / 1024.0)
         << ", \"extra_mb\": " << bench::json_number((m.peak_kb - m.base_kb) / 1024.0)
         << ", \"checksum\": " << bench::json_number(m.checksum)
-        << (m.error.empty() ? "" : ", \"error\": " + json_str(m.error)) << "}"
+        << (m.error.empty() ? "" : ", \"error\": " + json::quote(m.error)) << "}"
         << (i + 1 < rs.size() ? "," : "") << "\n";
   }
   out << "  ],\n  \"speedups\": [\n";
   const std::vector<Speedup> sp = speedups(rs);
   for (size_t i = 0; i < sp.size(); ++i)
-    out << "    {\"pair\": " << json_str(sp[i].what) << ", \"B\": " << sp[i].ours->B
+    out << "    {\"pair\": " << json::quote(sp[i].what) << ", \"B\": " << sp[i].ours->B
         << ", \"T\": " << sp[i].ours->T << ", \"threads\": " << sp[i].ours->threads
         << ", \"ours_ms\": " << bench::json_number(sp[i].ours->fwdbwd_ms)
         << ", \"peer_ms\": " << bench::json_number(sp[i].peer->fwdbwd_ms)
@@ -334,135 +326,151 @@ void print_table(const std::vector<Measure>& rs) {
                 s.peer->fwdbwd_ms / s.ours->fwdbwd_ms);
 }
 
-}  // namespace
+const char* kProg = "bench_attention";
+const char* kUsage =
+    "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
+    "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]";
 
-int main(int argc, char** argv) {
-  const char* prog = "bench_attention";
-  bool json = false, want_torch = true, modules = true;
+struct Options {
+  bool json = false, torch = true, modules = true;
   std::string json_file;  // --json-file: the --json output there too, beside the table
   int reps = 3;
   std::vector<int> threads = {1, 2};
   std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
   std::vector<int> memory_T = {1024, 2048, 4096};
-  const char* usage =
-      "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
-      "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]";
+};
+
+// "8x256,2x1024" as (B, T) pairs.
+std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const auto x = item.find('x');
+    if (x == std::string::npos)
+      bench::bad_option(kProg, "--sizes expects BxT[,BxT...], got '" + item + "'");
+    sizes.emplace_back(bench::positive_int(kProg, "--sizes B", item.substr(0, x), 4096),
+                       bench::positive_int(kProg, "--sizes T", item.substr(x + 1), 65536));
+  }
+  if (sizes.empty()) bench::bad_option(kProg, "--sizes needs at least one BxT");
+  return sizes;
+}
+
+// The command line; --child IMPL B T REPS measures in this process and exits.
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--child" && i + 4 < argc)
-      return run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
-                       std::atoi(argv[i + 4]));
+      std::exit(run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
+                          std::atoi(argv[i + 4])));
     const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
                              a == "--memory" || a == "--json-file";
-    if (takes_value && i + 1 >= argc) bench::bad_option(prog, a + " needs a value");
+    if (takes_value && i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
     if (a == "--json") {
-      json = true;
+      o.json = true;
     } else if (a == "--json-file") {
-      json_file = argv[++i];
+      o.json_file = argv[++i];
     } else if (a == "--no-torch") {
-      want_torch = false;
+      o.torch = false;
     } else if (a == "--no-modules") {
-      modules = false;
+      o.modules = false;
     } else if (a == "--reps") {
-      reps = static_cast<int>(bench::positive_int(prog, a, argv[++i], 10000));
+      o.reps = static_cast<int>(bench::positive_int(kProg, a, argv[++i], 10000));
     } else if (a == "--threads") {
-      threads = bench::positive_ints(prog, a, argv[++i]);
+      o.threads = bench::positive_ints(kProg, a, argv[++i]);
     } else if (a == "--memory") {
-      memory_T = bench::positive_ints(prog, a, argv[++i], 65536);
+      o.memory_T = bench::positive_ints(kProg, a, argv[++i], 65536);
     } else if (a == "--sizes") {
-      sizes.clear();
-      std::stringstream ss(argv[++i]);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        const auto x = item.find('x');
-        if (x == std::string::npos)
-          bench::bad_option(prog, "--sizes expects BxT[,BxT...], got '" + item + "'");
-        sizes.emplace_back(bench::positive_int(prog, "--sizes B", item.substr(0, x), 4096),
-                           bench::positive_int(prog, "--sizes T", item.substr(x + 1), 65536));
-      }
-      if (sizes.empty()) bench::bad_option(prog, "--sizes needs at least one BxT");
+      o.sizes = parse_sizes(argv[++i]);
     } else if (a == "--help") {
-      std::cout << usage << "\n";
-      return 0;
+      std::cout << kUsage << "\n";
+      std::exit(0);
     } else {
-      bench::bad_option(prog, "unknown option '" + a + "' (" + usage + ")");
+      bench::bad_option(kProg, "unknown option '" + a + "' (" + kUsage + ")");
     }
   }
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) bench::bad_option(prog, "cannot find its own executable");
-  self[len] = '\0';
-  const std::vector<std::string> ours_cmd = {self, "--child"};
+  return o;
+}
 
-  std::vector<Peer> peers;
-  if (want_torch) {
-    peers.push_back(find_peer({"/usr/bin/python3"}, "PyTorch 1.13"));
-    peers.push_back(find_peer(
-        {std::string(TAPEGRAD_SOURCE_ROOT) + "/../shared/tools/torch2-python"}, "PyTorch 2"));
-  }
-  std::vector<std::string> notes;
-  for (const Peer& p : peers)
-    if (p.version.empty()) notes.push_back("skipped " + p.why_not);
-  if (!want_torch) notes.push_back("no PyTorch peers (--no-torch)");
-
-  std::vector<std::string> our_impls = {"core fused", "core book"};
+// What each side measures: ours the core both ways and the four modules; PyTorch 1.13 the book's
+// formula and classes, PyTorch 2 its SDPA (flash and math) and the classes built on it.
+std::vector<std::string> our_impls(bool modules) {
+  std::vector<std::string> im = {"core fused", "core book"};
   if (modules)
-    our_impls.insert(our_impls.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention",
-                                       "MultiHeadAttention fused", "MHAPyTorchScaledDotProduct"});
-  auto peer_impls = [&](const Peer& p) {
-    const bool v1 = p.version.rfind("torch 1.", 0) == 0;
-    std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
-                                     : std::vector<std::string>{"core flash", "core math"};
-    if (modules) {
-      if (v1)
-        im.insert(im.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention"});
-      else
-        im.insert(im.end(), {"MultiHeadAttention", "MHAPyTorchScaledDotProduct"});
-    }
-    return im;
-  };
+    im.insert(im.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention",
+                         "MultiHeadAttention fused", "MHAPyTorchScaledDotProduct"});
+  return im;
+}
 
+std::vector<std::string> peer_impls(const Peer& p, bool modules) {
+  const bool v1 = p.version.rfind("torch 1.", 0) == 0;
+  std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
+                                   : std::vector<std::string>{"core flash", "core math"};
+  if (modules) {
+    if (v1)
+      im.insert(im.end(), {"MultiHeadAttentionWrapper", "MultiHeadAttention"});
+    else
+      im.insert(im.end(), {"MultiHeadAttention", "MHAPyTorchScaledDotProduct"});
+  }
+  return im;
+}
+
+std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& ours_cmd,
+                             const std::vector<Peer>& peers) {
   std::vector<Measure> results;
-  for (int t : threads)
-    for (auto [B, T] : sizes) {
-      for (const std::string& impl : our_impls)
-        results.push_back(measure(ours_cmd, kOurs, impl, B, T, t, reps));
+  for (int t : o.threads)
+    for (auto [B, T] : o.sizes) {
+      for (const std::string& impl : our_impls(o.modules))
+        results.push_back(measure(ours_cmd, kOurs, impl, B, T, t, o.reps));
       for (const Peer& p : peers) {
         if (p.version.empty()) continue;
         std::vector<std::string> cmd = p.launcher;
         cmd.insert(cmd.end(), {"-c", kTorchScript});
-        for (const std::string& impl : peer_impls(p))
-          results.push_back(measure(cmd, p.version, impl, B, T, t, reps));
+        for (const std::string& impl : peer_impls(p, o.modules))
+          results.push_back(measure(cmd, p.version, impl, B, T, t, o.reps));
       }
-      if (!json) std::cerr << "." << std::flush;
+      if (!o.json) std::cerr << "." << std::flush;
     }
   // Memory: the fused core against the book's formula, one run each, B = 1.
-  for (int T : memory_T)
+  for (int T : o.memory_T)
     for (const char* impl : {"core fused", "core book"}) {
-      Measure m = measure(ours_cmd, kOurs, impl, 1, T, threads.back(), 1);
+      Measure m = measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1);
       m.side = "memory";
       results.push_back(m);
     }
-  if (!json) std::cerr << "\n";
+  if (!o.json) std::cerr << "\n";
+  return results;
+}
 
+// The --json header's fields: the machine, our path, the sizes, and why a peer is missing.
+std::string json_header(const Options& o, const std::vector<std::string>& notes) {
   std::ostringstream hdr;
-  hdr << "\"cpu\": " << json_str(bench::cpu_model())
-      << ", \"caches\": " << json_str(bench::cache_sizes())
-      << ", \"isa\": " << json_str(kernels::active_isa()) << ", \"d\": " << kD
-      << ", \"heads\": " << kHeads << ", \"reps\": " << reps << ", \"notes\": [";
-  for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json_str(notes[i]);
+  hdr << "\"cpu\": " << json::quote(bench::cpu_model())
+      << ", \"caches\": " << json::quote(bench::cache_sizes())
+      << ", \"isa\": " << json::quote(kernels::active_isa()) << ", \"d\": " << kD
+      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"notes\": [";
+  for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json::quote(notes[i]);
   hdr << "]";
-  if (!json_file.empty()) {
-    std::ofstream f(json_file);
-    print_json(f, results, hdr.str());
-    if (!f) bench::bad_option(prog, "cannot write " + json_file);
+  return hdr.str();
+}
+
+// --json-file: written beside the path and renamed over it, so a reader never sees half a file.
+void write_json_file(const std::string& path, const std::vector<Measure>& results,
+                     const std::string& header) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    print_json(f, results, header);
+    f.flush();
+    if (!f) bench::bad_option(kProg, "cannot write " + path);
   }
-  if (json) {
-    print_json(std::cout, results, hdr.str());
-    return 0;
-  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) bench::bad_option(kProg, "cannot write " + path);
+}
+
+void print_report(const Options& o, const std::vector<Peer>& peers,
+                  const std::vector<std::string>& notes, const std::vector<Measure>& results) {
   std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
-              (long long)kHeads, (long long)kHeadDim, reps);
+              (long long)kHeads, (long long)kHeadDim, o.reps);
   std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
               bench::cache_sizes().c_str(), kernels::active_isa().c_str());
   for (const Peer& p : peers)
@@ -473,5 +481,33 @@ int main(int argc, char** argv) {
   std::printf(
       "\nmemory rows: B = 1; extra MB = peak RSS minus RSS once the inputs exist (the fused "
       "core's grows with T, the book formula's with T^2)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) bench::bad_option(kProg, "cannot find its own executable");
+  self[len] = '\0';
+
+  std::vector<Peer> peers;
+  if (o.torch) {
+    peers.push_back(find_peer({"/usr/bin/python3"}, "PyTorch 1.13"));
+    peers.push_back(find_peer(
+        {std::string(TAPEGRAD_SOURCE_ROOT) + "/../shared/tools/torch2-python"}, "PyTorch 2"));
+  }
+  std::vector<std::string> notes;
+  for (const Peer& p : peers)
+    if (p.version.empty()) notes.push_back("skipped " + p.why_not);
+  if (!o.torch) notes.push_back("no PyTorch peers (--no-torch)");
+
+  const std::vector<Measure> results = run_all(o, {self, "--child"}, peers);
+  if (!o.json_file.empty()) write_json_file(o.json_file, results, json_header(o, notes));
+  if (o.json)
+    print_json(std::cout, results, json_header(o, notes));
+  else
+    print_report(o, peers, notes, results);
   return 0;
 }

@@ -32,6 +32,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -178,193 +179,230 @@ void select_isa(const std::string& isa) {
 std::string isa_line(const std::string& isa) {
   const char* aten = std::getenv("ATEN_CPU_CAPABILITY");
   const char* blas = std::getenv("OPENBLAS_CORETYPE");
-  return "isa: ours " + (isa.empty() ? tg::kernels::active_isa() : isa) +
+  return "ours " + (isa.empty() ? tg::kernels::active_isa() : isa) +
          "; PyTorch ATEN_CPU_CAPABILITY=" + (aten ? aten : "(its best)") +
          ", OPENBLAS_CORETYPE=" + (blas ? blas : "(its best)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line. --child runs one measurement in this process instead (see run_child).
+struct Options {
   bool json = false, torch = true;
   int threads = 2;
   int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
   std::vector<std::string> only = {"tiny", "gpt2-124m"}, routes = {"fused", "book"};
   std::string isa;  // empty: the fastest path this machine has
-  auto list = [](const std::string& s, const std::vector<std::string>& allowed,
-                 const char* option) {
-    std::vector<std::string> v;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');) {
-      if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-        std::string names;
-        for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
-        bench::bad_option("bench_train", std::string(option) + " wants a list of " + names +
-                                             ", got '" + item + "'");
-      }
-      v.push_back(item);
+};
+
+// A comma-separated list whose items must be among `allowed`.
+std::vector<std::string> name_list(const std::string& s, const std::vector<std::string>& allowed,
+                                   const std::string& option) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      std::string names;
+      for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      bench::bad_option("bench_train",
+                        option + " wants a list of " + names + ", got '" + item + "'");
     }
-    if (v.empty()) bench::bad_option("bench_train", std::string(option) + " needs a value");
-    return v;
+    v.push_back(item);
+  }
+  if (v.empty()) bench::bad_option("bench_train", option + " needs a value");
+  return v;
+}
+
+// One option at argv[i] (and its value, taking i past it) into o. --child runs and exits.
+void parse_option(int argc, char** argv, int& i, Options& o) {
+  const std::string a = argv[i];
+  auto next = [&]() -> std::string {
+    if (i + 1 >= argc) bench::bad_option("bench_train", a + " needs a value");
+    return argv[++i];
   };
+  if (a == "--child") {
+    const std::string name = next();
+    const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
+    const std::string route = next();
+    for (const Config& c : configs())
+      if (name == c.name) std::exit(run_child(c, steps, route));
+    bench::bad_option("bench_train", "unknown config " + name);
+  } else if (a == "--json") {
+    o.json = true;
+  } else if (a == "--no-torch") {
+    o.torch = false;
+  } else if (a == "--threads") {
+    o.threads = int(bench::positive_int("bench_train", a, next(), 1024));
+  } else if (a == "--steps-tiny") {
+    o.steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
+  } else if (a == "--steps-124m") {
+    o.steps_124m = bench::positive_int("bench_train", a, next(), 100000);
+  } else if (a == "--reps") {
+    o.reps = bench::positive_int("bench_train", a, next(), 100);
+  } else if (a == "--only") {
+    o.only = name_list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, a);
+  } else if (a == "--attention") {
+    o.routes = name_list(next(), {"fused", "book"}, a);
+  } else if (a == "--isa") {
+    o.isa = next();
+  } else {
+    bench::bad_option("bench_train", "unknown option " + a);
+  }
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "bench_train: " << a << " needs a value\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
     try {
-      if (a == "--child") {
-        const std::string name = next();
-        const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
-        const std::string route = next();
-        for (const Config& c : configs())
-          if (name == c.name) return run_child(c, steps, route);
-        std::cerr << "bench_train: unknown config " << name << "\n";
-        return 2;
-      } else if (a == "--json") {
-        json = true;
-      } else if (a == "--no-torch") {
-        torch = false;
-      } else if (a == "--threads") {
-        threads = int(bench::positive_int("bench_train", a, next(), 1024));
-      } else if (a == "--steps-tiny") {
-        steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
-      } else if (a == "--steps-124m") {
-        steps_124m = bench::positive_int("bench_train", a, next(), 100000);
-      } else if (a == "--reps") {
-        reps = bench::positive_int("bench_train", a, next(), 100);
-      } else if (a == "--only") {
-        only = list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
-      } else if (a == "--attention") {
-        routes = list(next(), {"fused", "book"}, "--attention");
-      } else if (a == "--isa") {
-        isa = next();
-      } else {
-        std::cerr << "bench_train: unknown option " << a << "\n";
-        return 2;
-      }
+      parse_option(argc, argv, i, o);
     } catch (const std::exception&) {
-      std::cerr << "bench_train: bad value for " << a << "\n";
-      return 2;
+      bench::bad_option("bench_train", "bad value for " + a);
     }
   }
+  return o;
+}
+
+std::string self_executable() {
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) {
     std::cerr << "bench_train: cannot find its own executable\n";
-    return 1;
+    std::exit(1);
   }
   self[len] = '\0';
-  if (!isa.empty()) select_isa(isa);
-  const std::string script = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/bench_train_torch.py";
-  if (torch) {
-    std::string out, err;
-    long rss;
-    torch = access("/usr/bin/python3", X_OK) == 0 &&
-            bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
-  }
+  return self;
+}
 
-  std::vector<std::string> rows;
-  if (!json) {
+bool have_torch() {
+  std::string out, err;
+  long rss;
+  return access("/usr/bin/python3", X_OK) == 0 &&
+         bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
+}
+
+// One row of the table: a configuration on one route, beside PyTorch's runs of it.
+struct Row {
+  const Config* config;
+  std::string route;
+  Result ours, theirs;
+};
+
+std::string json_row(const Row& w, const Options& o, int64_t steps) {
+  const Config& c = *w.config;
+  auto side = [&](const char* who, const Result& r) {
+    const std::string p = std::string(", \"") + who;
+    return p + "_tokens_per_s\": " + bench::json_number(r.tokens_per_s) + p +
+           "_run_median_s\": " + json_list(r.run_medians) + p +
+           "_run_mean_s\": " + json_list(r.run_means) + p +
+           "_peak_rss_mb\": " + bench::json_number(r.ok ? double(r.rss_kb) / 1024 : NAN) + p +
+           "_first_loss\": " + bench::json_number(r.first_loss);
+  };
+  return "{\"config\": \"" + std::string(c.name) + "\", \"attention\": \"" + w.route +
+         "\", \"cpu\": " + json::quote(bench::cpu_model()) +
+         ", \"isa\": " + json::quote(isa_line(o.isa)) +
+         ", \"threads\": " + std::to_string(o.threads) + ", \"batch\": " + std::to_string(c.batch) +
+         ", \"context\": " + std::to_string(c.cfg.context_length) +
+         ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(o.reps) +
+         side("ours", w.ours) + side("torch", w.theirs) + "}";
+}
+
+void print_row(const Row& w, const Options& o) {
+  auto num = [](const Result& r, const char* fmt, double v) {
+    char b[32];
+    if (!r.ok) return std::string("-");
+    std::snprintf(b, sizeof b, fmt, v);
+    return std::string(b);
+  };
+  auto mb = [&](const Result& r) { return num(r, "%.0f MB", double(r.rss_kb) / 1024); };
+  const Result &ours = w.ours, &theirs = w.theirs;
+  const bool both = ours.ok && theirs.ok;
+  std::printf("%-14s %-6s %7d %12s %12s %8s %11s %11s %11s %11s\n", w.config->name, w.route.c_str(),
+              o.threads, num(ours, "%.0f", ours.tokens_per_s).c_str(),
+              num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
+              both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
+              mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
+              num(theirs, "%.6f", theirs.first_loss).c_str());
+  std::fflush(stdout);
+}
+
+// PyTorch's command for configuration c: tools/bench_train_torch.py with the model's sizes.
+std::vector<std::string> torch_command(const Config& c, int64_t steps, int threads) {
+  return {"/usr/bin/python3",
+          std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/bench_train_torch.py",
+          std::to_string(c.cfg.vocab_size),
+          std::to_string(c.cfg.context_length),
+          std::to_string(c.cfg.emb_dim),
+          std::to_string(c.cfg.n_heads),
+          std::to_string(c.cfg.n_layers),
+          std::to_string(c.batch),
+          std::to_string(steps),
+          std::to_string(threads)};
+}
+
+// Configuration c on each route; PyTorch runs beside the first route only (its model has one
+// route). Ours and theirs alternate, starting with ours and swapping each run, until a side
+// fails. Returns false when a run failed.
+bool run_config(const Config& c, const Options& o, const std::string& self,
+                std::vector<std::string>& json_rows) {
+  const int64_t steps = std::string(c.name) == "tiny" ? o.steps_tiny : o.steps_124m;
+  const int64_t tokens = c.batch * c.cfg.context_length;
+  bool ok = true;
+  Result theirs;
+  for (size_t ri = 0; ri < o.routes.size(); ++ri) {
+    Row w{&c, o.routes[ri], {}, {}};
+    const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps),
+                                               w.route};
+    bool ours_alive = true, theirs_alive = o.torch && ri == 0;
+    for (int64_t r = 0; r < o.reps && (ours_alive || theirs_alive); ++r)
+      for (int side = 0; side < 2; ++side) {
+        if ((side == r % 2) && ours_alive)
+          ours_alive = measure(w.ours, our_args, o.threads, steps, tokens);
+        else if ((side != r % 2) && theirs_alive)
+          theirs_alive =
+              measure(theirs, torch_command(c, steps, o.threads), o.threads, steps, tokens);
+      }
+    w.theirs = theirs;
+    if (!w.ours.ok) {
+      std::cerr << "bench_train: our " << c.name << " (" << w.route
+                << ") run failed: " << w.ours.error << "\n";
+      ok = false;
+    }
+    if (o.torch && !theirs.ok && ri == 0) {  // PyTorch is there but failed: no peer
+      std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
+      ok = false;
+    }
+    if (o.json)
+      json_rows.push_back(json_row(w, o, steps));
+    else
+      print_row(w, o);
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_options(argc, argv);
+  const std::string self = self_executable();
+  if (!o.isa.empty()) select_isa(o.isa);
+  if (o.torch) o.torch = have_torch();
+  if (!o.json) {
     std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
-    std::printf("%s\n", isa_line(isa).c_str());
+    std::printf("isa: %s\n", isa_line(o.isa).c_str());
     std::printf("%-14s %-6s %7s %12s %12s %8s %11s %11s %11s %11s\n", "config", "route", "threads",
                 "ours tok/s", "torch tok/s", "speedup", "ours RSS", "torch RSS", "ours loss0",
                 "torch loss0");
   }
+  std::vector<std::string> json_rows;
   int rc = 0;
-  for (const Config& c : configs()) {
-    if (std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    const int64_t steps = std::string(c.name) == "tiny" ? steps_tiny : steps_124m;
-    const int64_t tokens = c.batch * c.cfg.context_length;
-    const std::vector<std::string> torch_args = {"/usr/bin/python3",
-                                                 script,
-                                                 std::to_string(c.cfg.vocab_size),
-                                                 std::to_string(c.cfg.context_length),
-                                                 std::to_string(c.cfg.emb_dim),
-                                                 std::to_string(c.cfg.n_heads),
-                                                 std::to_string(c.cfg.n_layers),
-                                                 std::to_string(c.batch),
-                                                 std::to_string(steps),
-                                                 std::to_string(threads)};
-    Result theirs;  // one PyTorch measurement per config, beside the first route
-    bool theirs_alive = torch;
-    for (size_t ri = 0; ri < routes.size(); ++ri) {
-      const std::string& route = routes[ri];
-      const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps),
-                                                 route};
-      Result ours;
-      if (ri > 0) theirs_alive = false;
-      // Alternate, starting with ours then theirs and swapping each run, until a side fails.
-      bool ours_alive = true;
-      for (int64_t r = 0; r < reps && (ours_alive || theirs_alive); ++r)
-        for (int side = 0; side < 2; ++side) {
-          if ((side == r % 2) && ours_alive)
-            ours_alive = measure(ours, our_args, threads, steps, tokens);
-          else if ((side != r % 2) && theirs_alive)
-            theirs_alive = measure(theirs, torch_args, threads, steps, tokens);
-        }
-      if (!ours.ok) {
-        std::cerr << "bench_train: our " << c.name << " (" << route
-                  << ") run failed: " << ours.error << "\n";
-        rc = 1;
-      }
-      if (torch && !theirs.ok &&
-          ri == 0) {  // PyTorch is there but its run failed: the table lacks a peer
-        std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
-        rc = 1;
-      }
-      if (json) {
-        rows.push_back(
-            "{\"config\": \"" + std::string(c.name) + "\", \"attention\": \"" + route +
-            "\", \"cpu\": \"" + bench::cpu_model() + "\", \"isa\": \"" + isa_line(isa) +
-            "\", \"threads\": " + std::to_string(threads) + ", \"batch\": " +
-            std::to_string(c.batch) + ", \"context\": " + std::to_string(c.cfg.context_length) +
-            ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(reps) +
-            ", \"ours_tokens_per_s\": " + bench::json_number(ours.tokens_per_s) +
-            ", \"ours_run_median_s\": " + json_list(ours.run_medians) +
-            ", \"ours_run_mean_s\": " + json_list(ours.run_means) + ", \"ours_peak_rss_mb\": " +
-            bench::json_number(ours.ok ? double(ours.rss_kb) / 1024 : NAN) +
-            ", \"ours_first_loss\": " + bench::json_number(ours.first_loss) +
-            ", \"torch_tokens_per_s\": " + bench::json_number(theirs.tokens_per_s) +
-            ", \"torch_run_median_s\": " + json_list(theirs.run_medians) +
-            ", \"torch_run_mean_s\": " + json_list(theirs.run_means) + ", \"torch_peak_rss_mb\": " +
-            bench::json_number(theirs.ok ? double(theirs.rss_kb) / 1024 : NAN) +
-            ", \"torch_first_loss\": " + bench::json_number(theirs.first_loss) + "}");
-      } else {
-        auto mb = [](const Result& r) {
-          char b[32];
-          if (!r.ok) return std::string("-");
-          std::snprintf(b, sizeof b, "%.0f MB", double(r.rss_kb) / 1024);
-          return std::string(b);
-        };
-        auto num = [](const Result& r, const char* fmt, double v) {
-          char b[32];
-          if (!r.ok) return std::string("-");
-          std::snprintf(b, sizeof b, fmt, v);
-          return std::string(b);
-        };
-        const bool both = ours.ok && theirs.ok;
-        std::printf(
-            "%-14s %-6s %7d %12s %12s %8s %11s %11s %11s %11s\n", c.name, route.c_str(), threads,
-            num(ours, "%.0f", ours.tokens_per_s).c_str(),
-            num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
-            both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
-            mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
-            num(theirs, "%.6f", theirs.first_loss).c_str());
-        std::fflush(stdout);
-      }
-    }
-  }
-  if (json) {
+  for (const Config& c : configs())
+    if (std::find(o.only.begin(), o.only.end(), c.name) != o.only.end())
+      if (!run_config(c, o, self, json_rows)) rc = 1;
+  if (o.json) {
     std::printf("[");
-    for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ",\n " : "", rows[i].c_str());
+    for (size_t i = 0; i < json_rows.size(); ++i)
+      std::printf("%s%s", i ? ",\n " : "", json_rows[i].c_str());
     std::printf("]\n");
-  } else if (!torch) {
+  } else if (!o.torch) {
     std::printf("(no PyTorch column: /usr/bin/python3 with torch not found, or --no-torch)\n");
   }
   return rc;
