@@ -69,8 +69,9 @@ TEST_CASE("sdpa gradcheck (float64): causal and not, T at the block edges, E fro
   // T in {1, 7, 64, 65, 129, 300} with small E, then E in {1, 8, 64, 80} with small T.
   const std::pair<int64_t, int64_t> te[] = {{1, 1},   {7, 3}, {64, 2}, {65, 2}, {129, 1},
                                             {300, 1}, {7, 1}, {7, 8},  {5, 64}, {4, 80}};
-  for (auto [T, E] : te)
+  for (const auto& [t, e] : te)
     for (bool causal : {false, true}) {
+      const int64_t T = t, E = e;  // copies: clang 14's lambdas (CAPTURE) cannot name a binding
       CAPTURE(T);
       CAPTURE(E);
       CAPTURE(causal);
