@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -35,24 +34,11 @@ namespace tg::kernels {
 
 namespace {
 
-// bench_matmul --blocking: MC, KC, NC replacing every table's (0: none), read as one snapshot.
-std::mutex g_override_mutex;
-int64_t g_override[3] = {0, 0, 0};
-
 // C = beta*C for the K == 0 case and for betas other than 0 and 1.
 void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
 }
-
-}  // namespace
-
-void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
-  const std::lock_guard<std::mutex> lock(g_override_mutex);
-  g_override[0] = mc, g_override[1] = kc, g_override[2] = nc;
-}
-
-namespace {
 
 // Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
@@ -79,13 +65,6 @@ constexpr int64_t kKeepPackedA = int64_t(1) << 22;
 // instead of once per K block (e.g. 128×50257·50257×128: 197 K blocks of 26 µs of work each).
 int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
-}
-
-GemmBlocking blocking_of(const KernelTable& t) {
-  GemmBlocking bk = t.sgemm_blocking;
-  const std::lock_guard<std::mutex> lock(g_override_mutex);
-  if (g_override[0] > 0) bk.mc = g_override[0], bk.kc = g_override[1], bk.nc = g_override[2];
-  return bk;
 }
 
 // Where the micro-kernel reads A from: chosen once per GEMM.
@@ -400,7 +379,7 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     if (K <= 0) return;
     beta = 1.f;
   }
-  const GemmBlocking bk = blocking_of(t);
+  const GemmBlocking bk = gemm_blocking_for(t);
   const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
   thread_local Scratch b_buf, a_shared;
