@@ -110,13 +110,45 @@ void sgemm_ukernel_avx2_6x16_cola(int64_t kc, const float* a, int64_t lda, const
   sgemm_ukernel_avx2_t<kColA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
-// Packs one 6×kc micro-panel of row-major A: per k one masked gather of the 6 row values
-// (indices 0, rsA, …, 5·rsA) and one masked store.
+// Packs one 6×kc micro-panel of row-major A. Eight k at a time: six row loads, an 8×8 transpose
+// in registers (rows 6 and 7 zero) and six stores of 8 floats, each overlapping the next by the
+// two padding lanes (the last masked, as nothing follows it); the k left over, one masked gather
+// and one masked store each. The gathers alone (Zen 4, tiny preset's dY·W 128×128×50257, A
+// rows 200 KB apart) took 28% of the GEMM's time.
 void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
+  const __m256i rows = lane_mask(kMR);
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    const float* a = A + p;
+    const __m256 t0 = _mm256_unpacklo_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(a + rsA));
+    const __m256 t1 = _mm256_unpackhi_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(a + rsA));
+    const __m256 t2 =
+        _mm256_unpacklo_ps(_mm256_loadu_ps(a + 2 * rsA), _mm256_loadu_ps(a + 3 * rsA));
+    const __m256 t3 =
+        _mm256_unpackhi_ps(_mm256_loadu_ps(a + 2 * rsA), _mm256_loadu_ps(a + 3 * rsA));
+    const __m256 t4 =
+        _mm256_unpacklo_ps(_mm256_loadu_ps(a + 4 * rsA), _mm256_loadu_ps(a + 5 * rsA));
+    const __m256 t5 =
+        _mm256_unpackhi_ps(_mm256_loadu_ps(a + 4 * rsA), _mm256_loadu_ps(a + 5 * rsA));
+    // s0..s3: rows 0-3 of k {0,4}, {1,5}, {2,6}, {3,7} (one k per 128-bit lane); s4..s7: rows 4-5.
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, zero, 0x44), s5 = _mm256_shuffle_ps(t4, zero, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, zero, 0x44), s7 = _mm256_shuffle_ps(t5, zero, 0xEE);
+    float* o = out + p * kMR;
+    _mm256_storeu_ps(o + 0 * kMR, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(o + 1 * kMR, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(o + 2 * kMR, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(o + 3 * kMR, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(o + 4 * kMR, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(o + 5 * kMR, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(o + 6 * kMR, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_maskstore_ps(o + 7 * kMR, rows, _mm256_permute2f128_ps(s3, s7, 0x31));
+  }
   const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0),
                                          _mm256_set1_epi32(static_cast<int32_t>(rsA)));
-  const __m256i rows = lane_mask(kMR);
-  for (int64_t p = 0; p < kc; ++p) {
+  for (; p < kc; ++p) {
     const __m256 v =
         _mm256_mask_i32gather_ps(_mm256_setzero_ps(), A + p, idx, _mm256_castsi256_ps(rows), 4);
     _mm256_maskstore_ps(out + p * kMR, rows, v);
