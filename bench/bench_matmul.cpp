@@ -139,7 +139,9 @@ double probe_peak(int threads) {
 // the path can reach before any cache miss or packing, so GEMM's %peak has a ceiling beside it.
 double ukernel_l1(int threads) {
   const k::KernelTable& t = k::active_table();
-  const k::GemmBlocking bk = k::gemm_blocking_for(t);
+  // The table's own KC: both micro-panels fit in L1 with it (a KC derived from the caches may
+  // leave the streaming B micro-panel in L2, as it is in a GEMM).
+  const k::GemmBlocking bk = t.sgemm_blocking;
   const double per_call = 2.0 * double(bk.mr) * double(bk.nr) * double(bk.kc);
   const int64_t calls = std::max<int64_t>(1, int64_t(4e9 / per_call));
   std::vector<double> flops(threads, 0);
