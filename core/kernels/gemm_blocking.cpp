@@ -10,7 +10,8 @@
 //       block, but with a longer reuse distance: the whole ic loop), and the A block mc×kc, packed
 //       just before its row panels are read back;
 //   memory: A and C as a whole, and the kept packed A (gemm.cpp) when N > NC.
-// So KC comes from L1 and the micro-tile, NC from L2 and the share of L3, MC from L2. The caches
+// So KC comes from L1 and the micro-tile (shortened if the B panel would be too narrow), NC
+// from L2 or the share of L3, MC from L2. The caches
 // change a C element's FMAs only through KC, so results depend on the machine and ISA, never on
 // the thread count.
 #include <algorithm>
@@ -32,6 +33,7 @@ std::mutex g_override_mutex;
 int64_t g_override[3] = {0, 0, 0};
 
 constexpr int64_t kMaxBlock[3] = {8192, 8192, 65536};  // MC, KC, NC
+constexpr int64_t kMinNC = 1024;                       // see derive_blocking
 
 // v rounded down to a multiple of m, and at least m.
 int64_t round_down(int64_t v, int64_t m) { return std::max(m, v / m * m); }
@@ -103,16 +105,20 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
     bk.kc = std::clamp<int64_t>((c.l1d.ways - 2) * way / (bk.mr * f) / 8 * 8, 128, 512);
   }
   if (c.l2.bytes > 0) {
-    // The B panel kc×nc is reused by every row block: it needs to stay in L2 or in this core's
-    // share of L3 (per logical CPU: a hyperthread sibling packs its own panel), whichever is
-    // larger, but at most twice L2, since the C rows a row panel updates (MR×nc) and the C block
-    // the next K block revisits (mc×nc) grow with it and should stay in L2. Zen 4: NC 512 (a
-    // panel of half L2, the paper's rule) ran 3-7% slower than 1024-2048 (panels of 1-4 MiB,
-    // which L3 serves as fast as the micro-kernel needs them); NC 8192 (16 MiB, the L3 share a
-    // VM reported) 9% slower on X·Wᵀ 512×50257×768.
+    // The B panel kc×nc is reused by every row panel of every row block, and each micro-kernel
+    // call streams one of its micro-panels: 4/MR bytes per FMA lane, over 8 bytes a cycle for
+    // AVX2's 6-row tile on a core with two 8-lane FMA units. L3 keeps up with half of that
+    // (MR >= 8), so such tiles may use this core's share of L3 (per logical CPU, at most twice
+    // L2: the C rows a row panel updates, MR×nc, should stay in L2); a 6-row tile's panel has
+    // to fit in L2. Zen 4: a 2 MiB panel (KC 512, NC 1024) ran 0-3% faster than 1 MiB with
+    // AVX-512's 12 rows, a 1.5 MiB one 3% slower than 0.75 MiB with AVX2's 6 (dYᵀ·X, K = 512);
+    // NC 8192 (the 16 MiB L3 share a VM reported) 9% slower on X·Wᵀ 512×50257×768.
     int64_t panel = c.l2.bytes;
-    if (c.l3.bytes > 0 && c.l3.shared_by > 0)
+    if (bk.mr >= 8 && c.l3.bytes > 0 && c.l3.shared_by > 0)
       panel = std::clamp(c.l3.bytes / c.l3.shared_by, panel, 2 * panel);
+    // NC at least kMinNC, shortening KC if need be: each column block reads (and packs, or reads
+    // the kept copy of) all of A again. Zen 4: NC 400-512 ran 3-12% slower than 1024.
+    bk.kc = std::max<int64_t>(128, std::min(bk.kc, panel / (kMinNC * f) / 8 * 8));
     bk.nc = round_down(panel / (bk.kc * f), bk.nr);
     // The A block mc×kc: half of L2, so that it is still there when its row panels are read
     // back (MC 240 and 480 measured within 1% of each other: it matters little).
