@@ -32,6 +32,7 @@
 
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
@@ -368,8 +369,8 @@ int run(int argc, char** argv) {
               first_json ? "" : ",\n", isa.c_str(), threads, s.name.c_str(), (long long)s.M,
               (long long)s.N, (long long)s.K, gf, blas, ratio, peak, l1,
               has_peak ? std::to_string(gf / peak).c_str() : "null", (long long)bk.mc,
-              (long long)bk.kc, (long long)bk.nc, bk_source, bench::json_string(cpu).c_str(),
-              bench::json_string(caches).c_str(), bench::json_string(blas_core).c_str());
+              (long long)bk.kc, (long long)bk.nc, bk_source, tg::json::quote(cpu).c_str(),
+              tg::json::quote(caches).c_str(), tg::json::quote(blas_core).c_str());
           first_json = false;
         } else {
           char probe[16] = "      -", frac[16] = "      -";

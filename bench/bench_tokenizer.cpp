@@ -18,6 +18,7 @@
 
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "core/json.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_train.h"
 
@@ -172,8 +173,8 @@ int run(int argc, char** argv) {
 
   if (json) {
     std::printf("{\"cpu\": %s, \"caches\": %s, \"encode\": [",
-                bench::json_string(bench::cpu_model()).c_str(),
-                bench::json_string(bench::cache_sizes()).c_str());
+                tg::json::quote(bench::cpu_model()).c_str(),
+                tg::json::quote(bench::cache_sizes()).c_str());
     for (size_t k = 0; k < rows.size(); ++k)
       std::printf(
           "%s{\"text\": \"%s\", \"mb\": %.2f, \"tokens\": %zu, \"mb_per_s\": %.2f, "

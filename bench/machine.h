@@ -1,7 +1,6 @@
 // What the benchmarks print about the machine in their header and --json: the CPU model and its
 // cache sizes (Linux: /proc/cpuinfo and sysfs), so that every figure names where it was measured.
 #pragma once
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,23 +43,6 @@ inline std::string cache_sizes() {
     os << (os.tellp() > 0 ? ", " : "") << "L" << l << (t == "Data" ? "d" : "") << " " << s;
   }
   return os.tellp() > 0 ? os.str() : "caches unknown";
-}
-
-// s as a JSON string literal, quotes included.
-inline std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\', out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
 }
 
 }  // namespace bench
