@@ -361,7 +361,7 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   // Zen 4 (L1d 32 KiB 8-way, L2 1 MiB, L3 32 MiB shared by 16): KC from 6 of 8 L1 ways over MR
   // floats per k (at most 512); the B panel KC×NC in the L3 share (2 MiB, at most twice L2) for
   // AVX-512's 12-row tile, in L2 for AVX2's 6-row one, KC shortened to keep NC >= 1024; the A
-  // block MC×KC half of L2; NC and MC in whole micro-tiles.
+  // block MC×KC a quarter of L2; NC and MC in whole micro-tiles.
   k::CacheInfo zen4;
   zen4.l1d = {32 << 10, 8, 2}, zen4.l2 = {1 << 20, 8, 2}, zen4.l3 = {32 << 20, 16, 16};
   const k::GemmBlocking avx512{12, 32, 240, 256, 1024}, avx2{6, 16, 240, 256, 1024};
@@ -369,10 +369,10 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
                         z2 = k::derive_blocking(avx2, zen4);
   CHECK(z512.kc == 512);   // 6·4096 / (12·4) = 512
   CHECK(z512.nc == 1024);  // 2 MiB / (512·4), a multiple of 32
-  CHECK(z512.mc == 252);   // 512 KiB / (512·4) = 256, a multiple of 12
+  CHECK(z512.mc == 120);   // 256 KiB / (512·4) = 128, a multiple of 12
   CHECK(z2.kc == 256);     // 6·4096 / (6·4) = 1024, capped at 512, then 1 MiB / (1024·4)
   CHECK(z2.nc == 1024);
-  CHECK(z2.mc == 510);  // 512 KiB / (256·4) = 512, a multiple of 6
+  CHECK(z2.mc == 252);  // 256 KiB / (256·4) = 256, a multiple of 6
   CHECK((z512.mr == 12 && z512.nr == 32));
   // No L3 share known: the B panel fills L2 (KC shortened for NC 1024); a large share (a VM's
   // L3 shared by 2): twice L2.

@@ -120,9 +120,11 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
     // the kept copy of) all of A again. Zen 4: NC 400-512 ran 3-12% slower than 1024.
     bk.kc = std::max<int64_t>(128, std::min(bk.kc, panel / (kMinNC * f) / 8 * 8));
     bk.nc = round_down(panel / (bk.kc * f), bk.nr);
-    // The A block mc×kc: half of L2, so that it is still there when its row panels are read
-    // back (MC 240 and 480 measured within 1% of each other: it matters little).
-    bk.mc = round_down(c.l2.bytes / 2 / (bk.kc * f), bk.mr);
+    // The A block mc×kc: a quarter of L2, beside the part of the B panel that L2 holds; packed
+    // just before its row panels are read back. Kept small also because a transposed A is
+    // packed by writing mc/MR panels at once: AVX2's dYᵀ·X 50257×128×128 ran 4% slower with
+    // MC 510 (half of L2) than 240; MC 120 and 252 within 1% of each other with AVX-512.
+    bk.mc = round_down(c.l2.bytes / 4 / (bk.kc * f), bk.mr);
   }
   return bk;
 }
