@@ -56,9 +56,12 @@ constexpr int64_t kDirectBCols = 128;
 // by alternating both in one process (best of 40-200): 169 → 192 and 172 → 207 GFLOP/s on 2
 // threads, 87 → 125 for the attention shape on one.
 constexpr int64_t kDirectAPanels = 4;
-// Up to this many floats (16 MiB) of packed A are kept across column blocks: reading the packed
-// copy back is cheaper than transposing the source again. The copy is freed when the call ends.
-constexpr int64_t kKeepPackedA = int64_t(1) << 22;
+// Up to this many floats (5 MiB) of packed A are kept across column blocks, in a scratch buffer
+// that stays with the thread: reading the packed copy back is cheaper than transposing the
+// source again. Bounded so that no thread holds more (it was 16 MiB): GPT-2's X·Wᵀ keeps 1.5 MiB,
+// 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead cost 4% on
+// X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
+constexpr int64_t kKeepPackedA = int64_t(5) << 18;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
 // one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
@@ -382,27 +385,25 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   const GemmBlocking bk = gemm_blocking_for(t);
   const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
-  thread_local Scratch b_buf;
+  thread_local Scratch b_buf, a_shared;
   float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
-  // The kept packed A (up to kKeepPackedA floats) lives for this call only, not for the thread:
-  // one copy for a team that splits rows, one per member when columns are split (each packs all
-  // of A). Freed, it goes back to malloc, which hands the same memory to the next such call.
   const bool kept = plan.a == ASource::kKept;
-  std::unique_ptr<float, FreeDeleter> a_team;
-  if (kept && plan.split_rows) a_team = aligned_floats(plan.a_rows * K);
-  auto run_member = [&](const Member& me) {
-    std::unique_ptr<float, FreeDeleter> a_own;
-    if (kept && !plan.split_rows) a_own = aligned_floats(plan.a_rows * K);
-    Nest(t, bk, plan, g, me, bp, a_team ? a_team.get() : a_own.get()).run();
+  float* a_team = kept && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
+  // A team that splits columns packs all of A in every member: each keeps its own copy.
+  auto kept_a = [&]() -> float* {
+    thread_local Scratch a_own;
+    return !kept ? nullptr : a_team != nullptr ? a_team : a_own.get(plan.a_rows * K);
   };
   if (team <= 1) {
     Barrier solo(1);
-    run_member(Member{0, 1, solo, nullptr});
+    const Member me{0, 1, solo, nullptr};
+    Nest(t, bk, plan, g, me, bp, kept_a()).run();
     return;
   }
   std::vector<PanelRange> ranges(plan.split_rows ? team : 0);
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    run_member(Member{tid, size, barrier, plan.split_rows && size > 1 ? ranges.data() : nullptr});
+    const Member me{tid, size, barrier, plan.split_rows && size > 1 ? ranges.data() : nullptr};
+    Nest(t, bk, plan, g, me, bp, kept_a()).run();
   });
 }
 
