@@ -2,10 +2,11 @@
 // micro-kernel. No intrinsics here; only the micro-kernel depends on the ISA.
 //
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
+// Block sizes MC, KC, NC: gemm_blocking.cpp (from the caches).
 //
 // Loop nest (class Nest: run, k_group, macro_kernel):
-//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
-//                               (small row-major Bs are read in place instead)
+//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2 or
+//                               the L3 share (small row-major Bs are read in place instead)
 //    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
 //     ic: M in steps of MC    ─ the A block mc×kc comes from a_block: packed, kept from the first
 //                               jc when N > NC, or read in place when N spans few NR panels
@@ -58,9 +59,9 @@ constexpr int64_t kDirectBCols = 128;
 constexpr int64_t kDirectAPanels = 4;
 // Up to this many floats (5 MiB) of packed A are kept across column blocks, in a scratch buffer
 // that stays with the thread: reading the packed copy back is cheaper than transposing the
-// source again. Bounded so that no thread holds more (it was 16 MiB): GPT-2's X·Wᵀ keeps 1.5 MiB,
-// 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead cost 4% on
-// X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
+// source again. Bounded so that no buffer of a thread holds more (it was 16 MiB): GPT-2's X·Wᵀ
+// keeps 1.5 MiB, 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead
+// cost 4% on X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
 constexpr int64_t kKeepPackedA = int64_t(5) << 18;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
