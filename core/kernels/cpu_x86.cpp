@@ -78,7 +78,7 @@ bool cpuid_caches(CacheInfo& out) {
       std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
   if (amd) {
     // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22).
-    if (__get_cpuid_max(0x80000000, nullptr) < 0x8000001D) return false;
+    if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x8000001Du) return false;
     if (!__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & (1u << 22))) return false;
     if (!cpuid_cache_leaf(0x8000001D, out)) return false;
   } else {
