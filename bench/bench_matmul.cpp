@@ -8,7 +8,11 @@
 // whole-matrix for small shapes, sampled rows for big ones. Times are the best of several runs.
 //
 // Usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] [--shapes
-//        square|gpt2|tiny|all] [--blocking MC,KC,NC (tuning: overrides every path's blocking)]
+//        square|gpt2|tiny|all] [--blocking MC,KC,NC (tuning: overrides every path's blocking,
+//        like TAPEGRAD_GEMM_BLOCKING)]
+// The header (and every --json row) names the CPU, its caches, each path's block sizes and where
+// they come from, and OpenBLAS's kernel set. --isa avx2 on a machine with AVX-512 also puts
+// OpenBLAS on its Haswell (AVX2) kernels, so that each path faces a peer of its own width.
 // Compare timings only within one machine, and expect noise when other jobs share the cores.
 #include <algorithm>
 #include <chrono>
@@ -27,6 +31,8 @@
 #endif
 
 #include "bench/cli_args.h"
+#include "bench/machine.h"
+#include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
@@ -34,6 +40,7 @@
 #if TAPEGRAD_HAVE_OPENBLAS
 #include <cblas.h>
 constexpr bool kHaveOpenBlas = true;
+std::string openblas_core() { return openblas_get_corename(); }
 void openblas_sgemm(int threads, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                     int64_t ldc) {
@@ -43,6 +50,7 @@ void openblas_sgemm(int threads, bool transA, bool transB, int64_t M, int64_t N,
 }
 #else
 constexpr bool kHaveOpenBlas = false;
+std::string openblas_core() { return "none"; }
 void openblas_sgemm(int, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                     int64_t, float*, int64_t) {}
 #endif
@@ -132,6 +140,8 @@ double probe_peak(int threads) {
 // the path can reach before any cache miss or packing, so GEMM's %peak has a ceiling beside it.
 double ukernel_l1(int threads) {
   const k::KernelTable& t = k::active_table();
+  // The table's own KC: both micro-panels fit in L1 with it (a KC derived from the caches may
+  // leave the streaming B micro-panel in L2, as it is in a GEMM).
   const k::GemmBlocking bk = t.sgemm_blocking;
   const double per_call = 2.0 * double(bk.mr) * double(bk.nr) * double(bk.kc);
   const int64_t calls = std::max<int64_t>(1, int64_t(4e9 / per_call));
@@ -244,14 +254,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--reps") {
       o.reps = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 10000));
     } else if (a == "--blocking") {
-      const std::string v = next();
-      const size_t c1 = v.find(','), c2 = c1 == std::string::npos ? c1 : v.find(',', c1 + 1);
-      if (c2 == std::string::npos) usage_error("--blocking wants MC,KC,NC, e.g. 240,384,1024");
-      const long mc = bench::positive_int("bench_matmul", "--blocking MC", v.substr(0, c1), 8192);
-      const long kc =
-          bench::positive_int("bench_matmul", "--blocking KC", v.substr(c1 + 1, c2 - c1 - 1), 8192);
-      const long nc = bench::positive_int("bench_matmul", "--blocking NC", v.substr(c2 + 1), 65536);
-      k::set_sgemm_blocking_override(mc, kc, nc);
+      int64_t v[3];
+      std::string error;
+      if (!k::parse_gemm_blocking(next(), v, error)) usage_error("--blocking: " + error);
+      k::set_sgemm_blocking_override(v[0], v[1], v[2]);
     } else if (a == "--shapes") {
       o.shapes = next();
       if (o.shapes != "square" && o.shapes != "gpt2" && o.shapes != "tiny" && o.shapes != "all")
@@ -269,6 +275,7 @@ Options parse(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  k::gemm_blocking_for(k::active_table());  // a bad TAPEGRAD_GEMM_BLOCKING fails before the table
   std::vector<std::string> isas =
       o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
   const std::vector<Shape> shapes = make_shapes(o);
@@ -281,6 +288,18 @@ int run(int argc, char** argv) {
   else
     std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M", "N",
                 "K", "GFLOP/s", "OpenBLAS", "ratio", "probe", "%peak");
+  const std::string cpu = bench::cpu_model(), caches = k::describe(k::cache_info());
+  const std::string blas_core = kHaveOpenBlas ? openblas_core() : "none";
+  if (!o.json) {
+    std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
+    if (kHaveOpenBlas)
+      std::printf(
+          "# OpenBLAS kernels: %s%s\n", blas_core.c_str(),
+          std::getenv("OPENBLAS_CORETYPE") != nullptr
+              ? (std::string(" (OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") + ")")
+                    .c_str()
+              : "");
+  }
   if (!o.json && kHaveOpenBlas && std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr)
     std::printf(
         "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
@@ -294,6 +313,12 @@ int run(int argc, char** argv) {
       const bool has_peak = isa != "scalar";
       const double peak0 = has_peak ? probe_peak(threads) : 0;
       const double l1 = has_peak ? ukernel_l1(threads) : 0;
+      const char* bk_source = nullptr;
+      const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table(), &bk_source);
+      if (!o.json)
+        std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
+                    isa.c_str(), (long long)bk.mr, (long long)bk.nr, (long long)bk.mc,
+                    (long long)bk.kc, (long long)bk.nc, bk_source);
       if (!o.json && has_peak)
         std::printf(
             "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
@@ -338,10 +363,14 @@ int run(int argc, char** argv) {
           std::printf(
               "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
               "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
-              "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s}",
+              "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s, "
+              "\"mc\": %lld, \"kc\": %lld, \"nc\": %lld, \"blocking_from\": \"%s\", \"cpu\": "
+              "%s, \"caches\": %s, \"openblas_core\": %s}",
               first_json ? "" : ",\n", isa.c_str(), threads, s.name.c_str(), (long long)s.M,
               (long long)s.N, (long long)s.K, gf, blas, ratio, peak, l1,
-              has_peak ? std::to_string(gf / peak).c_str() : "null");
+              has_peak ? std::to_string(gf / peak).c_str() : "null", (long long)bk.mc,
+              (long long)bk.kc, (long long)bk.nc, bk_source, tg::json::quote(cpu).c_str(),
+              tg::json::quote(caches).c_str(), tg::json::quote(blas_core).c_str());
           first_json = false;
         } else {
           char probe[16] = "      -", frac[16] = "      -";
@@ -359,24 +388,41 @@ int run(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
-// OpenBLAS's idle workers keep polling (sched_yield) for 2^28 cycles, ~0.1 s, after each call
-// before they sleep, and in an alternating benchmark they take a core from our next timed run:
-// measured right after 50 OpenBLAS calls, our 2-thread 512³ ran at 82-126 GFLOP/s for ~0.1 s,
-// then at 165-220; with OPENBLAS_THREAD_TIMEOUT=4 there was no such dip, and OpenBLAS's own
-// figures did not move. OpenBLAS reads the variable only when it loads, hence the restart.
-void quiet_openblas_workers(char** argv) {
+// OpenBLAS reads its environment once, when it loads (before main), so what is set here takes
+// effect through a restart of this program:
+// - OPENBLAS_THREAD_TIMEOUT=4. OpenBLAS's idle workers keep polling (sched_yield) for 2^28
+//   cycles, ~0.1 s, after each call before they sleep, and in an alternating benchmark they take a
+//   core from our next timed run: measured right after 50 OpenBLAS calls, our 2-thread 512³ ran at
+//   82-126 GFLOP/s for ~0.1 s, then at 165-220; with the timeout at 4 there was no such dip, and
+//   OpenBLAS's own figures did not move.
+// - OPENBLAS_CORETYPE=Haswell with --isa avx2 on a machine with AVX-512, so that the AVX2 path
+//   faces OpenBLAS's AVX2 kernels (Debian's DYNAMIC_ARCH build honours it: the header prints the
+//   kernel set OpenBLAS reports, e.g. Haswell instead of Cooperlake on a Zen 4).
+// A variable the caller set is left alone.
+void configure_openblas(int argc, char** argv) {
 #if TAPEGRAD_HAVE_OPENBLAS && defined(__linux__)
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;  // the caller chose
-  if (setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
+  bool avx2 = false;
+  for (int i = 1; i + 1 < argc; ++i)
+    avx2 |= std::strcmp(argv[i], "--isa") == 0 && std::strcmp(argv[i + 1], "avx2") == 0;
+  const std::vector<std::string> have = k::available_isas();
+  const bool has_avx512 = std::find(have.begin(), have.end(), "avx512") != have.end();
+  std::vector<const char*> set;
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr &&
+      setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0)
+    set.push_back("OPENBLAS_THREAD_TIMEOUT");
+  if (avx2 && has_avx512 && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+      setenv("OPENBLAS_CORETYPE", "Haswell", 1) == 0)
+    set.push_back("OPENBLAS_CORETYPE");
+  if (set.empty()) return;
   execv("/proc/self/exe", argv);
-  unsetenv("OPENBLAS_THREAD_TIMEOUT");  // exec failed: run as we are, workers spinning
+  for (const char* name : set) unsetenv(name);  // exec failed: run as we are
 #else
-  (void)argv;
+  (void)argc, (void)argv;
 #endif
 }
 
 int main(int argc, char** argv) {
-  quiet_openblas_workers(argv);
+  configure_openblas(argc, argv);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {  // e.g. a bad TAPEGRAD_THREADS or TAPEGRAD_ISA

@@ -3,6 +3,7 @@
 // package are present; BPE training time for vocab 1024 and 4096 on 1 MB. Checks before timing: our
 // token count must equal tiktoken's.
 //   bench_tokenizer [--json] [--mb N] [--no-tiktoken]
+// The header (and --json) names the CPU and its caches.
 // Targets (issue 5): >= 10x tiktoken's WASM, >= 20 MB/s; training 4096 on 1 MB < 5 s.
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include "bench/cli_args.h"
+#include "bench/machine.h"
+#include "core/json.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_train.h"
 
@@ -169,7 +172,9 @@ int run(int argc, char** argv) {
   }
 
   if (json) {
-    std::printf("{\"encode\": [");
+    std::printf("{\"cpu\": %s, \"caches\": %s, \"encode\": [",
+                tg::json::quote(bench::cpu_model()).c_str(),
+                tg::json::quote(bench::cache_sizes()).c_str());
     for (size_t k = 0; k < rows.size(); ++k)
       std::printf(
           "%s{\"text\": \"%s\", \"mb\": %.2f, \"tokens\": %zu, \"mb_per_s\": %.2f, "
@@ -183,6 +188,7 @@ int run(int argc, char** argv) {
     std::printf("]}\n");
     return 0;
   }
+  std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
   std::printf("GPT-2 encode_ordinary, one thread, MB per CPU second, best of 3\n");
   std::printf("%-16s %8s %10s %10s %14s %8s\n", "text", "MB", "tokens", "MB/s", "tiktoken MB/s",
               "ratio");

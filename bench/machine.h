@@ -7,19 +7,27 @@
 
 namespace bench {
 
-// "AMD EPYC 7B13" (the first "model name" line), or "unknown CPU".
+// "AMD EPYC 7B13 (family 25, model 1)": the first "model name" line, plus the x86 family and
+// model numbers (a VM may report only "AMD EPYC"); or "unknown CPU".
 inline std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) != 0 && line.rfind("Model", 0) != 0) continue;
+  std::string line, name, family, model;
+  auto value = [&](const char* key, std::string& out) {
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string v = line.substr(colon + 1);
-    v.erase(0, v.find_first_not_of(" \t"));
-    if (!v.empty()) return v;
+    if (!out.empty() || line.rfind(key, 0) != 0 || colon == std::string::npos) return;
+    const std::string k = line.substr(0, colon);
+    if (k.find_last_not_of(" \t") + 1 != std::string(key).size())
+      return;  // "model" != "model name"
+    out = line.substr(colon + 1);
+    out.erase(0, out.find_first_not_of(" \t"));
+  };
+  while (std::getline(f, line)) {
+    value("model name", name), value("Model", name);
+    value("cpu family", family), value("model", model);
   }
-  return "unknown CPU";
+  if (name.empty()) return "unknown CPU";
+  if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
+  return name;
 }
 
 // "L1d 32K, L2 512K, L3 32768K" for cpu0 (each level once, instruction caches left out), or

@@ -239,7 +239,7 @@ TEST_CASE("sgemm pack helpers: row-major A and transposed B panels, exact copies
 TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/other") {
   std::mt19937 g(42);
   for_each_isa([&](const std::string&) {
-    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table());
     const int64_t dims[] = {0, 1, 2, 7, 13, bk.mr - 1, bk.mr + 1, bk.nr + 1, 31, 67};
     const int64_t ks[] = {0, 1, 5, 16, 61, bk.kc + 1};
     std::uniform_int_distribution<int> pick(0, 9), pk(0, 5), pl(0, 4), pb(0, 2);
@@ -268,7 +268,7 @@ TEST_CASE("sgemm: A's layout never changes the bits (packed, in place row-major,
   // (A packed), each with A row-major, transposed and with strides; M has an edge row panel.
   std::mt19937 g(44);
   for_each_isa([&](const std::string&) {
-    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table());
     for (int64_t N : {2 * bk.nr + 5, 9 * bk.nr + 3}) {
       const int64_t M = bk.mc + bk.mr + 7, K = bk.kc + 21;
       INFO("M=" << M << " N=" << N << " K=" << K);
@@ -293,7 +293,7 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
   std::mt19937 g(43);
   const int before = tg::num_threads();
   for_each_isa([&](const std::string&) {
-    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table());
     for (int threads : {2, 3}) {
       tg::set_num_threads(threads);
       INFO("threads = " << threads);
@@ -330,7 +330,7 @@ TEST_CASE("threaded sgemm: a member done with its rows takes the others' last pa
   std::mt19937 g(44);
   const int before = tg::num_threads();
   for_each_isa([&](const std::string&) {
-    const k::GemmBlocking bk = k::active_table().sgemm_blocking;
+    const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table());
     // Many row panels and a short edge panel, few columns: the team splits rows.
     const int64_t M = 60 * bk.mr + 5, N = 3 * bk.nr + 6, K = 4 * bk.kc + 3;
     const std::vector<float> A = randv(g, M * K), B = randv(g, K * N);
@@ -354,6 +354,100 @@ TEST_CASE("threaded sgemm: a member done with its rows takes the others' last pa
       if (threads > int(std::thread::hardware_concurrency())) CHECK(taken > 0);
     }
   });
+  tg::set_num_threads(before);
+}
+
+TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches keep the table's") {
+  // Zen 4 (L1d 32 KiB 8-way, L2 1 MiB, L3 32 MiB shared by 16): KC from 6 of 8 L1 ways over MR
+  // floats per k (at most 512); the B panel KC×NC in the L3 share (2 MiB, at most twice L2) for
+  // AVX-512's 12-row tile, in L2 for AVX2's 6-row one, KC shortened to keep NC >= 1024; the A
+  // block MC×KC a quarter of L2; NC and MC in whole micro-tiles.
+  k::CacheInfo zen4;
+  zen4.l1d = {32 << 10, 8, 2}, zen4.l2 = {1 << 20, 8, 2}, zen4.l3 = {32 << 20, 16, 16};
+  const k::GemmBlocking avx512{12, 32, 240, 256, 1024}, avx2{6, 16, 240, 256, 1024};
+  const k::GemmBlocking z512 = k::derive_blocking(avx512, zen4),
+                        z2 = k::derive_blocking(avx2, zen4);
+  CHECK(z512.kc == 512);   // 6·4096 / (12·4) = 512
+  CHECK(z512.nc == 1024);  // 2 MiB / (512·4), a multiple of 32
+  CHECK(z512.mc == 120);   // 256 KiB / (512·4) = 128, a multiple of 12
+  CHECK(z2.kc == 256);     // 6·4096 / (6·4) = 1024, capped at 512, then 1 MiB / (1024·4)
+  CHECK(z2.nc == 1024);
+  CHECK(z2.mc == 252);  // 256 KiB / (256·4) = 256, a multiple of 6
+  CHECK((z512.mr == 12 && z512.nr == 32));
+  // No L3 share known: the B panel fills L2 (KC shortened for NC 1024); a large share (a VM's
+  // L3 shared by 2): twice L2.
+  k::CacheInfo no_l3 = zen4, vm = zen4;
+  no_l3.l3 = {};
+  vm.l3.shared_by = 2;
+  CHECK((k::derive_blocking(avx512, no_l3).kc == 256 &&
+         k::derive_blocking(avx512, no_l3).nc == 1024));
+  CHECK((k::derive_blocking(avx512, vm).kc == 512 && k::derive_blocking(avx512, vm).nc == 1024));
+  // Nothing known: the table's values.
+  const k::GemmBlocking none = k::derive_blocking(avx2, k::CacheInfo{});
+  CHECK((none.mc == 240 && none.kc == 256 && none.nc == 1024));
+  // Whatever the caches, KC is at least 128 and a block holds at least one micro-tile.
+  k::CacheInfo tiny;
+  tiny.l1d = {1024, 4, 1}, tiny.l2 = {4096, 4, 1};
+  const k::GemmBlocking t = k::derive_blocking(avx512, tiny);
+  CHECK((t.kc == 128 && t.mc == 12 && t.nc == 32));
+}
+
+TEST_CASE("GEMM blocking: TAPEGRAD_GEMM_BLOCKING overrides the derived blocks; bad values fail") {
+  int64_t v[3];
+  std::string err;
+  CHECK(k::parse_gemm_blocking("240,256,1024", v, err));
+  CHECK((v[0] == 240 && v[1] == 256 && v[2] == 1024));
+  for (const char* bad : {"", "240,256", "240,256,1024,5", "0,256,1024", "240,-1,1024", "a,b,c",
+                          "240,256,70000", "240,,1024", "240 ,256,1024"}) {
+    INFO("'" << bad << "'");
+    err.clear();
+    CHECK_FALSE(k::parse_gemm_blocking(bad, v, err));
+    CHECK(err.find('\n') == std::string::npos);
+    CHECK(err.find("MC,KC,NC") != std::string::npos);
+  }
+  const char* before = std::getenv("TAPEGRAD_GEMM_BLOCKING");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("TAPEGRAD_GEMM_BLOCKING", "13,7,19", 1);
+  k::reload_gemm_blocking_env();
+  const char* source = nullptr;
+  const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table(), &source);
+  CHECK((bk.mc == 13 && bk.kc == 7 && bk.nc == 19));
+  CHECK(std::string(source) == "TAPEGRAD_GEMM_BLOCKING");
+  setenv("TAPEGRAD_GEMM_BLOCKING", "13,7", 1);
+  k::reload_gemm_blocking_env();
+  CHECK_THROWS_WITH_AS(k::gemm_blocking_for(k::active_table()),
+                       doctest::Contains("TAPEGRAD_GEMM_BLOCKING: '13,7' is not MC,KC,NC"),
+                       std::invalid_argument);
+  if (before != nullptr)
+    setenv("TAPEGRAD_GEMM_BLOCKING", saved.c_str(), 1);
+  else
+    unsetenv("TAPEGRAD_GEMM_BLOCKING");
+  k::reload_gemm_blocking_env();
+}
+
+TEST_CASE("sgemm with odd small blocks (MC, KC, NC not multiples of the tile) matches sgemm_ref") {
+  // Every block edge at once, on every path, alone and in a team, and the same bits for both.
+  std::mt19937 g(45);
+  const int before = tg::num_threads();
+  k::set_sgemm_blocking_override(13, 7, 19);
+  for_each_isa([&](const std::string&) {
+    for (int threads : {1, 2}) {
+      tg::set_num_threads(threads);
+      INFO("threads = " << threads);
+      run_gemm_case({61, 83, 40, 0, 0.f}, g);
+      run_gemm_case({30, 150, 33, 1, 1.f}, g);
+      run_gemm_case({70, 20, 29, 2, 0.5f}, g);
+    }
+    const int64_t M = 150, N = 211, K = 130;
+    const std::vector<float> A = randv(g, M * K), B = randv(g, K * N);
+    std::vector<float> C1(M * N), C2(M * N);
+    tg::set_num_threads(1);
+    k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C1.data(), N);
+    tg::set_num_threads(2);
+    k::sgemm(M, N, K, A.data(), K, 1, B.data(), N, 1, 0.f, C2.data(), N);
+    CHECK(std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float)) == 0);
+  });
+  k::set_sgemm_blocking_override(0, 0, 0);
   tg::set_num_threads(before);
 }
 
@@ -470,7 +564,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::sgemm(M, 40, K, A.data(), K, 1, B.data(), N, 1, 0.f, Cr.data(), 40);
       // 128 rows (the last panel short on AVX-512 and AVX2), the packed A kept across column
       // blocks.
-      const int64_t Nk = k::active_table().sgemm_blocking.nc + 76;
+      const int64_t Nk = k::gemm_blocking_for(k::active_table()).nc + 76;
       std::vector<float> Bk(K * Nk), Ck(128 * Nk);
       for (int64_t i = 0; i < K * Nk; ++i) Bk[size_t(i)] = B[size_t(i % (K * N))];
       k::sgemm(128, Nk, K, A.data(), K, 1, Bk.data(), Nk, 1, 0.f, Ck.data(), Nk);

@@ -1,4 +1,5 @@
 // CPU detection for targets without a SIMD path: only the scalar reference runs.
+#include "core/kernels/cache_info.h"
 #include "core/kernels/table.h"
 
 namespace tg::kernels {
@@ -8,5 +9,8 @@ void native_isas(IsaEntry out[3]) {
   out[1] = {"avx512", nullptr, "this binary is not built for x86-64"};
   out[2] = {"neon", nullptr, "this binary is not built for aarch64"};
 }
+
+// No CPUID here: the caches come from sysfs (cache_info.cpp) or the tables' own blocking.
+bool cpuid_caches(CacheInfo&) { return false; }
 
 }  // namespace tg::kernels

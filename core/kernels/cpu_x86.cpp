@@ -3,6 +3,9 @@
 // must not use it).
 #include <cpuid.h>
 
+#include <cstring>
+
+#include "core/kernels/cache_info.h"
 #include "core/kernels/table.h"
 
 namespace tg::kernels {
@@ -37,7 +40,53 @@ Features detect() {
   return f;
 }
 
+// The caches that CPUID's deterministic cache leaf describes: leaf 4 on Intel, 0x8000001D on AMD
+// and Hygon (the same layout). Each subleaf is one cache: type and level in EAX, ways,
+// partitions and line size in EBX, sets in ECX, and the logical CPUs sharing it in EAX.
+bool cpuid_cache_leaf(unsigned leaf, CacheInfo& out) {
+  bool any = false;
+  for (unsigned i = 0; i < 16; ++i) {
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, i, a, b, c, d);
+    const unsigned type = a & 0x1F, level = (a >> 5) & 0x7;
+    if (type == 0) break;     // no more caches
+    if (type == 2) continue;  // instruction cache
+    const int64_t ways = ((b >> 22) & 0x3FF) + 1, parts = ((b >> 12) & 0x3FF) + 1;
+    const int64_t line = (b & 0xFFF) + 1, sets = int64_t(c) + 1;
+    const bool fully_associative = a & (1u << 9);
+    CacheLevel* slot = level == 1   ? &out.l1d
+                       : level == 2 ? &out.l2
+                       : level == 3 ? &out.l3
+                                    : nullptr;
+    if (slot == nullptr) continue;
+    const int shared_by = int((a >> 14) & 0xFFF) + 1;  // logical CPUs sharing it
+    *slot = {ways * parts * line * sets, fully_associative ? 0 : int(ways), shared_by};
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
+
+bool cpuid_caches(CacheInfo& out) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  const unsigned max_leaf = a;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+  const bool amd =
+      std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
+  if (amd) {
+    // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22).
+    if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x8000001Du) return false;
+    if (!__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & (1u << 22))) return false;
+    if (!cpuid_cache_leaf(0x8000001D, out)) return false;
+  } else {
+    if (max_leaf < 4 || !cpuid_cache_leaf(4, out)) return false;
+  }
+  out.source = "cpuid";
+  return true;
+}
 
 void native_isas(IsaEntry out[3]) {
   const Features f = detect();

@@ -2,13 +2,14 @@
 // micro-kernel. No intrinsics here; only the micro-kernel depends on the ISA.
 //
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
+// Block sizes MC, KC, NC: gemm_blocking.cpp (from the caches).
 //
-// Loop nest (gemm_nest):
-//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2
-//                               (small row-major Bs are read in place instead)
+// Loop nest (class Nest: run, k_group, macro_kernel):
+//   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2 or
+//                               the L3 share (small row-major Bs are read in place instead)
 //    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
-//     ic: M in steps of MC    ─ the A block mc×kc is packed, or kept from the first jc when
-//                               N > NC, or read in place when N spans only a few NR panels
+//     ic: M in steps of MC    ─ the A block mc×kc comes from a_block: packed, kept from the first
+//                               jc when N > NC, or read in place when N spans few NR panels
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
 //       ir: mc in steps of MR  ─ the A micro-panel MR×kc stays in L1 across the jr sweep
 //                                (BLIS's skx order with the operands' roles swapped)
@@ -23,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -35,24 +35,11 @@ namespace tg::kernels {
 
 namespace {
 
-// bench_matmul --blocking: MC, KC, NC replacing every table's (0: none), read as one snapshot.
-std::mutex g_override_mutex;
-int64_t g_override[3] = {0, 0, 0};
-
 // C = beta*C for the K == 0 case and for betas other than 0 and 1.
 void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
 }
-
-}  // namespace
-
-void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
-  const std::lock_guard<std::mutex> lock(g_override_mutex);
-  g_override[0] = mc, g_override[1] = kc, g_override[2] = nc;
-}
-
-namespace {
 
 // Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
@@ -70,9 +57,12 @@ constexpr int64_t kDirectBCols = 128;
 // by alternating both in one process (best of 40-200): 169 → 192 and 172 → 207 GFLOP/s on 2
 // threads, 87 → 125 for the attention shape on one.
 constexpr int64_t kDirectAPanels = 4;
-// Up to this many floats (16 MiB) of packed A are kept across column blocks: reading the packed
-// copy back is cheaper than transposing the source again.
-constexpr int64_t kKeepPackedA = int64_t(1) << 22;
+// Up to this many floats (5 MiB) of packed A are kept across column blocks, in a scratch buffer
+// that stays with the thread: reading the packed copy back is cheaper than transposing the
+// source again. Bounded so that no buffer of a thread holds more (it was 16 MiB): GPT-2's X·Wᵀ
+// keeps 1.5 MiB, 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead
+// cost 4% on X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
+constexpr int64_t kKeepPackedA = int64_t(5) << 18;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
 // one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
@@ -81,22 +71,22 @@ int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
 }
 
-GemmBlocking blocking_of(const KernelTable& t) {
-  GemmBlocking bk = t.sgemm_blocking;
-  const std::lock_guard<std::mutex> lock(g_override_mutex);
-  if (g_override[0] > 0) bk.mc = g_override[0], bk.kc = g_override[1], bk.nc = g_override[2];
-  return bk;
-}
+// Where the micro-kernel reads A from: chosen once per GEMM.
+enum class ASource {
+  kPacked,      // packed one row block × KC at a time
+  kKept,        // packed at the first column block, kept for the others (N > NC)
+  kRowInPlace,  // a row-major A read in place (sgemm_ukernel_rowa)
+  kColInPlace,  // a transposed A read in place (sgemm_ukernel_cola), its edge row panel packed
+};
 
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  bool direct_a, direct_b;  // A (row-major) / B read in place instead of packed
-  bool col_a;               // A stored transposed read in place (its edge row panel packed)
-  bool split_rows;          // a team splits rows (else the columns of each NC block)
-  bool keep_a;              // the packed A of all rows × K is kept across column blocks
-  int64_t rb_panels;        // row panels per row block (the A block packed at a time)
-  int64_t a_rows;           // rows of the kept packed A per K column (all row panels)
-  int64_t kg;               // K extent of one packed B group (a multiple of KC)
+  ASource a;
+  bool direct_b;      // B (row-major) read in place instead of packed
+  bool split_rows;    // a team splits rows (else the columns of each NC block)
+  int64_t rb_panels;  // row panels per row block (the A block packed at a time)
+  int64_t a_rows;     // rows of the kept packed A per K column (all row panels)
+  int64_t kg;         // K extent of one packed B group (a multiple of KC)
 };
 
 Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
@@ -105,8 +95,15 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   Plan p{};
   p.direct_b = csB == 1 && (K * N <= kDirectBElems || N <= kDirectBCols);
   const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
-  p.direct_a = csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels;
-  p.col_a = !p.direct_a && rsA == 1 && t.sgemm_ukernel_cola != nullptr && few_panels;
+  p.a_rows = (M + MR - 1) / MR * MR;
+  if (csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels)
+    p.a = ASource::kRowInPlace;
+  else if (rsA == 1 && t.sgemm_ukernel_cola != nullptr && few_panels)
+    p.a = ASource::kColInPlace;
+  else if (N > NC && p.a_rows * K <= kKeepPackedA)
+    p.a = ASource::kKept;
+  else
+    p.a = ASource::kPacked;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -127,8 +124,6 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
       (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
   p.split_rows = rows_extra <= cols_extra;
   p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
-  p.a_rows = (M + MR - 1) / MR * MR;
-  p.keep_a = !p.direct_a && !p.col_a && N > NC && p.a_rows * K <= kKeepPackedA;
   p.kg = bk.kc * k_blocks_per_panel(bk, N);
   return p;
 }
@@ -168,119 +163,215 @@ class alignas(64) PanelRange {
   std::atomic<uint64_t> r_{0};
 };
 
-// The loop nest, run by member `tid` of a team of `team` threads (team = 1: alone).
-// Rows split (plan.split_rows): the team shares one packed B panel `bp` (each member packs a
-// share of its micro-panels), with a barrier on either side of the compute so the panel is
-// complete before use and not overwritten while in use; in between, each member computes its
-// share of the row panels, then helps with the others' (`ranges`, see PanelRange; null when
-// alone: blocks of MC rows). The kept packed A `a_kept` is one buffer for the team (whoever
-// computes rows at jc = 0 packs them). Columns split: each member packs exactly the B
-// micro-panels it computes with, into its own buffer, and packs all of A itself, so the members
-// never wait for each other.
-void gemm_nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, int tid, int team,
-               Barrier& barrier, PanelRange* ranges, float* bp, float* a_kept, int64_t M, int64_t N,
-               int64_t K, const float* A, int64_t rsA, int64_t csA, const float* B, int64_t rsB,
-               int64_t csB, float beta, float* C, int64_t ldc) {
-  const int64_t MR = bk.mr, NR = bk.nr, KC = bk.kc, NC = bk.nc, KG = plan.kg;
-  const bool direct_a = plan.direct_a, col_a = plan.col_a, direct_b = plan.direct_b;
-  const bool split_rows = plan.split_rows;
-  const int64_t row_panels = (M + MR - 1) / MR, RBP = plan.rb_panels;
-  auto share = [&](int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) {
+// The operands of one call: C[M, N] (+)= A[M, K] · B[K, N] (beta 0: overwrite, 1: accumulate).
+struct Gemm {
+  int64_t M, N, K;
+  const float* A;
+  int64_t rsA, csA;
+  const float* B;
+  int64_t rsB, csB;
+  float beta;
+  float* C;
+  int64_t ldc;
+};
+
+// Member `tid` of a team of `team` threads (team = 1: alone; ranges: null unless rows are split
+// by a team, see PanelRange).
+struct Member {
+  int tid, team;
+  Barrier& barrier;
+  PanelRange* ranges;
+  // [lo, hi): this member's share of `units` units of `unit` elements, clipped to `extent`.
+  void share(int64_t units, int64_t unit, int64_t extent, int64_t& lo, int64_t& hi) const {
     lo = std::min(extent, units * tid / team * unit);
     hi = std::min(extent, units * (tid + 1) / team * unit);
-  };
-  int64_t panel0 = 0, panel1 = row_panels;  // this member's row panels
-  if (split_rows) share(row_panels, 1, row_panels, panel0, panel1);
-  const int64_t block_panels = (std::min(N, NC) + NR - 1) / NR;
-  thread_local Scratch a_buf, b_own;
-  float* const bq = split_rows ? bp : b_own.get(KG * ((block_panels + team - 1) / team + 1) * NR);
-  // Packed A: one row block × KC, or the kept A of all rows × K.
-  float* const a_all = !plan.keep_a ? a_buf.get(KC * RBP * MR)
-                       : split_rows ? a_kept
-                                    : a_buf.get(plan.a_rows * K);
-  for (int64_t jc = 0; jc < N; jc += NC) {
-    const int64_t nc = std::min(NC, N - jc);
-    const int64_t col_panels = (nc + NR - 1) / NR;
-    int64_t c0 = 0, c1 = nc;
-    if (!split_rows) share(col_panels, NR, nc, c0, c1);
-    // Packed B micro-panel jr (a column offset) of K block pc lives at
-    // bq + (pc - pg) * bw + (jr - b_base) * kc, pg being the first K block of its group.
-    const int64_t b_base = split_rows ? 0 : c0;
-    const int64_t bw = split_rows ? col_panels * NR : (c1 - c0 + NR - 1) / NR * NR;
-    for (int64_t pg = 0; pg < K; pg += KG) {
-      const int64_t pg_end = std::min(K, pg + KG);
-      for (int64_t pc = pg; pc < pg_end; pc += KC) {
-        const int64_t kc = std::min(KC, K - pc);
-        float* const bk_pc = bq + (pc - pg) * bw;
-        if (!direct_b) {
-          int64_t b0 = c0, b1 = c1;
-          if (split_rows) share(col_panels, NR, nc, b0, b1);
-          if (b1 > b0)
-            pack_b(t, kc, b1 - b0, B + pc * rsB + (jc + b0) * csB, rsB, csB, NR,
-                   bk_pc + (b0 - b_base) * kc);
-        } else if (nc % NR != 0 && (split_rows ? tid == 0 : c1 == nc && c1 > c0)) {
-          // In place, except the zero-padded edge panel.
-          const int64_t e = nc - nc % NR;
-          pack_b(t, kc, nc - e, B + pc * rsB + jc + e, rsB, csB, NR, bk_pc + (e - b_base) * kc);
-        }
+  }
+};
+
+// The row panels one member computes in a K group, a block at a time: alone, blocks of the row
+// block size over all rows; in a team that splits rows, blocks of kOwnPanels from the front of
+// its own share, then single panels from the back of the others' (PanelRange).
+class RowBlocks {
+ public:
+  RowBlocks(const Member& me, int64_t panel0, int64_t panel1, int64_t rb_panels)
+      : me_(me), p0_(panel0 - rb_panels), end_(panel1), rbp_(rb_panels) {}
+  // The next block [p0, p0 + np), or false when the group is done.
+  bool next(int64_t& p0, int64_t& np) {
+    if (me_.ranges == nullptr) {
+      p0_ += rbp_;
+      p0 = p0_, np = std::min(rbp_, end_ - p0_);
+      return p0_ < end_;
+    }
+    if (victim_ == 0 && me_.ranges[me_.tid].take(std::min(kOwnPanels, rbp_), false, p0, np))
+      return true;
+    for (victim_ = std::max(victim_, 1); victim_ < me_.team; ++victim_)
+      if (me_.ranges[(me_.tid + victim_) % me_.team].take(1, true, p0, np)) {
+        g_taken_over.fetch_add(1, std::memory_order_relaxed);
+        return true;
       }
-      // Every member resets its own range only once all have left the previous group's.
-      const bool stealing = ranges != nullptr;
-      if (stealing) ranges[tid].reset(panel0, panel1);
-      if (split_rows) barrier.arrive_and_wait();  // the group's B panels are packed
-      int64_t p0 = panel0 - RBP, np = 0, victim = 0;
-      // The next block of row panels [p0, p0 + np), or false when the group is done.
-      auto next_block = [&]() {
-        if (!stealing) {
-          p0 += RBP;
-          np = std::min(RBP, panel1 - p0);
-          return p0 < panel1;
-        }
-        if (victim == 0 && ranges[tid].take(std::min(kOwnPanels, RBP), false, p0, np)) return true;
-        for (victim = std::max<int64_t>(victim, 1); victim < team; ++victim)
-          if (ranges[(tid + victim) % team].take(1, true, p0, np)) {
-            g_taken_over.fetch_add(1, std::memory_order_relaxed);
-            return true;
-          }
-        return false;
-      };
-      while (next_block()) {
-        const int64_t ic = p0 * MR, mc = std::min(np * MR, M - ic);
-        for (int64_t pc = pg; pc < pg_end; pc += KC) {
-          const int64_t kc = std::min(KC, K - pc);
-          const bool accumulate = pc > 0 || beta != 0.f;
-          const float* const bk_pc = bq + (pc - pg) * bw;
-          float* const ap = plan.keep_a ? a_all + pc * plan.a_rows + ic * kc : a_all;
-          if (!direct_a && !col_a && (!plan.keep_a || jc == 0))
-            pack_a(t, mc, kc, A + ic * rsA + pc * csA, rsA, csA, MR, ap);
-          else if (col_a && mc % MR != 0)
-            pack_a(t, mc % MR, kc, A + (ic + mc - mc % MR) * rsA + pc * csA, rsA, csA, MR,
-                   ap + (mc - mc % MR) * kc);
-          for (int64_t ir = 0; ir < mc; ir += MR) {
-            const int64_t m = std::min(MR, mc - ir);
-            const float* a = ap + ir * kc;
-            for (int64_t jr = c0; jr < c1; jr += NR) {
-              const int64_t n = std::min(NR, c1 - jr);
-              const bool in_place = direct_b && n == NR;
-              const float* b = in_place ? B + pc * rsB + jc + jr : bk_pc + (jr - b_base) * kc;
-              const int64_t ldb = in_place ? rsB : NR;
-              float* c = C + (ic + ir) * ldc + jc + jr;
-              if (col_a && m == MR)
-                t.sgemm_ukernel_cola(kc, A + (ic + ir) * rsA + pc * csA, csA, b, ldb, c, ldc, m, n,
-                                     accumulate);
-              else if (direct_a)
-                t.sgemm_ukernel_rowa(kc, A + (ic + ir) * rsA + pc, rsA, b, ldb, c, ldc, m, n,
-                                     accumulate);
-              else
-                t.sgemm_ukernel(kc, a, b, ldb, c, ldc, m, n, accumulate);
-            }
-          }
-        }
-      }
-      if (split_rows) barrier.arrive_and_wait();  // everyone is done with these B panels
+    return false;
+  }
+
+ private:
+  const Member& me_;
+  int64_t p0_, end_, rbp_;
+  int victim_ = 0;  // 0: own share; then the offset of the member taken from
+};
+
+// The columns of one NC block that a member computes, and where their packed B lives: micro-panel
+// jr (a column offset in the block) of K block pc is at b + (pc - pg) * width + (jr - base) * kc,
+// pg being the first K block of its group.
+struct ColBlock {
+  int64_t jc, nc;       // the block: columns [jc, jc + nc) of C
+  int64_t c0, c1;       // this member's columns within it (all when a team splits rows)
+  int64_t base, width;  // first packed column, and packed columns per K block
+  float* b;
+};
+
+// The loop nest as run by one member. Rows split (plan.split_rows): the team shares one packed B
+// panel (each member packs a share of its micro-panels), with a barrier on either side of the
+// compute so that the panel is complete before use and not overwritten while in use; in between,
+// each member computes its share of the row panels, then helps with the others'. The kept packed
+// A is one buffer for the team (whoever computes rows at jc = 0 packs them). Columns split: each
+// member packs exactly the B micro-panels it computes with, into its own buffer, and all of A
+// itself, so the members never wait for each other.
+class Nest {
+ public:
+  Nest(const KernelTable& t, const GemmBlocking& bk, const Plan& plan, const Gemm& g,
+       const Member& me, float* b_shared, float* a_kept)
+      : t_(t), bk_(bk), plan_(plan), g_(g), me_(me) {
+    const int64_t row_panels = (g.M + bk.mr - 1) / bk.mr;
+    panel0_ = 0, panel1_ = row_panels;
+    if (plan.split_rows) me.share(row_panels, 1, row_panels, panel0_, panel1_);
+    thread_local Scratch a_buf, b_own;
+    const int64_t block_panels = (std::min(g.N, bk.nc) + bk.nr - 1) / bk.nr;
+    b_ = plan.split_rows
+             ? b_shared
+             : b_own.get(plan.kg * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
+    a_ = plan.a != ASource::kKept ? a_buf.get(bk.kc * plan.rb_panels * bk.mr) : a_kept;
+  }
+
+  // jc: N in steps of NC, then pg: K in groups of KG (one packed B panel each).
+  void run() {
+    for (int64_t jc = 0; jc < g_.N; jc += bk_.nc) {
+      const ColBlock cb = col_block(jc);
+      for (int64_t pg = 0; pg < g_.K; pg += plan_.kg)
+        k_group(cb, pg, std::min(g_.K, pg + plan_.kg));
     }
   }
-}
+
+ private:
+  ColBlock col_block(int64_t jc) const {
+    const int64_t NR = bk_.nr, nc = std::min(bk_.nc, g_.N - jc), col_panels = (nc + NR - 1) / NR;
+    ColBlock cb{jc, nc, 0, nc, 0, col_panels * NR, b_};
+    if (!plan_.split_rows) {
+      me_.share(col_panels, NR, nc, cb.c0, cb.c1);
+      cb.base = cb.c0, cb.width = (cb.c1 - cb.c0 + NR - 1) / NR * NR;
+    }
+    return cb;
+  }
+
+  // One K group: pack its B, then compute the member's row blocks against it.
+  void k_group(const ColBlock& cb, int64_t pg, int64_t pg_end) {
+    for (int64_t pc = pg; pc < pg_end; pc += bk_.kc)
+      pack_b_block(cb, pc, cb.b + (pc - pg) * cb.width);
+    // Every member resets its own range only once all have left the previous group's.
+    if (me_.ranges != nullptr) me_.ranges[me_.tid].reset(panel0_, panel1_);
+    if (plan_.split_rows) me_.barrier.arrive_and_wait();  // the group's B panels are packed
+    RowBlocks blocks(me_, panel0_, panel1_, plan_.rb_panels);
+    int64_t p0 = 0, np = 0;
+    while (blocks.next(p0, np)) {
+      const int64_t ic = p0 * bk_.mr, mc = std::min(np * bk_.mr, g_.M - ic);
+      for (int64_t pc = pg; pc < pg_end; pc += bk_.kc) {
+        const int64_t kc = std::min(bk_.kc, g_.K - pc);
+        macro_kernel(cb, a_block(cb, ic, mc, pc, kc), ic, mc, pc, kc, cb.b + (pc - pg) * cb.width);
+      }
+    }
+    if (plan_.split_rows) me_.barrier.arrive_and_wait();  // everyone is done with these B panels
+  }
+
+  // Packs this member's share of K block pc of the column block into bp (a B read in place: only
+  // its zero-padded edge panel, by one member).
+  void pack_b_block(const ColBlock& cb, int64_t pc, float* bp) {
+    const int64_t NR = bk_.nr, kc = std::min(bk_.kc, g_.K - pc);
+    const float* const b = g_.B + pc * g_.rsB + cb.jc * g_.csB;
+    if (!plan_.direct_b) {
+      int64_t b0 = cb.c0, b1 = cb.c1;
+      if (plan_.split_rows) me_.share((cb.nc + NR - 1) / NR, NR, cb.nc, b0, b1);
+      if (b1 > b0)
+        pack_b(t_, kc, b1 - b0, b + b0 * g_.csB, g_.rsB, g_.csB, NR, bp + (b0 - cb.base) * kc);
+    } else if (cb.nc % NR != 0 &&
+               (plan_.split_rows ? me_.tid == 0 : cb.c1 == cb.nc && cb.c1 > cb.c0)) {
+      const int64_t e = cb.nc - cb.nc % NR;
+      pack_b(t_, kc, cb.nc - e, b + e, g_.rsB, g_.csB, NR, bp + (e - cb.base) * kc);
+    }
+  }
+
+  // The A block [ic, ic + mc) × [pc, pc + kc) as the micro-kernels read it: packed now, kept
+  // from the first column block, or in place (then only a transposed A's edge panel is packed).
+  const float* a_block(const ColBlock& cb, int64_t ic, int64_t mc, int64_t pc, int64_t kc) {
+    const int64_t MR = bk_.mr;
+    const float* const a = g_.A + ic * g_.rsA + pc * g_.csA;
+    switch (plan_.a) {
+      case ASource::kPacked:
+        pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
+        return a_;
+      case ASource::kKept: {
+        float* const ap = a_ + pc * plan_.a_rows + ic * kc;
+        if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
+        return ap;
+      }
+      case ASource::kColInPlace:
+        if (mc % MR != 0)
+          pack_a(t_, mc % MR, kc, a + (mc - mc % MR) * g_.rsA, g_.rsA, g_.csA, MR,
+                 a_ + (mc - mc % MR) * kc);
+        return a_;
+      case ASource::kRowInPlace:
+        return a_;
+    }
+    return a_;
+  }
+
+  // ir over the A block's micro-panels (each stays in L1 across the jr sweep), jr over the
+  // member's B micro-panels: BLIS's macro-kernel with the operands' roles swapped.
+  void macro_kernel(const ColBlock& cb, const float* ap, int64_t ic, int64_t mc, int64_t pc,
+                    int64_t kc, const float* bp) {
+    const bool accumulate = pc > 0 || g_.beta != 0.f;
+    for (int64_t ir = 0; ir < mc; ir += bk_.mr) {
+      const int64_t m = std::min(bk_.mr, mc - ir);
+      for (int64_t jr = cb.c0; jr < cb.c1; jr += bk_.nr) {
+        const int64_t n = std::min(bk_.nr, cb.c1 - jr);
+        const bool in_place = plan_.direct_b && n == bk_.nr;
+        const float* b = in_place ? g_.B + pc * g_.rsB + cb.jc + jr : bp + (jr - cb.base) * kc;
+        tile(ap + ir * kc, ic + ir, m, pc, kc, b, in_place ? g_.rsB : bk_.nr,
+             g_.C + (ic + ir) * g_.ldc + cb.jc + jr, n, accumulate);
+      }
+    }
+  }
+
+  // One m×n tile of C (rows from i) from the micro-kernel of the A source; `a` is the packed
+  // micro-panel, when there is one.
+  void tile(const float* a, int64_t i, int64_t m, int64_t pc, int64_t kc, const float* b,
+            int64_t ldb, float* c, int64_t n, bool accumulate) const {
+    if (plan_.a == ASource::kColInPlace && m == bk_.mr)
+      t_.sgemm_ukernel_cola(kc, g_.A + i * g_.rsA + pc * g_.csA, g_.csA, b, ldb, c, g_.ldc, m, n,
+                            accumulate);
+    else if (plan_.a == ASource::kRowInPlace)
+      t_.sgemm_ukernel_rowa(kc, g_.A + i * g_.rsA + pc, g_.rsA, b, ldb, c, g_.ldc, m, n,
+                            accumulate);
+    else
+      t_.sgemm_ukernel(kc, a, b, ldb, c, g_.ldc, m, n, accumulate);
+  }
+
+  const KernelTable& t_;
+  const GemmBlocking& bk_;
+  const Plan& plan_;
+  const Gemm& g_;
+  const Member& me_;
+  int64_t panel0_, panel1_;  // this member's row panels
+  float* b_;                 // packed B: the team's (rows split) or this member's own
+  float* a_;                 // packed A: one row block × KC, or the kept A of all rows × K
+};
 
 // Runs the nest on up to `team` threads (1: the caller alone).
 void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K, const float* A,
@@ -292,22 +383,28 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     if (K <= 0) return;
     beta = 1.f;
   }
-  const GemmBlocking bk = blocking_of(t);
+  const GemmBlocking bk = gemm_blocking_for(t);
   const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
+  const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
   thread_local Scratch b_buf, a_shared;
   float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
-  float* a_kept = plan.keep_a && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
+  const bool kept = plan.a == ASource::kKept;
+  float* a_team = kept && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
+  // A team that splits columns packs all of A in every member: each keeps its own copy.
+  auto kept_a = [&]() -> float* {
+    thread_local Scratch a_own;
+    return !kept ? nullptr : a_team != nullptr ? a_team : a_own.get(plan.a_rows * K);
+  };
   if (team <= 1) {
     Barrier solo(1);
-    gemm_nest(t, bk, plan, 0, 1, solo, nullptr, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB, beta,
-              C, ldc);
+    const Member me{0, 1, solo, nullptr};
+    Nest(t, bk, plan, g, me, bp, kept_a()).run();
     return;
   }
   std::vector<PanelRange> ranges(plan.split_rows ? team : 0);
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    PanelRange* const steal = plan.split_rows && size > 1 ? ranges.data() : nullptr;
-    gemm_nest(t, bk, plan, tid, size, barrier, steal, bp, a_kept, M, N, K, A, rsA, csA, B, rsB, csB,
-              beta, C, ldc);
+    const Member me{tid, size, barrier, plan.split_rows && size > 1 ? ranges.data() : nullptr};
+    Nest(t, bk, plan, g, me, bp, kept_a()).run();
   });
 }
 

@@ -21,6 +21,11 @@
 // Paths: TAPEGRAD_ISA=scalar|avx2|avx512|neon forces one (an unknown name throws
 // std::invalid_argument, a path this CPU or binary cannot run throws std::runtime_error, both on
 // the first kernel call); otherwise the fastest available path is used.
+//
+// GEMM block sizes: derived at start-up from the CPU's caches (core/kernels/gemm_blocking.cpp);
+// TAPEGRAD_GEMM_BLOCKING=MC,KC,NC overrides them (malformed: std::invalid_argument on the first
+// GEMM). KC sets where a K sum is split, so float results are the same for a given machine (its
+// caches), path and shape, whatever the thread count; another machine may round differently.
 #pragma once
 #include <cstdint>
 #include <string>

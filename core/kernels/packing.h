@@ -15,15 +15,20 @@ struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
 
+// n floats, 64-byte aligned, freed with the pointer; throws std::bad_alloc.
+inline std::unique_ptr<float, FreeDeleter> aligned_floats(int64_t n) {
+  const size_t bytes = ((static_cast<size_t>(n) * sizeof(float) + 63) / 64) * 64;
+  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (p == nullptr) throw std::bad_alloc();
+  return std::unique_ptr<float, FreeDeleter>(p);
+}
+
 // A 64-byte-aligned scratch buffer per thread and role, grown on demand.
 class Scratch {
  public:
   float* get(int64_t n) {
     if (n > cap_) {
-      const size_t bytes = ((static_cast<size_t>(n) * sizeof(float) + 63) / 64) * 64;
-      float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-      if (p == nullptr) throw std::bad_alloc();  // cap_ stays: the old buffer is still valid
-      buf_.reset(p);
+      buf_ = aligned_floats(n);  // on bad_alloc, cap_ stays: the old buffer is still valid
       cap_ = n;
     }
     return buf_.get();

@@ -8,7 +8,9 @@
 // to m ≤ MR rows and n ≤ NR columns (AVX-512 computes just 4 or 8 rows when m allows).
 #pragma once
 #include <cstdint>
+#include <string>
 
+#include "core/kernels/cache_info.h"
 #include "core/kernels/kernels.h"
 
 namespace tg::kernels {
@@ -27,6 +29,8 @@ using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, c
                                       int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                       bool accumulate);
 
+// A table's own values are the fallback when the caches are unknown; sgemm derives its blocks
+// from the caches (gemm_blocking_for).
 struct GemmBlocking {
   int64_t mr, nr;  // micro-tile (registers)
   int64_t mc;      // rows of A packed per block (A block mc×kc)
@@ -117,6 +121,20 @@ struct IsaEntry {
   const char* why_not;       // when table == nullptr: one clause saying why
 };
 void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in that order
+
+// The block sizes sgemm uses with table t (gemm_blocking.cpp): bench_matmul's --blocking, else
+// TAPEGRAD_GEMM_BLOCKING=MC,KC,NC, else derived from the caches (derive_blocking; SIMD tables
+// only), else the table's own. *source, when given, names which ("--blocking",
+// "TAPEGRAD_GEMM_BLOCKING", "caches", "table"). Throws std::invalid_argument, one line, when the
+// variable is malformed. MR and NR are always the table's.
+GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source = nullptr);
+// The model: KC from L1 and the micro-tile, NC and MC from L2 (unknown levels keep `table`'s).
+GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c);
+// Re-reads TAPEGRAD_GEMM_BLOCKING (read once at start-up otherwise); for tests.
+void reload_gemm_blocking_env();
+// Parses "MC,KC,NC" into out (1 <= MC, KC <= 8192, 1 <= NC <= 65536); else false and a one-line
+// error saying what is wanted.
+bool parse_gemm_blocking(const std::string& s, int64_t out[3], std::string& error);
 
 // Tuning aid for bench_matmul --blocking: replaces every table's MC/KC/NC (all > 0), or restores
 // the tables' own values when mc == 0. Not for production code paths.

@@ -1,0 +1,158 @@
+// The GEMM's block sizes (table.h: gemm_blocking_for): derived from the caches the CPU reports,
+// following BLIS's analytical model (Low, Igual, Smith, Quintana-Ortí, "Analytical modeling is
+// enough for high-performance BLIS", ACM TOMS 43(2), 2016), or overridden.
+//
+// Which panel lives where in our nest (gemm.cpp) — the operands' roles are swapped against BLIS:
+//   L1: the A micro-panel MR×kc, reused across the jr sweep, while B micro-panels kc×NR stream
+//       through, each read once per micro-kernel call (in BLIS the B micro-panel is the resident
+//       one and A's stream);
+//   L2, L3: the packed B panel kc×nc, reused by every row panel of every row block (BLIS's A
+//       block, but with a longer reuse distance: the whole ic loop), and the A block mc×kc, packed
+//       just before its row panels are read back;
+//   memory: A and C as a whole, and the kept packed A (gemm.cpp) when N > NC.
+// So KC comes from L1 and the micro-tile (shortened if the B panel would be too narrow), NC
+// from L2 or the share of L3, MC from L2. The caches
+// change a C element's FMAs only through KC, so results depend on the machine and ISA, never on
+// the thread count.
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "core/kernels/cache_info.h"
+#include "core/kernels/table.h"
+
+namespace tg::kernels {
+
+namespace {
+
+// bench_matmul --blocking: MC, KC, NC replacing every table's (0: none), read as one snapshot.
+std::mutex g_override_mutex;
+int64_t g_override[3] = {0, 0, 0};
+
+constexpr int64_t kMaxBlock[3] = {8192, 8192, 65536};  // MC, KC, NC
+constexpr int64_t kMinNC = 1024;                       // see derive_blocking
+
+// v rounded down to a multiple of m, and at least m.
+int64_t round_down(int64_t v, int64_t m) { return std::max(m, v / m * m); }
+
+// TAPEGRAD_GEMM_BLOCKING, parsed once: mc == 0 when unset; error non-empty when malformed.
+struct EnvBlocking {
+  int64_t mc = 0, kc = 0, nc = 0;
+  std::string error;
+};
+
+EnvBlocking read_env() {
+  EnvBlocking e;
+  const char* s = std::getenv("TAPEGRAD_GEMM_BLOCKING");
+  if (s == nullptr || *s == '\0') return e;
+  int64_t v[3];
+  if (!parse_gemm_blocking(s, v, e.error))
+    e.error = "TAPEGRAD_GEMM_BLOCKING: " + e.error;
+  else
+    e.mc = v[0], e.kc = v[1], e.nc = v[2];
+  return e;
+}
+
+EnvBlocking g_env = read_env();  // guarded by g_override_mutex
+
+}  // namespace
+
+void reload_gemm_blocking_env() {
+  EnvBlocking e = read_env();
+  const std::lock_guard<std::mutex> lock(g_override_mutex);
+  g_env = std::move(e);
+}
+
+bool parse_gemm_blocking(const std::string& s, int64_t out[3], std::string& error) {
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? s.find(',', pos) : s.size();
+    const std::string part = end == std::string::npos ? "" : s.substr(pos, end - pos);
+    const bool digits = !part.empty() && part.size() <= 6 &&
+                        part.find_first_not_of("0123456789") == std::string::npos;
+    out[i] = digits ? std::stoll(part) : 0;
+    if (out[i] < 1 || out[i] > kMaxBlock[i]) {
+      error = "'" + s + "' is not MC,KC,NC: three positive integers (MC and KC at most 8192, NC " +
+              "at most 65536), e.g. 240,256,1024";
+      return false;
+    }
+    pos = end + 1;
+  }
+  return true;
+}
+
+void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc) {
+  const std::lock_guard<std::mutex> lock(g_override_mutex);
+  g_override[0] = mc, g_override[1] = kc, g_override[2] = nc;
+}
+
+GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
+  GemmBlocking bk = table;
+  const int64_t f = sizeof(float);
+  if (c.l1d.bytes > 0 && c.l1d.ways > 2) {
+    // The paper's kc = C_Ar·(way bytes)/(MR·4) for the resident micro-panel, with C_Ar all the
+    // ways but two: one for the B micro-panel's lines passing through (read once per call, they
+    // need no residency; the paper's share for the second panel is for BLIS's order, where it
+    // is reused) and one for C and the stack. A multiple of 8 (whole lines), at least 128, at
+    // most 512: beyond that the C tile's reload is under 0.5% of a call, and a longer KC only
+    // grows the packed panels. Measured on a Zen 4 (in-process A/B, CPU time, best of 8-12):
+    // KC 160 (the paper's rule with the streaming panel's share) was 2-6% slower than 256, 512
+    // 0-3% faster than 256, 1024 (AVX2) within 1% of 512.
+    const int64_t way = c.l1d.bytes / c.l1d.ways;
+    bk.kc = std::clamp<int64_t>((c.l1d.ways - 2) * way / (bk.mr * f) / 8 * 8, 128, 512);
+  }
+  if (c.l2.bytes > 0) {
+    // The B panel kc×nc is reused by every row panel of every row block, and each micro-kernel
+    // call streams one of its micro-panels: 4/MR bytes per FMA lane, over 8 bytes a cycle for
+    // AVX2's 6-row tile on a core with two 8-lane FMA units. L3 keeps up with half of that
+    // (MR >= 8), so such tiles may use this core's share of L3 (per logical CPU, at most twice
+    // L2: the C rows a row panel updates, MR×nc, should stay in L2); a 6-row tile's panel has
+    // to fit in L2. Zen 4: a 2 MiB panel (KC 512, NC 1024) ran 0-3% faster than 1 MiB with
+    // AVX-512's 12 rows, a 1.5 MiB one 3% slower than 0.75 MiB with AVX2's 6 (dYᵀ·X, K = 512);
+    // NC 8192 (the 16 MiB L3 share a VM reported) 9% slower on X·Wᵀ 512×50257×768.
+    int64_t panel = c.l2.bytes;
+    if (bk.mr >= 8 && c.l3.bytes > 0 && c.l3.shared_by > 0)
+      panel = std::clamp(c.l3.bytes / c.l3.shared_by, panel, 2 * panel);
+    // NC at least kMinNC, shortening KC if need be: each column block reads (and packs, or reads
+    // the kept copy of) all of A again. Zen 4: NC 400-512 ran 3-12% slower than 1024.
+    bk.kc = std::max<int64_t>(128, std::min(bk.kc, panel / (kMinNC * f) / 8 * 8));
+    bk.nc = round_down(panel / (bk.kc * f), bk.nr);
+    // The A block mc×kc: a quarter of L2, beside the part of the B panel that L2 holds; packed
+    // just before its row panels are read back. Kept small also because a transposed A is
+    // packed by writing mc/MR panels at once: AVX2's dYᵀ·X 50257×128×128 ran 4% slower with
+    // MC 510 (half of L2) than 240; MC 120 and 252 within 1% of each other with AVX-512.
+    bk.mc = round_down(c.l2.bytes / 4 / (bk.kc * f), bk.mr);
+  }
+  return bk;
+}
+
+GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source) {
+  GemmBlocking bk = t.sgemm_blocking;
+  const char* from = "table";
+  EnvBlocking env;
+  {
+    const std::lock_guard<std::mutex> lock(g_override_mutex);
+    if (g_override[0] > 0) {
+      bk.mc = g_override[0], bk.kc = g_override[1], bk.nc = g_override[2];
+      if (source != nullptr) *source = "--blocking";
+      return bk;
+    }
+    env = g_env;
+  }
+  if (!env.error.empty()) throw std::invalid_argument(env.error);
+  if (env.mc > 0) {
+    bk.mc = env.mc, bk.kc = env.kc, bk.nc = env.nc;
+    from = "TAPEGRAD_GEMM_BLOCKING";
+  } else if (&t != &kScalarTable && cache_info().l1d.bytes > 0) {
+    // The scalar table is the oracle, not a fast path: it keeps its own small blocks.
+    bk = derive_blocking(bk, cache_info());
+    from = "caches";
+  }
+  if (source != nullptr) *source = from;
+  return bk;
+}
+
+}  // namespace tg::kernels
