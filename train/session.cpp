@@ -48,13 +48,16 @@ std::atomic<bool>& stop_requested() {
 
 namespace {
 
+// Training texts beyond this are refused (the tokens of 4 GiB of text would not fit in memory
+// with the model anyway).
+constexpr uint64_t kMaxTextBytes = uint64_t(4) << 30;
+
 std::string read_text_file(const std::string& path) {
-  if (fs::is_directory(path)) throw TrainError("text file '" + path + "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TrainError("cannot read text file '" + path + "' (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    return read_regular_file(path, kMaxTextBytes, "text");
+  } catch (const std::exception& e) {
+    throw TrainError(std::string("cannot read text file ") + e.what());
+  }
 }
 
 // Byte offset of code point `n` (Python's len() counts code points, not bytes).
@@ -174,6 +177,7 @@ class Session final : public TrainHooks {
   void make_loaders();
   void make_model();
   void open_output_dir();
+  void refuse_overwrite() const;
 
   // hooks
   void before_step(int64_t step) override;
@@ -218,6 +222,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   resuming_ = !opt_.resume_dir.empty();
   if (resuming_) resume_options();
   check_options(opt_);
+  refuse_overwrite();
   if (opt_.threads > 0) set_num_threads(opt_.threads);
   check_log_writable(opt_.log_path);
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
@@ -292,6 +297,17 @@ void Session::make_model() {
   seconds_before_ = pos_.seconds;
 }
 
+// A fresh run never replaces a checkpoint silently (hours of training may be in it); found
+// before any work is done.
+void Session::refuse_overwrite() const {
+  const std::string out = (fs::path(opt_.out_dir) / kCheckpointFile).string();
+  std::error_code ec;
+  if (!fs::exists(out, ec) || opt_.overwrite) return;
+  if (resuming_ && fs::equivalent(ckpt_in_, out, ec)) return;
+  throw UsageError("--out " + opt_.out_dir + " already holds a checkpoint; continue it with " +
+                   "--resume " + opt_.out_dir + ", or replace it with --overwrite");
+}
+
 void Session::open_output_dir() {
   std::error_code ec;
   fs::create_directories(opt_.out_dir, ec);
@@ -299,6 +315,7 @@ void Session::open_output_dir() {
     throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
                      ")");
   ckpt_out_ = (fs::path(opt_.out_dir) / kCheckpointFile).string();
+
   plot_out_ = (fs::path(opt_.out_dir) / "loss.svg").string();
   last_good_ = resuming_ ? ckpt_in_ : "";
   options_ = options_json(opt_);
