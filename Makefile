@@ -45,7 +45,7 @@ install: build
 # per epoch, then samples with temperature and top-k. Checkpoint and loss.svg: build/demo/.
 DEMO_OUT := build/demo
 demo: build
-	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 \
+	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 --overwrite \
 	  --eval-freq 25 --eval-iter 5 --start-context "The tide clock" --out $(DEMO_OUT)
 	$(RELEASE)/train/tapegrad generate --checkpoint $(DEMO_OUT) --prompt "The tide clock" \
 	  --max-new-tokens 60 --temperature 0.8 --top-k 25 --seed 123
@@ -71,7 +71,7 @@ test-release: deps $(TESTDIR)/build.ninja
 	tests/run.sh release $(TESTDIR)
 
 test-asan: deps $(ASANDIR)/build.ninja
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS)
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) train/tapegrad
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
