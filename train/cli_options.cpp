@@ -137,7 +137,7 @@ train::TrainOptions parse_train_args(int argc, char** argv, bool& help) {
   o.out_dir = a.nonempty("out", o.out_dir);
   o.log_path = a.nonempty("log", "");
   o.resume_dir = a.nonempty("resume", "");
-  o.start_context = a.str("start-context", o.start_context);
+  o.start_context = a.nonempty("start-context", o.start_context);
   o.sample_tokens = a.integer("sample-tokens", o.sample_tokens);
   o.clip_grad = a.real("clip-grad", 0);
   o.warmup_steps = a.integer("warmup-steps", 0);

@@ -4,6 +4,7 @@
 // learning-rate schedule, clipping, the progress line, the JSON log, checkpoints and Ctrl-C.
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -145,13 +146,19 @@ std::shared_ptr<const data::GPTDatasetV1> make_dataset(const data::Tokenizer& to
                                                     T);
 }
 
-// An unwritable log is found before training, not after the first evaluation.
+// An unwritable log is found before training, not after the first evaluation. O_NONBLOCK: a
+// FIFO without a reader would block the open; only a regular file is a log.
 void check_log_writable(const std::string& path) {
   if (path.empty()) return;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENXIO)  // a FIFO nobody reads
+    throw TrainError("cannot write log file '" + path + "' (not a regular file)");
   if (fd < 0)
     throw TrainError("cannot write log file '" + path + "' (" + std::strerror(errno) + ")");
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   ::close(fd);
+  if (!regular) throw TrainError("cannot write log file '" + path + "' (not a regular file)");
 }
 
 std::string log_line(const EvalPoint& p) {
@@ -231,7 +238,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   make_model();
   open_output_dir();
   if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
-    throw TrainError("--start-context is empty");
+    throw UsageError("--start-context is empty");
 }
 
 // A checkpoint to resume supplies the options not given explicitly.
