@@ -45,6 +45,13 @@ void once(bool& seen, const std::string& option) {
   seen = true;
 }
 
+// -h or --help anywhere: the usage, whatever else the line holds.
+bool wants_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help") return true;
+  return false;
+}
+
 bool parse_int(const std::string& s, long long& v) {
   if (s.empty() || s.size() > 12) return false;
   size_t used = 0;
@@ -75,17 +82,23 @@ void check_written(std::ostream& out) {
     throw std::runtime_error("cannot write the output to stdout (disk full or pipe closed?)");
 }
 
+// --help: the usage on stdout, which must be written.
+int print_usage(std::ostream& out, const char* usage) {
+  out << usage;
+  check_written(out);
+  return 0;
+}
+
 }  // namespace
 
 TokenizeArgs parse_tokenize_args(int argc, char** argv) {
   TokenizeArgs t;
+  t.help = wants_help(argc, argv);
+  if (t.help) return t;
   bool have_input = false, seen_enc = false, seen_tok = false, seen_dec = false, seen_ord = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      t.help = true;
-      return t;
-    } else if (a == "--encoding") {
+    if (a == "--encoding") {
       once(seen_enc, a);
       t.encoding = value(argc, argv, i);
     } else if (a == "--tokenizer") {
@@ -118,13 +131,12 @@ TokenizeArgs parse_tokenize_args(int argc, char** argv) {
 
 BpeTrainArgs parse_bpe_train_args(int argc, char** argv) {
   BpeTrainArgs t;
+  t.help = wants_help(argc, argv);
+  if (t.help) return t;
   bool seen_vocab = false, seen_out = false, seen_format = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      t.help = true;
-      return t;
-    } else if (a == "--vocab-size") {
+    if (a == "--vocab-size") {
       once(seen_vocab, a);
       const std::string v = value(argc, argv, i);
       if (!parse_int(v, t.vocab_size) || t.vocab_size < 256 || t.vocab_size > 1000000)
@@ -167,11 +179,7 @@ BpeTrainArgs parse_bpe_train_args(int argc, char** argv) {
 int tokenize_main(int argc, char** argv, std::istream& in, std::ostream& out, std::ostream& err) {
   return run("tokenize", err, [&]() -> int {
     const TokenizeArgs t = parse_tokenize_args(argc, argv);
-    if (t.help) {
-      out << kTokenizeUsage;
-      check_written(out);
-      return 0;
-    }
+    if (t.help) return print_usage(out, kTokenizeUsage);
     const bool have_input = !t.input.empty();
     const std::string& input = t.input;
     const bool decode = t.decode, ordinary = t.ordinary;
@@ -216,11 +224,7 @@ int tokenize_main(int argc, char** argv, std::istream& in, std::ostream& out, st
 int bpe_train_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   return run("bpe-train", err, [&]() -> int {
     const BpeTrainArgs t = parse_bpe_train_args(argc, argv);
-    if (t.help) {
-      out << kTrainUsage;
-      check_written(out);
-      return 0;
-    }
+    if (t.help) return print_usage(out, kTrainUsage);
     const long long vocab_size = t.vocab_size;
     const std::string &output = t.output, &input = t.input, &format = t.format;
     const std::vector<std::string>& specials = t.specials;

@@ -18,6 +18,8 @@
 
 #include "core/ops.h"
 #include "nn/gpt.h"
+#include "tests/temp_dir.h"
+#include "tests/train_testing.h"
 #include "train/commands.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -27,16 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Dir {
-  fs::path dir;
-  Dir() {
-    std::string t = (fs::temp_directory_path() / "tg_bad_files_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    dir = t;
-  }
-  ~Dir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& n) const { return (dir / n).string(); }
-};
+using Dir = tg::testing::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -69,20 +62,12 @@ struct Raw {
   }
 };
 
-// The small GPT of test_train (2 layers, emb 32, context 16, raw bytes) trained for one epoch,
-// or stopped after one step (mid-epoch: the checkpoint then holds trainer.epoch_order).
-std::string make_checkpoint(const Dir& d, const std::string& name, bool mid_epoch) {
+// A short run of the small GPT of test_train (2 layers, emb 32, context 16, raw bytes) into
+// d/name: one epoch, or (mid_epoch) one step, so the checkpoint holds trainer.epoch_order.
+train::TrainOptions small_run(const Dir& d, const std::string& name, bool mid_epoch) {
   train::TrainOptions o;
   o.text_path = std::string(TG_GOLDEN_DIR) + "/train_text.txt";
-  nn::GPTConfig c;
-  c.vocab_size = 257;
-  c.context_length = 16;
-  c.emb_dim = 32;
-  c.n_heads = 4;
-  c.n_layers = 2;
-  c.drop_rate = 0.1;
-  c.qkv_bias = false;
-  o.config = c;
+  o.config = testing::small_config();
   o.tokenizer = "bpe:256";
   o.epochs = 1;
   o.batch_size = 4;
@@ -93,6 +78,11 @@ std::string make_checkpoint(const Dir& d, const std::string& name, bool mid_epoc
   o.out_dir = d / name;
   o.progress = 0;
   if (mid_epoch) o.max_steps = 1;
+  return o;
+}
+
+std::string make_checkpoint(const Dir& d, const std::string& name, bool mid_epoch) {
+  const train::TrainOptions o = small_run(d, name, mid_epoch);
   std::ostringstream out, err;
   train::run_training(o, out, err);
   return o.out_dir;
@@ -285,35 +275,36 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
 TEST_CASE("bad training state: each field named, stored options checked like flags") {
   Dir d;
   const std::string dir = make_checkpoint(d, "ck", false);
-  check_refused(resume_with(d, dir, "optimizer_step", "abc"), "train",
-                "checkpoint's 'optimizer_step' is not an integer: 'abc'");
-  check_refused(resume_with(d, dir, "global_step", "99999999999999999999"), "train",
-                "checkpoint's 'global_step' is not an integer: '99999999999999999999'");
-  check_refused(resume_with(d, dir, "rng_state", ""), "train",
-                "checkpoint training state lacks 'rng_state'");
-  check_refused(resume_with(d, dir, "rng_state", "abcd"), "train",
-                "checkpoint's rng_state is not a generator state");
-  check_refused(resume_with(d, dir, "seconds", "nan"), "train",
-                "checkpoint's 'seconds' is not a number >= 0: 'nan'");
-  check_refused(resume_with(d, dir, "history", "{}"), "train",
-                "checkpoint's 'history' is not a list");
   const std::string resumed = d / "resume-options";
-  check_refused(resume_with(d, dir, "options", options_with(dir, "lr", "\"nan\"")), "train",
-                "checkpoint option 'lr' must be a number");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "lr", "null")), "train",
-                "checkpoint option 'lr' must be a number");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "seed", "-1")), "train",
-                "checkpoint option 'seed' must be >= 0, got -1");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "context_length", "0")), "train",
-                resumed + ": checkpoint option 'context_length' must be >= 2, got 0");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "preset", "\"gpt9\"")), "train",
-                resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "tokenizer", "\"bpe:abc\"")),
-                "train", resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "min_lr", "-1")), "train",
-                resumed + ": checkpoint option 'min_lr' must be a number >= 0");
-  check_refused(resume_with(d, dir, "options", options_with(dir, "epochs", "1.5")), "train",
-                "checkpoint option 'epochs' must be an integer, got 1.5");
+  struct Bad {
+    std::string key, value, needle;
+  };
+  const std::vector<Bad> state = {
+      {"optimizer_step", "abc", "checkpoint's 'optimizer_step' is not an integer: 'abc'"},
+      {"global_step", "99999999999999999999",
+       "checkpoint's 'global_step' is not an integer: '99999999999999999999'"},
+      {"rng_state", "", "checkpoint training state lacks 'rng_state'"},
+      {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
+      {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
+      {"history", "{}", "checkpoint's 'history' is not a list"},
+  };
+  for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
+  // Stored options: the field's text replaced in the options JSON.
+  const std::vector<Bad> options = {
+      {"lr", "\"nan\"", "checkpoint option 'lr' must be a number"},
+      {"lr", "null", "checkpoint option 'lr' must be a number"},
+      {"seed", "-1", "checkpoint option 'seed' must be >= 0, got -1"},
+      {"context_length", "0", resumed + ": checkpoint option 'context_length' must be >= 2, got 0"},
+      {"preset", "\"gpt9\"",
+       resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'"},
+      {"tokenizer", "\"bpe:abc\"",
+       resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer"},
+      {"min_lr", "-1", resumed + ": checkpoint option 'min_lr' must be a number >= 0"},
+      {"epochs", "1.5", "checkpoint option 'epochs' must be an integer, got 1.5"},
+  };
+  for (const Bad& b : options)
+    check_refused(resume_with(d, dir, "options", options_with(dir, b.key, b.value)), "train",
+                  b.needle);
 
   SUBCASE("the interrupted epoch's order must be a permutation") {
     const std::string mid = make_checkpoint(d, "mid", true);
@@ -357,15 +348,7 @@ TEST_CASE("output: a full device fails the command; a checkpoint is never replac
   CHECK(again.err == "tapegrad train: --out " + dir + " already holds a checkpoint; continue it " +
                          "with --resume " + dir + ", or replace it with --overwrite\n");
   CHECK(slurp(dir + "/checkpoint.safetensors") == before);
-  train::TrainOptions o;
-  o.text_path = std::string(TG_GOLDEN_DIR) + "/train_text.txt";
-  o.out_dir = dir;
-  o.tokenizer = "bpe:256";
-  o.context_length = 8;
-  o.epochs = 1;
-  o.max_steps = 1;
-  o.sample_tokens = 1;
-  o.progress = 0;
+  train::TrainOptions o = small_run(d, "ck", true);
   std::ostringstream out, err;
   CHECK_THROWS_AS(train::run_training(o, out, err), train::UsageError);
   o.overwrite = true;

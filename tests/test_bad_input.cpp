@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/cli.h"
+#include "tests/temp_dir.h"
 #include "train/commands.h"
 
 namespace fs = std::filesystem;
@@ -21,11 +22,9 @@ namespace {
 
 // One scratch directory for the table, with the files the cases name.
 struct Files {
-  fs::path dir;
+  tg::testing::TempDir scratch{"tg_bad_input"};
+  fs::path dir = scratch.dir;
   Files() {
-    std::string t = (fs::temp_directory_path() / "tg_bad_input_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    dir = t;
     std::ofstream(dir / "empty.txt").flush();
     std::ofstream(dir / "junk") << "hello";
     fs::create_directories(dir / "emptydir");
@@ -33,7 +32,6 @@ struct Files {
     fs::create_directories(dir / "ck");
     std::ofstream(dir / "ck" / "checkpoint.safetensors") << "not really";
   }
-  ~Files() { fs::remove_all(dir); }
 };
 
 struct Case {

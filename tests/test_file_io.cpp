@@ -18,26 +18,13 @@
 
 #include "core/file_io.h"
 #include "doctest/doctest.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string dir;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "tg_file_io_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    dir = t;
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return dir + "/" + name; }
-  int entries() const {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) n += (void(e), 1);
-    return n;
-  }
-};
+using tg::testing::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -73,7 +60,7 @@ int in_child_with_file_limit(rlim_t limit, const std::function<void()>& fn, cons
 }  // namespace
 
 TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one intact") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "ckpt.bin";
   tg::write_file_atomic(path, "old contents");
   CHECK(slurp(path) == "old contents");
@@ -95,7 +82,7 @@ TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one int
 }
 
 TEST_CASE("append_line: whole lines only, a short write is cut back off") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "log.jsonl";
   tg::append_line(path, "{\"step\": 0}");
   tg::append_line(path, "{\"step\": 5}");
@@ -112,7 +99,7 @@ TEST_CASE("append_line: whole lines only, a short write is cut back off") {
 }
 
 TEST_CASE("write_file_atomic: a temp file left by a killed writer is removed by the next write") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "checkpoint.safetensors";
   // A writer killed by SIGKILL mid-write: its temp file stays, under its (now dead) pid.
   const pid_t pid = ::fork();
@@ -140,7 +127,7 @@ TEST_CASE("write_file_atomic: a temp file left by a killed writer is removed by 
 }
 
 TEST_CASE("read_regular_file: only regular files of a bounded size, and nothing blocks") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "t.txt";
   tg::write_file_atomic(path, "twelve bytes");
   CHECK(tg::read_regular_file(path, 12, "text") == "twelve bytes");

@@ -18,6 +18,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
+#include "tests/train_testing.h"
 #include "train/commands.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
@@ -88,18 +89,7 @@ Golden read_golden() {
   return g;
 }
 
-// gen_train.py's setup.
-nn::GPTConfig small_config() {
-  nn::GPTConfig c;
-  c.vocab_size = 257;
-  c.context_length = 16;
-  c.emb_dim = 32;
-  c.n_heads = 4;
-  c.n_layers = 2;
-  c.drop_rate = 0.1;
-  c.qkv_bias = false;
-  return c;
-}
+using testing::small_config;
 
 train::TrainOptions small_options(const Scratch& s) {
   train::TrainOptions o;

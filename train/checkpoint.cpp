@@ -355,15 +355,13 @@ std::vector<EvalPoint> read_history(const std::string& text, const std::string& 
       return v && v->kind == json::Value::Kind::Number ? v->num
                                                        : std::numeric_limits<double>::quiet_NaN();
     };
-    EvalPoint p;
-    p.epoch = integer("epoch");
-    p.step = integer("step");
-    p.tokens_seen = integer("tokens_seen");
-    p.train_loss = real("train_loss");
-    p.val_loss = real("val_loss");
-    p.lr = real("lr");
-    p.seconds = real("seconds");
-    history.push_back(p);
+    history.push_back({.epoch = integer("epoch"),
+                       .step = integer("step"),
+                       .tokens_seen = integer("tokens_seen"),
+                       .train_loss = real("train_loss"),
+                       .val_loss = real("val_loss"),
+                       .lr = real("lr"),
+                       .seconds = real("seconds")});
   }
   return history;
 }
