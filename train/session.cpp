@@ -49,9 +49,9 @@ std::atomic<bool>& stop_requested() {
 
 namespace {
 
-// Training texts beyond this are refused (the tokens of 4 GiB of text would not fit in memory
-// with the model anyway).
-constexpr uint64_t kMaxTextBytes = uint64_t(4) << 30;
+// Training texts beyond this are refused, as tokenize and bpe-train refuse them (a text of that
+// size would not fit in memory with its tokens, windows and the model anyway).
+constexpr uint64_t kMaxTextBytes = uint64_t(1) << 30;
 
 std::string read_text_file(const std::string& path) {
   try {
