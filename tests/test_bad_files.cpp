@@ -192,6 +192,11 @@ TEST_CASE("bad safetensors: sizes that overflow and offsets that do not tile the
     r.replace("{", "{\"pos_emb.weight\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},");
     check_refused(generate_on(d, r.bytes()), "generate", "duplicate key 'pos_emb.weight'");
   }
+  SUBCASE("garbage after the header's JSON, inside its length") {
+    Raw r = Raw::of(good);
+    r.header += "!";
+    check_refused(generate_on(d, r.bytes()), "generate", "unexpected '!' after the value");
+  }
   SUBCASE("a header that does not start with '{'") {
     Raw r = Raw::of(good);
     r.header = " " + r.header.substr(0, r.header.size() - 1);
@@ -247,6 +252,8 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
                 "'pos_emb.weight' is [16, 32] but the checkpoint's config needs [8, 32]");
   check_refused(generate_on(d, with_config("\"emb_dim\": 32", "\"emb_dim\": 32, \"emb_dim\": 32")),
                 "generate", "duplicate key 'emb_dim'");
+  check_refused(generate_on(d, with_config("\"qkv_bias\": false}", "\"qkv_bias\": false} junk")),
+                "generate", "unexpected 'j' after the value");
 
   train::SafeTensors st = train::load_safetensors(ck);
   SUBCASE("an unknown extra tensor") {
