@@ -12,7 +12,7 @@ ASANDIR := build/asan
 NEONDIR := build/neon
 QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
-.PHONY: demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary
+.PHONY: demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
 
 # Install only what is missing, so a machine that has everything never calls apt-get.
 deps:
@@ -45,7 +45,7 @@ install: build
 # per epoch, then samples with temperature and top-k. Checkpoint and loss.svg: build/demo/.
 DEMO_OUT := build/demo
 demo: build
-	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 \
+	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 --overwrite \
 	  --eval-freq 25 --eval-iter 5 --start-context "The tide clock" --out $(DEMO_OUT)
 	$(RELEASE)/train/tapegrad generate --checkpoint $(DEMO_OUT) --prompt "The tide clock" \
 	  --max-new-tokens 60 --temperature 0.8 --top-k 25 --seed 123
@@ -71,7 +71,7 @@ test-release: deps $(TESTDIR)/build.ninja
 	tests/run.sh release $(TESTDIR)
 
 test-asan: deps $(ASANDIR)/build.ninja
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS)
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) train/tapegrad
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
@@ -106,6 +106,32 @@ test-neon: deps neon-deps $(NEONDIR)/build.ninja
 	  >build/neon-run/tests/test_kernels
 	@chmod +x build/neon-run/tests/test_kernels
 	tests/run.sh neon build/neon-run
+
+# --- fuzzing: libFuzzer harnesses of fuzz/ (fuzz/README.md) --------------------------------------
+# clang++-14 with -fsanitize=fuzzer,address,undefined in its own build dir; each harness runs for
+# FUZZ_SECONDS, starting from its committed corpus fuzz/corpus/NAME (read only) and keeping what
+# it finds in build/fuzz-corpus/NAME; a crash, leak or timeout stops make with the input in
+# build/fuzz-artifacts/. `make test` replays the committed corpora (tests/test_fuzz_replay).
+FUZZDIR := build/fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES := $(shell sed -n "s/^fuzz_names = \[\(.*\)\]/\1/p" fuzz/meson.build | tr -d "',")
+
+$(FUZZDIR)/build.ninja: | deps
+	@command -v clang++-14 >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-14 libclang-rt-14-dev; }
+	CXX=clang++-14 meson setup $(FUZZDIR) --buildtype=plain -Doptimization=1 -Ddebug=true \
+	  -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined"
+
+fuzz: $(FUZZDIR)/build.ninja gpt2
+	meson compile -C $(FUZZDIR) $(addprefix fuzz/fuzz_,$(FUZZ_NAMES))
+	@mkdir -p build/fuzz-artifacts
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p build/fuzz-corpus/$$n; \
+	  echo "== fuzz_$$n for $(FUZZ_SECONDS) s"; \
+	  $(FUZZDIR)/fuzz/fuzz_$$n build/fuzz-corpus/$$n fuzz/corpus/$$n \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz-artifacts/$$n- || exit 1; \
+	done
 
 # --- formatting ------------------------------------------------------------------------------
 SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)

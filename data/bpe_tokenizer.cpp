@@ -71,6 +71,15 @@ std::string utf8_replace_invalid(std::string_view s) {
 Tokenizer::Tokenizer(std::vector<std::string> ranks,
                      std::vector<std::pair<std::string, int>> specials, std::string name)
     : name_(std::move(name)), ranks_(std::move(ranks)), specials_(std::move(specials)) {
+  if (ranks_.size() > size_t(kMaxTokenId) + 1)
+    throw VocabError("vocabulary: " + std::to_string(ranks_.size()) + " tokens, more than " +
+                     std::to_string(kMaxTokenId + 1));
+  // The pair table below splits each token at every byte (quadratic in its length).
+  for (size_t id = 0; id < ranks_.size(); ++id)
+    if (ranks_[id].size() > kMaxTokenBytes)
+      throw VocabError("vocabulary: token " + std::to_string(id) + " has " +
+                       std::to_string(ranks_[id].size()) + " bytes, more than " +
+                       std::to_string(kMaxTokenBytes));
   size_t cap = 16;
   while (cap < ranks_.size() * 2) cap *= 2;
   slots_.assign(cap, 0);
@@ -117,10 +126,17 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
     pair_slots_[i] = {key, id};
   }
   n_vocab_ = static_cast<int>(ranks_.size());
+  std::unordered_map<std::string, int> special_names;
   for (const auto& [s, id] : specials_) {
     if (s.empty()) throw VocabError("vocabulary: empty special token");
-    if (id < 0)
-      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' has negative id");
+    // Vocabulary files hold one token per line: a line break could not be written back.
+    if (s.find_first_of("\r\n") != std::string::npos)
+      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' contains a line break");
+    if (!special_names.emplace(s, id).second)
+      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' is given twice");
+    if (id < 0 || id > kMaxTokenId)
+      throw VocabError("vocabulary: special token '" + show_bytes(s) + "' has id " +
+                       std::to_string(id) + ", outside 0.." + std::to_string(kMaxTokenId));
     if ((static_cast<size_t>(id) < ranks_.size() && !ranks_[id].empty()) ||
         !special_by_id_.emplace(id, s).second)
       throw VocabError("vocabulary: special token '" + show_bytes(s) + "' reuses id " +
@@ -137,6 +153,11 @@ Tokenizer Tokenizer::from_merges(const std::vector<std::pair<int, int>>& merges,
     const auto [a, b] = merges[k];
     if (a < 0 || b < 0 || static_cast<size_t>(a) >= 256 + k || static_cast<size_t>(b) >= 256 + k)
       throw VocabError("merge " + std::to_string(k) + " uses an id not defined before it");
+    // Checked before concatenating: merges of merges double a token's length, so a few dozen
+    // corrupt lines would otherwise ask for gigabytes.
+    if (ranks[a].size() + ranks[b].size() > kMaxTokenBytes)
+      throw VocabError("merge " + std::to_string(k) + " makes a token longer than " +
+                       std::to_string(kMaxTokenBytes) + " bytes");
     ranks[256 + k] = ranks[a] + ranks[b];
   }
   Tokenizer t(std::move(ranks), std::move(specials), "trained");

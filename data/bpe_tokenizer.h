@@ -47,6 +47,12 @@ uint32_t gpt2_byte_to_unicode(uint8_t b);
 // practice; what Python's errors="replace" and TextDecoder do).
 std::string utf8_replace_invalid(std::string_view bytes);
 
+// Ids above this are refused when a vocabulary is built or read (a corrupt rank or id must not
+// size a table of 2^31 entries); o200k, the largest OpenAI encoding, has about 200k.
+inline constexpr int kMaxTokenId = (1 << 22) - 1;
+// Longer tokens are refused likewise (GPT-2's longest is 128 bytes).
+inline constexpr size_t kMaxTokenBytes = 4096;
+
 class Tokenizer {
  public:
   // ranks[id] = the token's bytes; every single byte must be a token. specials = (name, id).

@@ -6,13 +6,39 @@
 //   TEXT
 //
 // argv[0] is the command name ("tokenize"); it is skipped. Every error is one line on stderr and
-// a non-zero exit (2: usage, 1: input or file problems).
+// a non-zero exit (2: usage, 1: input or file problems). Each option at most once (--special
+// may repeat, with distinct tokens).
 //
 // Not here: batch or parallel tokenization, JSON output, other encodings than gpt2.
 #pragma once
 #include <iosfwd>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace tg::data {
+
+// A bad command line: exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The parsed command lines (the parsers throw UsageError; tests and fuzz/ call them directly).
+struct TokenizeArgs {
+  std::string encoding, tokenizer_file, input;  // input "" or "-": stdin
+  bool decode = false, ordinary = false, help = false;
+};
+struct BpeTrainArgs {
+  long long vocab_size = -1;
+  std::string output, input, format = "tapegrad";
+  std::vector<std::string> specials;
+  bool help = false;
+};
+TokenizeArgs parse_tokenize_args(int argc, char** argv);
+BpeTrainArgs parse_bpe_train_args(int argc, char** argv);
+
+// Texts read by tokenize and bpe-train (files or stdin) beyond this are refused.
+inline constexpr unsigned long long kMaxInputBytes = 1ull << 30;
 
 int tokenize_main(int argc, char** argv);
 int bpe_train_main(int argc, char** argv);

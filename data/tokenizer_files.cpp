@@ -26,15 +26,15 @@ std::vector<uint8_t> gpt2_byte_order() {
   return order;
 }
 
+// GPT-2's encoder.json is 1 MB; no vocabulary file comes near this.
+constexpr uint64_t kMaxVocabFileBytes = uint64_t(256) << 20;
+
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw VocabError(path + ": cannot open for reading" +
-                     (std::filesystem::exists(path) ? "" : " (no such file)"));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw VocabError(path + ": read error");
-  return ss.str();
+  try {
+    return read_regular_file(path, kMaxVocabFileBytes, "vocabulary");
+  } catch (const std::runtime_error& e) {
+    throw VocabError(e.what());
+  }
 }
 
 [[noreturn]] void fail(const std::string& path, size_t line, const std::string& why) {
@@ -295,7 +295,7 @@ Tokenizer Tokenizer::from_tiktoken_file(const std::string& path,
       fail(path, k + 1, "expected 'base64 rank', found '" + show_bytes(line) + "'");
     if (!base64_decode(line.substr(0, sp), bytes))
       fail(path, k + 1, "bad base64 '" + show_bytes(line.substr(0, sp)) + "'");
-    if (!parse_int(line.substr(sp + 1), rank))
+    if (!parse_int(line.substr(sp + 1), rank) || rank > kMaxTokenId)
       fail(path, k + 1, "bad rank '" + show_bytes(line.substr(sp + 1)) + "'");
     if (static_cast<size_t>(rank) >= ranks.size()) ranks.resize(rank + 1);
     if (!ranks[rank].empty()) fail(path, k + 1, "rank " + std::to_string(rank) + " given twice");

@@ -33,11 +33,22 @@ void GPTConfig::validate() const {
       throw std::invalid_argument(std::string("GPT config: ") + name + " must be >= 1, got " +
                                   std::to_string(v));
   };
+  // Upper bounds far above any GPT this engine can train, so that a corrupt config is refused
+  // by name instead of allocating until the machine runs out of memory.
+  auto at_most = [](const char* name, int64_t v, int64_t hi) {
+    if (v > hi)
+      throw std::invalid_argument(std::string("GPT config: ") + name + " must be <= " +
+                                  std::to_string(hi) + ", got " + std::to_string(v));
+  };
   positive("vocab_size", vocab_size);
   positive("context_length", context_length);
   positive("emb_dim", emb_dim);
   positive("n_heads", n_heads);
   positive("n_layers", n_layers);
+  at_most("vocab_size", vocab_size, int64_t(1) << 22);
+  at_most("context_length", context_length, int64_t(1) << 20);
+  at_most("emb_dim", emb_dim, int64_t(1) << 16);
+  at_most("n_layers", n_layers, 1024);
   if (emb_dim % n_heads != 0)
     throw std::invalid_argument("GPT config: emb_dim (" + std::to_string(emb_dim) +
                                 ") must be divisible by n_heads (" + std::to_string(n_heads) + ")");

@@ -45,7 +45,8 @@ struct GPTConfig {
 
   bool operator==(const GPTConfig& o) const;
   std::string str() const;  // {"vocab_size": 50257, ...} (JSON, the book's keys)
-  // Throws std::invalid_argument naming the first bad field (sizes < 1, emb_dim not divisible by
+  // Throws std::invalid_argument naming the first bad field (sizes < 1 or above bounds no model
+  // here reaches: vocab 2^22, context 2^20, emb_dim 2^16, 1024 layers; emb_dim not divisible by
   // n_heads, drop_rate outside [0, 1), attention neither "fused" nor "book").
   void validate() const;
   // Parses str()'s output (core/json.h's reader: a key given twice is refused); throws

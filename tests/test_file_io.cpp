@@ -3,6 +3,7 @@
 // (and then fails with EFBIG), as on a full disk.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,26 +18,13 @@
 
 #include "core/file_io.h"
 #include "doctest/doctest.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string dir;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "tg_file_io_XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    dir = t;
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return dir + "/" + name; }
-  int entries() const {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator(dir)) n += (void(e), 1);
-    return n;
-  }
-};
+using tg::testing::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -72,7 +60,7 @@ int in_child_with_file_limit(rlim_t limit, const std::function<void()>& fn, cons
 }  // namespace
 
 TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one intact") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "ckpt.bin";
   tg::write_file_atomic(path, "old contents");
   CHECK(slurp(path) == "old contents");
@@ -94,7 +82,7 @@ TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one int
 }
 
 TEST_CASE("append_line: whole lines only, a short write is cut back off") {
-  TempDir d;
+  TempDir d("tg_file_io");
   const std::string path = d / "log.jsonl";
   tg::append_line(path, "{\"step\": 0}");
   tg::append_line(path, "{\"step\": 5}");
@@ -108,4 +96,58 @@ TEST_CASE("append_line: whole lines only, a short write is cut back off") {
 
   CHECK_THROWS_WITH_AS(tg::append_line(d / "none/log.jsonl", "x"),
                        doctest::Contains("none/log.jsonl: cannot write"), std::runtime_error);
+}
+
+TEST_CASE("write_file_atomic: a temp file left by a killed writer is removed by the next write") {
+  TempDir d("tg_file_io");
+  const std::string path = d / "checkpoint.safetensors";
+  // A writer killed by SIGKILL mid-write: its temp file stays, under its (now dead) pid.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::ofstream(path + ".tmp." + std::to_string(::getpid()) + ".0.42") << "half a checkpoint";
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFSIGNALED(status));
+  // A live writer's temp file (this process's pid) and unrelated names are left alone.
+  const std::string live = path + ".tmp." + std::to_string(::getpid()) + ".7.1";
+  std::ofstream(live) << "being written";
+  std::ofstream(d / "notes.tmp.1.2") << "not ours";
+  std::ofstream(path + ".tmp.abc") << "not a writer's name";
+  CHECK(d.entries() == 4);
+  tg::write_file_atomic(path, "new");
+  CHECK(slurp(path) == "new");
+  CHECK(!fs::exists(path + ".tmp." + std::to_string(pid) + ".0.42"));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(d / "notes.tmp.1.2"));
+  CHECK(fs::exists(path + ".tmp.abc"));
+  CHECK(d.entries() == 4);
+}
+
+TEST_CASE("read_regular_file: only regular files of a bounded size, and nothing blocks") {
+  TempDir d("tg_file_io");
+  const std::string path = d / "t.txt";
+  tg::write_file_atomic(path, "twelve bytes");
+  CHECK(tg::read_regular_file(path, 12, "text") == "twelve bytes");
+  CHECK_THROWS_WITH(tg::read_regular_file(path, 11, "text"),
+                    (path + ": 12 bytes, more than the 11 a text file may have").c_str());
+  CHECK_THROWS_WITH(tg::read_regular_file(d / "none", 100, "text"),
+                    (d / "none" + ": no such file").c_str());
+  CHECK_THROWS_WITH(tg::read_regular_file(d.dir, 100, "text"),
+                    (d.dir + ": is a directory, not a file").c_str());
+  CHECK_THROWS_WITH(tg::read_regular_file("/dev/zero", 100, "text"),
+                    "/dev/zero: not a regular file (a FIFO, device or socket); give a text file");
+  // A FIFO without a writer: refused at once (a blocking open would wait for ever).
+  REQUIRE(::mkfifo((d / "fifo").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(
+      tg::read_regular_file(d / "fifo", 100, "vocabulary"),
+      (d / "fifo" + ": not a regular file (a FIFO, device or socket); give a vocabulary file")
+          .c_str());
+  // A stream is read up to the bound, not to its end.
+  std::istringstream endless(std::string(1000, 'z'));
+  CHECK_THROWS_WITH(tg::read_stream(endless, "stdin", 100), "stdin: more than 100 bytes; refused");
+  std::istringstream small("abc");
+  CHECK(tg::read_stream(small, "stdin", 100) == "abc");
 }

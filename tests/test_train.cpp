@@ -18,6 +18,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
+#include "tests/train_testing.h"
 #include "train/commands.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
@@ -88,18 +89,7 @@ Golden read_golden() {
   return g;
 }
 
-// gen_train.py's setup.
-nn::GPTConfig small_config() {
-  nn::GPTConfig c;
-  c.vocab_size = 257;
-  c.context_length = 16;
-  c.emb_dim = 32;
-  c.n_heads = 4;
-  c.n_layers = 2;
-  c.drop_rate = 0.1;
-  c.qkv_bias = false;
-  return c;
-}
+using testing::small_config;
 
 train::TrainOptions small_options(const Scratch& s) {
   train::TrainOptions o;
@@ -169,9 +159,10 @@ CliRun run_cli(int (*fn)(int, char**), std::vector<std::string> args) {
 }
 
 // The error is one line "tapegrad <command>: ..." naming the problem (informational lines such
-// as "resuming ..." may precede it), and the exit status is 1.
-void check_one_line_error(const CliRun& r, const std::string& needle) {
-  CHECK(r.rc == 1);
+// as "resuming ..." may precede it), and the exit status is `rc`: 2 for a bad command line, 1 for
+// bad input or a failure.
+void check_one_line_error(const CliRun& r, const std::string& needle, int rc = 1) {
+  CHECK(r.rc == rc);
   std::istringstream lines(r.err);
   std::string line;
   int errors = 0;
@@ -424,42 +415,43 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
   SUBCASE("context larger than the preset allows") {
     check_one_line_error(
         run_cli(cli::train_main, {"train", "--text", text, "--context", "4096", "--out", out}),
-        "--context 4096 is outside what preset tiny allows");
+        "--context 4096 is outside what preset tiny allows", 2);
   }
   SUBCASE("unknown preset") {
     check_one_line_error(
         run_cli(cli::train_main, {"train", "--text", text, "--preset", "gpt9", "--out", out}),
-        "unknown preset 'gpt9'");
+        "unknown preset 'gpt9'", 2);
   }
   SUBCASE("unknown tokenizer") {
     check_one_line_error(
         run_cli(cli::train_main, {"train", "--text", text, "--tokenizer", "sentencepiece"}),
-        "unknown tokenizer 'sentencepiece'");
+        "unknown tokenizer 'sentencepiece'", 2);
   }
   SUBCASE("bad numbers and unknown flags") {
     check_one_line_error(run_cli(cli::train_main, {"train", "--epochs", "ten"}),
-                         "--epochs expects an integer");
+                         "--epochs expects an integer", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--frobnicate"}),
-                         "unknown option --frobnicate");
+                         "unknown option --frobnicate", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--threads", "4294967297"}),
-                         "--threads must be from 1 to 1024, got 4294967297");
+                         "--threads must be from 1 to 1024, got 4294967297", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--clip-grad", "nan"}),
-                         "--clip-grad must be a number >= 0");
+                         "--clip-grad must be a number >= 0", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--weight-decay", "inf"}),
-                         "--weight-decay must be a number >= 0");
+                         "--weight-decay must be a number >= 0", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--warmup-steps", "-5"}),
-                         "--warmup-steps must be >= 0");
+                         "--warmup-steps must be >= 0", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--max-steps", "0"}),
-                         "--max-steps must be >= 1");
+                         "--max-steps must be >= 1", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--attention", "flash"}),
-                         "--attention must be fused or book, got 'flash'");
+                         "--attention must be fused or book, got 'flash'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--log", s / "no-such-dir/log.jsonl",
                                                    "--text", text, "--out", out}),
                          "cannot write log file");
     check_one_line_error(
         run_cli(cli::generate_main, {"generate", "--threads", "100000", "--checkpoint", out}),
-        "--threads must be from 1 to 1024");
-    check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required");
+        "--threads must be from 1 to 1024", 2);
+    check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required",
+                         2);
     check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
                          "no such checkpoint");
   }
@@ -468,7 +460,7 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
     // resuming with a different data pipeline
     check_one_line_error(
         run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
-        "does not match the checkpoint");
+        "does not match the checkpoint", 2);
     // a checkpoint whose weights do not fit its stated config
     train::SafeTensors st = train::load_safetensors(out + "/checkpoint.safetensors");
     nn::GPTConfig other = small_config();

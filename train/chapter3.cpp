@@ -26,6 +26,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "core/text.h"
 #include "nn/causal_attention.h"
 #include "nn/causal_mask.h"
 #include "nn/dropout.h"
@@ -122,11 +123,22 @@ int replay_mha_notebook(int only, std::ostream& null_stream) {
   return 0;
 }
 
-int chapter3_main(int argc, char** argv) {
+namespace {
+
+// Replays the notebook(s); returns the exit status (2 for a bad command line).
+int run_chapter3(int argc, char** argv) {
   int only = 0;  // 0: every cell
-  bool mha_notebook = false;
+  bool mha_notebook = false, seen_cell = false, seen_notebook = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if ((a == "--notebook" && seen_notebook) || (a == "--cell" && seen_cell)) {
+      std::cerr << "tapegrad chapter3: " << a << " is given twice\n";
+      return 2;
+    }
+    if ((a == "--notebook" || a == "--cell") && i + 1 >= argc) {
+      std::cerr << "tapegrad chapter3: " << a << " needs a value\n";
+      return 2;
+    }
     if (a == "--help" || a == "-h") {
       std::cout << "usage: tapegrad chapter3 [--notebook ch03|mha] [--cell N]\n\n"
                    "Replays the chapter-3 notebook's code cells In [2]..In [38] (or the "
@@ -138,24 +150,27 @@ int chapter3_main(int argc, char** argv) {
     if (a == "--notebook" && i + 1 < argc) {
       const std::string nb = argv[++i];
       if (nb != "ch03" && nb != "mha") {
-        std::cerr << "tapegrad chapter3: --notebook expects ch03 or mha, got '" << nb << "'\n";
+        std::cerr << "tapegrad chapter3: --notebook expects ch03 or mha, got '" << show_bytes(nb)
+                  << "'\n";
         return 2;
       }
       mha_notebook = nb == "mha";
+      seen_notebook = true;
       continue;
     }
     if (a == "--cell" && i + 1 < argc) {
       char* end = nullptr;
       const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < 2 || n > kLastCell) {
+      if (*end != '\0' || end == argv[i] || n < 2 || n > kLastCell) {
         std::cerr << "tapegrad chapter3: --cell expects a number from " << kFirstCell << " to "
-                  << kLastCell << ", got '" << argv[i] << "'\n";
+                  << kLastCell << ", got '" << show_bytes(argv[i]) << "'\n";
         return 2;
       }
       only = int(n);
+      seen_cell = true;
       continue;
     }
-    std::cerr << "tapegrad chapter3: unknown option '" << a << "' (try --help)\n";
+    std::cerr << "tapegrad chapter3: unknown option '" << show_bytes(a) << "' (try --help)\n";
     return 2;
   }
 
@@ -367,6 +382,20 @@ int chapter3_main(int argc, char** argv) {
     os << "\nSecond head:\n " << second_res << "\n";
   }
   return 0;
+}
+
+}  // namespace
+
+int chapter3_main(int argc, char** argv) {
+  const int rc = run_chapter3(argc, argv);
+  // Lost output (a full disk, a closed pipe) is a failure, not a silent exit 0.
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "tapegrad chapter3: cannot write the output to stdout (disk full or pipe "
+                 "closed?)\n";
+    return 1;
+  }
+  return rc;
 }
 
 }  // namespace tg::cli

@@ -1,9 +1,13 @@
 // Training checkpoints (see checkpoint.h).
 #include "train/checkpoint.h"
 
+#include <charconv>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "core/threadpool.h"
 
@@ -67,9 +71,34 @@ void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok
   md["tokenizer_specials"] = sp;
 }
 
+// NaN or infinite weights would sample garbage (NUL bytes) and exit 0: refused by name.
+void check_finite(const Tensor& t, const std::string& name, const std::string& path) {
+  if (t.dtype() != DType::Float32) return;
+  for (const float x : t.to_vector<float>())
+    if (!std::isfinite(x))
+      throw TrainError(path + ": '" + name + "' holds NaN or infinite values (a corrupt or " +
+                       "diverged checkpoint)");
+}
+
+// Every stored tensor must be one a checkpoint has: the model's, AdamW's moments of its
+// parameters, the interrupted epoch's order, the tokenizer's merges. Anything else means a file
+// from another model or a spliced one.
+void check_known_tensors(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
+  std::set<std::string> known = {"trainer.epoch_order", "tokenizer.merges"};
+  for (const auto& [name, t] : model.state_dict()) known.insert(name);
+  for (const auto& [name, p] : model.named_parameters()) {
+    known.insert("optimizer.exp_avg." + name);
+    known.insert("optimizer.exp_avg_sq." + name);
+  }
+  for (const auto& [name, t] : st.tensors)
+    if (!known.count(name))
+      throw TrainError(path + ": unexpected tensor '" + name + "' (not part of this model)");
+}
+
 // Copies the checkpoint's state_dict entries into the model; every name must be present with
-// the model's shape.
+// the model's shape and dtype, finite, and no other tensor may be stored.
 void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
+  check_known_tensors(model, st, path);
   nn::NamedTensors sd;
   for (const auto& [name, t] : model.state_dict()) {
     const Tensor* src = st.find(name);
@@ -78,6 +107,7 @@ void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string&
       throw TrainError(path + ": '" + name + "' is " + shape_str(src->shape()) +
                        " in the checkpoint but " + shape_str(t.shape()) +
                        " in this model (a checkpoint from another config)");
+    check_finite(*src, name, path);
     sd.emplace_back(name, *src);
   }
   model.load_state_dict(sd);
@@ -96,6 +126,46 @@ std::string text_hash(std::string_view s) {
   return buf;
 }
 
+namespace {
+
+// The config's sizes must be the stored tensors' before a model is built from it, so a corrupt
+// config cannot ask for more memory than the file holds (n_layers 2^32, context 10^12) or drop
+// stored layers silently.
+void check_config_against_tensors(const nn::GPTConfig& cfg, const SafeTensors& st,
+                                  const std::string& path) {
+  auto expect = [&](const char* name, const Shape& want) {
+    const Tensor* t = st.find(name);
+    if (!t) throw TrainError(path + ": checkpoint lacks '" + name + "'");
+    if (t->shape() != want)
+      throw TrainError(path + ": '" + name + "' is " + shape_str(t->shape()) +
+                       " but the checkpoint's config needs " + shape_str(want) +
+                       " (a corrupt checkpoint, or weights from another config)");
+  };
+  expect("tok_emb.weight", {cfg.vocab_size, cfg.emb_dim});
+  expect("pos_emb.weight", {cfg.context_length, cfg.emb_dim});
+  expect("out_head.weight", {cfg.vocab_size, cfg.emb_dim});
+  // Blocks stored: the distinct N of "trf_blocks.N." (the names are checked one by one later).
+  std::vector<bool> seen;
+  int64_t blocks = 0;
+  for (const auto& [name, t] : st.tensors) {
+    if (name.rfind("trf_blocks.", 0) != 0) continue;
+    const size_t dot = name.find('.', 11);
+    const std::string idx = name.substr(11, dot == std::string::npos ? dot : dot - 11);
+    if (idx.empty() || idx.size() > 6 || idx.find_first_not_of("0123456789") != std::string::npos)
+      throw TrainError(path + ": unexpected tensor '" + name + "'");
+    const size_t i = std::stoul(idx);
+    if (i >= seen.size()) seen.resize(i + 1, false);
+    if (!seen[i]) ++blocks;
+    seen[i] = true;
+  }
+  if (blocks != int64_t(seen.size()) || blocks != cfg.n_layers)
+    throw TrainError(path + ": the checkpoint's config says n_layers " +
+                     std::to_string(cfg.n_layers) + " but it stores " + std::to_string(blocks) +
+                     " blocks" + (blocks != int64_t(seen.size()) ? " with gaps" : ""));
+}
+
+}  // namespace
+
 nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path) {
   const auto f = st.metadata.find("format");
   if (f == st.metadata.end() || f->second != kFormat)
@@ -103,13 +173,15 @@ nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& p
                      std::string(kFormat) + ")");
   const auto c = st.metadata.find("config");
   if (c == st.metadata.end()) throw TrainError(path + ": checkpoint has no config");
+  nn::GPTConfig cfg;
   try {
-    nn::GPTConfig cfg = nn::GPTConfig::parse(c->second);
+    cfg = nn::GPTConfig::parse(c->second);
     cfg.validate();
-    return cfg;
   } catch (const std::exception& e) {
     throw TrainError(path + ": " + e.what());
   }
+  check_config_against_tensors(cfg, st, path);
+  return cfg;
 }
 
 std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
@@ -130,11 +202,26 @@ std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st
     throw TrainError(path + ": checkpoint's tokenizer '" + it->second + "' lacks its merges");
   std::vector<std::pair<int, int>> merges;
   const std::vector<int64_t> v = m->to_vector<int64_t>();
-  for (size_t i = 0; i + 1 < v.size(); i += 2) merges.emplace_back(int(v[i]), int(v[i + 1]));
+  for (size_t i = 0; i + 1 < v.size(); i += 2) {
+    // Checked before narrowing to int: an id of 2^32 + 5 must not become 5.
+    const int64_t limit = 256 + int64_t(i / 2);
+    if (v[i] < 0 || v[i] >= limit || v[i + 1] < 0 || v[i + 1] >= limit)
+      throw TrainError(path + ": checkpoint's tokenizer.merges row " + std::to_string(i / 2) +
+                       " uses an id outside 0.." + std::to_string(limit - 1));
+    merges.emplace_back(int(v[i]), int(v[i + 1]));
+  }
   std::vector<std::pair<std::string, int>> specials;
   try {
-    for (const json::Value& e : json::parse(sp->second).items)
-      specials.emplace_back(e.items.at(0).str, int(e.items.at(1).as_int()));
+    const json::Value list = json::parse(sp->second);
+    if (list.kind != json::Value::Kind::Array) throw std::runtime_error("specials not a list");
+    for (const json::Value& e : list.items) {
+      if (e.kind != json::Value::Kind::Array || e.items.size() != 2 ||
+          e.items[0].kind != json::Value::Kind::String)
+        throw std::runtime_error("a special is not [\"name\", id]");
+      const int64_t id = e.items[1].as_int();
+      if (id < 0 || id > INT32_MAX) throw std::runtime_error("special id out of range");
+      specials.emplace_back(e.items[0].str, int(id));
+    }
     return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials));
   } catch (const std::exception& e) {
     throw TrainError(path + ": checkpoint's tokenizer does not load (" + e.what() + ")");
@@ -211,6 +298,94 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
   }
 }
 
+namespace {
+
+// A training-state entry of the metadata; errors name the key.
+const std::string& state_str(const SafeTensors& st, const char* key, const std::string& path) {
+  const auto it = st.metadata.find(key);
+  if (it == st.metadata.end())
+    throw TrainError(path + ": checkpoint training state lacks '" + key + "'");
+  return it->second;
+}
+
+int64_t state_int(const SafeTensors& st, const char* key, const std::string& path) {
+  const std::string& v = state_str(st, key, path);
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+    throw TrainError(path + ": checkpoint's '" + key + "' is not an integer: '" + show_bytes(v) +
+                     "'");
+  return x;
+}
+
+double state_real(const SafeTensors& st, const char* key, const std::string& path) {
+  const std::string& v = state_str(st, key, path);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+    throw TrainError(path + ": checkpoint's '" + key + "' is not a number >= 0: '" + show_bytes(v) +
+                     "'");
+  return x;
+}
+
+// The "history" entry: a JSON list of evaluations.
+std::vector<EvalPoint> read_history(const std::string& text, const std::string& path) {
+  json::Value list;
+  try {
+    list = json::parse(text);
+  } catch (const json::Error& e) {
+    throw TrainError(path + ": checkpoint's 'history' does not parse (" + e.what() + ")");
+  }
+  if (list.kind != json::Value::Kind::Array)
+    throw TrainError(path + ": checkpoint's 'history' is not a list");
+  std::vector<EvalPoint> history;
+  for (const json::Value& e : list.items) {
+    auto integer = [&](const char* k) {
+      const json::Value* v = e.find(k);
+      if (!v || v->kind != json::Value::Kind::Number)
+        throw TrainError(path + ": checkpoint history entry lacks '" + k + "'");
+      try {
+        return v->as_int();
+      } catch (const json::Error& err) {
+        throw TrainError(path + ": checkpoint history entry's '" + k + "': " + err.what());
+      }
+    };
+    auto real = [&](const char* k) {
+      const json::Value* v = e.find(k);
+      return v && v->kind == json::Value::Kind::Number ? v->num
+                                                       : std::numeric_limits<double>::quiet_NaN();
+    };
+    history.push_back({.epoch = integer("epoch"),
+                       .step = integer("step"),
+                       .tokens_seen = integer("tokens_seen"),
+                       .train_loss = real("train_loss"),
+                       .val_loss = real("val_loss"),
+                       .lr = real("lr"),
+                       .seconds = real("seconds")});
+  }
+  return history;
+}
+
+// The interrupted epoch's batch order: a permutation of the training windows, else a resume
+// would read windows twice, skip others or index past the dataset.
+std::vector<int64_t> read_epoch_order(const SafeTensors& st, const std::string& path,
+                                      int64_t n_windows) {
+  const Tensor* o = st.find("trainer.epoch_order");
+  if (!o || o->numel() != n_windows || o->dtype() != DType::Int64 || o->dim() != 1)
+    throw TrainError(path + ": checkpoint lacks the interrupted epoch's batch order");
+  std::vector<int64_t> order = o->to_vector<int64_t>();
+  std::vector<bool> seen(size_t(n_windows), false);
+  for (const int64_t i : order) {
+    if (i < 0 || i >= n_windows || seen[size_t(i)])
+      throw TrainError(path + ": checkpoint's trainer.epoch_order is not a permutation of 0.." +
+                       std::to_string(n_windows - 1));
+    seen[size_t(i)] = true;
+  }
+  return order;
+}
+
+}  // namespace
+
 RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, nn::GPTModel& model,
                                AdamW& optimizer, Generator& gen, int64_t n_batches,
                                int64_t n_windows) {
@@ -222,58 +397,33 @@ RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, n
                                                                         : "optimizer.exp_avg_sq.") +
                               params[k].first;
       const Tensor* t = st.find(key);
-      if (!t || t->shape() != params[k].second.shape())
+      if (!t || t->shape() != params[k].second.shape() || t->dtype() != DType::Float32)
         throw TrainError(path + ": checkpoint lacks optimizer state '" + key + "'");
+      check_finite(*t, key, path);
       (*moments)[k] = t->clone();
     }
   }
   RunPosition pos;
+  optimizer.step_count = state_int(st, "optimizer_step", path);
+  pos.global_step = state_int(st, "global_step", path);
+  pos.tokens_seen = state_int(st, "tokens_seen", path);
+  pos.epoch = state_int(st, "epoch", path);
+  pos.batch = state_int(st, "batch", path);
+  pos.seconds = state_real(st, "seconds", path);
   try {
-    optimizer.step_count = std::stoll(st.metadata.at("optimizer_step"));
-    pos.global_step = std::stoll(st.metadata.at("global_step"));
-    pos.tokens_seen = std::stoll(st.metadata.at("tokens_seen"));
-    pos.epoch = std::stoll(st.metadata.at("epoch"));
-    pos.batch = std::stoll(st.metadata.at("batch"));
-    pos.seconds = std::stod(st.metadata.at("seconds"));
-    gen.set_state(unhex(st.metadata.at("rng_state")));
-    for (const json::Value& e : json::parse(st.metadata.at("history")).items) {
-      auto integer = [&](const char* k) {
-        const json::Value* v = e.find(k);
-        if (!v || v->kind != json::Value::Kind::Number)
-          throw TrainError(path + ": checkpoint history entry lacks '" + k + "'");
-        return v->as_int();
-      };
-      EvalPoint p;
-      p.epoch = integer("epoch");
-      p.step = integer("step");
-      p.tokens_seen = integer("tokens_seen");
-      auto d = [&](const char* k) {
-        const json::Value* v = e.find(k);
-        return v && v->kind == json::Value::Kind::Number ? v->num
-                                                         : std::numeric_limits<double>::quiet_NaN();
-      };
-      p.train_loss = d("train_loss");
-      p.val_loss = d("val_loss");
-      p.lr = d("lr");
-      p.seconds = d("seconds");
-      pos.history.push_back(p);
-    }
+    gen.set_state(unhex(state_str(st, "rng_state", path)));
   } catch (const TrainError&) {
     throw;
   } catch (const std::exception& e) {
-    throw TrainError(path + ": checkpoint training state is incomplete (" + e.what() + ")");
+    throw TrainError(path + ": checkpoint's rng_state is not a generator state (" + e.what() + ")");
   }
+  pos.history = read_history(state_str(st, "history", path), path);
   if (pos.epoch < 0 || pos.global_step < -1 || pos.tokens_seen < 0 || optimizer.step_count < 0 ||
       pos.batch < 0 || pos.batch > n_batches)
     throw TrainError(path + ": checkpoint position is out of range (epoch " +
                      std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch) + " of " +
                      std::to_string(n_batches) + ", step " + std::to_string(pos.global_step) + ")");
-  if (pos.batch > 0) {
-    const Tensor* o = st.find("trainer.epoch_order");
-    if (!o || o->numel() != n_windows)
-      throw TrainError(path + ": checkpoint lacks the interrupted epoch's batch order");
-    pos.epoch_order = o->to_vector<int64_t>();
-  }
+  if (pos.batch > 0) pos.epoch_order = read_epoch_order(st, path, n_windows);
   return pos;
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <string>
 
+#include "core/text.h"
 #include "data/cli.h"
 #include "train/commands.h"
 
@@ -42,6 +43,11 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     usage(std::cout);
+    std::cout.flush();
+    if (!std::cout) {
+      std::cerr << "tapegrad help: cannot write the output to stdout (disk full or pipe closed?)\n";
+      return 1;
+    }
     return 0;
   }
   for (const Command& c : kCommands) {
@@ -53,6 +59,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::cerr << "tapegrad: unknown command '" << cmd << "' (try `tapegrad help`)\n";
+  std::cerr << "tapegrad: unknown command '" << tg::show_bytes(cmd) << "' (try `tapegrad help`)\n";
   return 2;
 }

@@ -8,6 +8,7 @@
 //
 // Not here: memory mapping, half types, big-endian hosts.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,7 +29,14 @@ struct SafeTensors {
 // Throws std::runtime_error "PATH: reason" when the file cannot be written.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& t,
                       const Metadata& metadata);
-// Throws std::runtime_error "PATH: reason" on a missing, truncated or malformed file.
+// The largest file load_safetensors reads (a gpt2-124m checkpoint with AdamW's moments is
+// 1.5 GB), and the format's own limit on the header (100 MB in the reference reader).
+inline constexpr uint64_t kMaxSafetensorsBytes = uint64_t(64) << 30;
+inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Throws std::runtime_error "PATH: reason" on a missing, truncated or malformed file: also a
+// shape whose size overflows, byte ranges that do not tile the data region exactly (in order,
+// no hole, no overlap, nothing after the last), and anything but a regular file.
 SafeTensors load_safetensors(const std::string& path);
 
 }  // namespace tg::train

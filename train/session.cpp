@@ -4,6 +4,7 @@
 // learning-rate schedule, clipping, the progress line, the JSON log, checkpoints and Ctrl-C.
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -48,13 +49,16 @@ std::atomic<bool>& stop_requested() {
 
 namespace {
 
+// Training texts beyond this are refused, as tokenize and bpe-train refuse them (a text of that
+// size would not fit in memory with its tokens, windows and the model anyway).
+constexpr uint64_t kMaxTextBytes = uint64_t(1) << 30;
+
 std::string read_text_file(const std::string& path) {
-  if (fs::is_directory(path)) throw TrainError("text file '" + path + "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TrainError("cannot read text file '" + path + "' (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    return read_regular_file(path, kMaxTextBytes, "text");
+  } catch (const std::exception& e) {
+    throw TrainError(std::string("cannot read text file ") + e.what());
+  }
 }
 
 // Byte offset of code point `n` (Python's len() counts code points, not bytes).
@@ -142,13 +146,19 @@ std::shared_ptr<const data::GPTDatasetV1> make_dataset(const data::Tokenizer& to
                                                     T);
 }
 
-// An unwritable log is found before training, not after the first evaluation.
+// An unwritable log is found before training, not after the first evaluation. O_NONBLOCK: a
+// FIFO without a reader would block the open; only a regular file is a log.
 void check_log_writable(const std::string& path) {
   if (path.empty()) return;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENXIO)  // a FIFO nobody reads
+    throw TrainError("cannot write log file '" + path + "' (not a regular file)");
   if (fd < 0)
     throw TrainError("cannot write log file '" + path + "' (" + std::strerror(errno) + ")");
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   ::close(fd);
+  if (!regular) throw TrainError("cannot write log file '" + path + "' (not a regular file)");
 }
 
 std::string log_line(const EvalPoint& p) {
@@ -174,6 +184,7 @@ class Session final : public TrainHooks {
   void make_loaders();
   void make_model();
   void open_output_dir();
+  void refuse_overwrite() const;
 
   // hooks
   void before_step(int64_t step) override;
@@ -218,6 +229,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   resuming_ = !opt_.resume_dir.empty();
   if (resuming_) resume_options();
   check_options(opt_);
+  refuse_overwrite();
   if (opt_.threads > 0) set_num_threads(opt_.threads);
   check_log_writable(opt_.log_path);
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
@@ -226,7 +238,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   make_model();
   open_output_dir();
   if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
-    throw TrainError("--start-context is empty");
+    throw UsageError("--start-context is empty");
 }
 
 // A checkpoint to resume supplies the options not given explicitly.
@@ -292,6 +304,17 @@ void Session::make_model() {
   seconds_before_ = pos_.seconds;
 }
 
+// A fresh run never replaces a checkpoint silently (hours of training may be in it); found
+// before any work is done.
+void Session::refuse_overwrite() const {
+  const std::string out = (fs::path(opt_.out_dir) / kCheckpointFile).string();
+  std::error_code ec;
+  if (!fs::exists(out, ec) || opt_.overwrite) return;
+  if (resuming_ && fs::equivalent(ckpt_in_, out, ec)) return;
+  throw UsageError("--out " + opt_.out_dir + " already holds a checkpoint; continue it with " +
+                   "--resume " + opt_.out_dir + ", or replace it with --overwrite");
+}
+
 void Session::open_output_dir() {
   std::error_code ec;
   fs::create_directories(opt_.out_dir, ec);
@@ -299,6 +322,7 @@ void Session::open_output_dir() {
     throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
                      ")");
   ckpt_out_ = (fs::path(opt_.out_dir) / kCheckpointFile).string();
+
   plot_out_ = (fs::path(opt_.out_dir) / "loss.svg").string();
   last_good_ = resuming_ ? ckpt_in_ : "";
   options_ = options_json(opt_);

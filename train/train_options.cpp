@@ -51,20 +51,28 @@ std::string options_json(const TrainOptions& o) {
 }
 
 // Fills the options the user did not give from the checkpoint's; refuses explicit ones that
-// would change the data or the model.
+// would change the data or the model. Each stored value must have its type (a string "nan" is
+// not a learning rate of 0); check_options then checks the ranges as for flags.
 void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::string& path) {
-  auto str = [&](const char* k) {
+  using Kind = json::Value::Kind;
+  auto field = [&](const char* k, Kind kind, const char* want) -> const json::Value& {
     const json::Value* v = saved.find(k);
     if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    return v->str;
+    if (v->kind != kind) throw TrainError(path + ": checkpoint option '" + k + "' must be " + want);
+    return *v;
   };
-  auto num = [&](const char* k) {
-    const json::Value* v = saved.find(k);
-    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    return v->kind == json::Value::Kind::Bool ? double(v->b) : v->num;
+  auto str = [&](const char* k) { return field(k, Kind::String, "a string").str; };
+  auto num = [&](const char* k) { return field(k, Kind::Number, "a number").num; };
+  auto integer = [&](const char* k) {
+    const json::Value& v = field(k, Kind::Number, "an integer");
+    try {
+      return v.as_int();
+    } catch (const json::Error&) {
+      throw TrainError(path + ": checkpoint option '" + k + "' must be an integer, got " + v.str);
+    }
   };
   auto conflict = [&](const char* flag, const std::string& mine, const std::string& theirs) {
-    throw TrainError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +
+    throw UsageError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +
                      path + " (trained with " + theirs + "); a checkpoint from another config");
   };
   auto take_str = [&](const char* flag, const char* key, std::string& field) {
@@ -73,7 +81,7 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
     field = saved_v;
   };
   auto take_int = [&](const char* flag, const char* key, int64_t& field, bool must_match) {
-    const int64_t saved_v = int64_t(num(key));
+    const int64_t saved_v = integer(key);
     if (!is_explicit(o, flag))
       field = saved_v;
     else if (must_match && field != saved_v)
@@ -92,49 +100,93 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
   take_double("weight-decay", "weight_decay", o.weight_decay);
   take_int("eval-freq", "eval_freq", o.eval_freq, false);
   take_int("eval-iter", "eval_iter", o.eval_iter, false);
-  int64_t seed = int64_t(o.seed);
-  take_int("seed", "seed", seed, false);
-  o.seed = uint64_t(seed);
+  if (!is_explicit(o, "seed")) {
+    const int64_t seed = integer("seed");
+    if (seed < 0)
+      throw TrainError(path + ": checkpoint option 'seed' must be >= 0, got " +
+                       std::to_string(seed));
+    o.seed = uint64_t(seed);
+  }
   if (!is_explicit(o, "start-context")) o.start_context = str("start_context");
   take_int("sample-tokens", "sample_tokens", o.sample_tokens, false);
   take_double("clip-grad", "clip_grad", o.clip_grad);
   take_int("warmup-steps", "warmup_steps", o.warmup_steps, false);
-  if (!is_explicit(o, "cosine")) o.cosine = num("cosine") != 0;
+  if (!is_explicit(o, "cosine")) o.cosine = field("cosine", Kind::Bool, "true or false").b;
   take_double("initial-lr", "initial_lr", o.initial_lr);
   take_double("min-lr", "min_lr", o.min_lr);
   // The attention route changes no result beyond rounding, so it may differ from the
   // checkpoint's; resuming on the same route keeps a resumed run bit-exact. Checkpoints from
   // before the fused route ran the book's.
-  if (!is_explicit(o, "attention")) {
-    const json::Value* a = saved.find("attention");
-    o.attention = a ? a->str : "book";
-  }
+  if (!is_explicit(o, "attention"))
+    o.attention = saved.find("attention") ? str("attention") : "book";
 }
 
+namespace {
+
+// A value out of range: a UsageError naming the flag when the user gave it, else a TrainError
+// naming the checkpoint it came from (the user never typed that flag).
+[[noreturn]] void bad_option(const TrainOptions& o, const char* flag, const std::string& what) {
+  if (is_explicit(o, flag) || o.resume_dir.empty())
+    throw UsageError("--" + std::string(flag) + " " + what);
+  std::string key = flag == std::string("context") ? "context_length" : flag;
+  for (char& c : key)
+    if (c == '-') c = '_';
+  throw TrainError(o.resume_dir + ": checkpoint option '" + key + "' " + what);
+}
+
+void in_range(const TrainOptions& o, const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo)
+    bad_option(o, flag, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  if (v > hi)
+    bad_option(o, flag, "must be <= " + std::to_string(hi) + ", got " + std::to_string(v));
+}
+
+void finite_at_least_0(const TrainOptions& o, const char* flag, double v) {
+  if (!(v >= 0) || !std::isfinite(v)) bad_option(o, flag, "must be a number >= 0");
+}
+
+// gpt2 or bpe:N with 256 <= N <= 100000 (the session's make_tokenizer builds it).
+bool valid_tokenizer_spec(const std::string& spec) {
+  if (spec == "gpt2") return true;
+  if (spec.rfind("bpe:", 0) != 0 || spec.size() < 7 || spec.size() > 10) return false;
+  const std::string n = spec.substr(4);
+  if (n.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long v = std::stol(n);
+  return v >= 256 && v <= 100000;
+}
+
+}  // namespace
+
 void check_options(const TrainOptions& opt) {
-  auto at_least = [](const char* flag, int64_t v, int64_t lo) {
-    if (v < lo)
-      throw TrainError("--" + std::string(flag) + " must be >= " + std::to_string(lo) + ", got " +
-                       std::to_string(v));
-  };
-  at_least("epochs", opt.epochs, 0);
-  at_least("batch-size", opt.batch_size, 1);
-  at_least("eval-freq", opt.eval_freq, 1);
-  at_least("eval-iter", opt.eval_iter, 1);
-  at_least("sample-tokens", opt.sample_tokens, 0);
-  if (!(opt.lr >= 0) || !std::isfinite(opt.lr)) throw TrainError("--lr must be a number >= 0");
-  auto finite_at_least_0 = [](const char* flag, double v) {
-    if (!(v >= 0) || !std::isfinite(v))
-      throw TrainError("--" + std::string(flag) + " must be a number >= 0");
-  };
-  finite_at_least_0("weight-decay", opt.weight_decay);
-  finite_at_least_0("clip-grad", opt.clip_grad);
-  finite_at_least_0("initial-lr", opt.initial_lr);
-  if (opt.min_lr != -1) finite_at_least_0("min-lr", opt.min_lr);  // -1: the default, 0.1 * lr
-  at_least("warmup-steps", opt.warmup_steps, 0);
-  if (opt.max_steps != -1) at_least("max-steps", opt.max_steps, 1);  // -1: no limit
+  constexpr int64_t kBig = int64_t(1) << 40;  // counts beyond this are typing errors
+  in_range(opt, "epochs", opt.epochs, 0, 1000000);
+  in_range(opt, "batch-size", opt.batch_size, 1, 1 << 20);
+  in_range(opt, "eval-freq", opt.eval_freq, 1, kBig);
+  in_range(opt, "eval-iter", opt.eval_iter, 1, kBig);
+  in_range(opt, "sample-tokens", opt.sample_tokens, 0, 100000);
+  in_range(opt, "warmup-steps", opt.warmup_steps, 0, kBig);
+  finite_at_least_0(opt, "lr", opt.lr);
+  finite_at_least_0(opt, "weight-decay", opt.weight_decay);
+  finite_at_least_0(opt, "clip-grad", opt.clip_grad);
+  finite_at_least_0(opt, "initial-lr", opt.initial_lr);
+  // -1 and 0 are "not given" markers; a value from the command line or a checkpoint is real.
+  const bool given_min_lr = is_explicit(opt, "min-lr") || !opt.resume_dir.empty();
+  if (given_min_lr) finite_at_least_0(opt, "min-lr", opt.min_lr);
+  if (opt.context_length != 0 || is_explicit(opt, "context") || !opt.resume_dir.empty())
+    in_range(opt, "context", opt.context_length, 2, int64_t(1) << 20);
+  if (opt.max_steps != -1) in_range(opt, "max-steps", opt.max_steps, 1, kBig);
   if (opt.attention != "fused" && opt.attention != "book")
-    throw TrainError("--attention must be fused or book, got '" + opt.attention + "'");
+    bad_option(opt, "attention", "must be fused or book, got '" + show_bytes(opt.attention) + "'");
+  if (!opt.tokenizer.empty() && !valid_tokenizer_spec(opt.tokenizer))
+    bad_option(opt, "tokenizer",
+               "names an unknown tokenizer '" + show_bytes(opt.tokenizer) +
+                   "' (known: gpt2, bpe:N with 256 <= N <= 100000)");
+  if (opt.preset != "tiny" && opt.preset != "gpt2-124m" &&
+      !(opt.preset == "custom" && (opt.config || !opt.resume_dir.empty())))
+    bad_option(opt, "preset",
+               "names an unknown preset '" + show_bytes(opt.preset) + "' (known: gpt2-124m, tiny)");
+  if (!opt.resume_dir.empty() && !is_explicit(opt, "text") && opt.text_path.empty())
+    bad_option(opt, "text", "is empty");
 }
 
 nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
@@ -156,7 +208,7 @@ nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
   }
   if (opt.context_length == 0) opt.context_length = cfg.context_length;
   if (opt.context_length < 2 || opt.context_length > max_ctx)
-    throw TrainError("--context " + std::to_string(opt.context_length) +
+    throw UsageError("--context " + std::to_string(opt.context_length) +
                      " is outside what preset " + opt.preset + " allows (2.." +
                      std::to_string(max_ctx) + ")");
   cfg.context_length = opt.context_length;

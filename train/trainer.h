@@ -30,10 +30,14 @@
 
 namespace tg::train {
 
-// A one-line user error (bad flag, missing file, short text, NaN loss): the CLI prints
+// A one-line user error (missing file, bad checkpoint, short text, NaN loss): the CLI prints
 // "tapegrad train: <what()>" and exits with status 1.
 struct TrainError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+// A bad command line (unknown, repeated or malformed flag, a value out of range): status 2.
+struct UsageError : TrainError {
+  using TrainError::TrainError;
 };
 
 // cross_entropy(logits.flatten(0, 1), target_batch.flatten())
@@ -142,6 +146,8 @@ struct TrainOptions {
   double initial_lr = 0, min_lr = -1;  // min_lr < 0: 0.1 * lr
   int64_t max_steps = -1;              // stop (and save) after this many steps in this run
   int progress = -1;  // 1: progress line on stderr, 0: never, -1: when stderr is a tty
+  // A fresh run refuses an out_dir that already holds a checkpoint unless this is set.
+  bool overwrite = false;
   // Names of the options given explicitly; on --resume the checkpoint supplies the others, and
   // explicit data-pipeline options (preset, tokenizer, context, batch size, text) must match it.
   std::vector<std::string> explicit_flags;

@@ -1,0 +1,364 @@
+// Bad input never crashes, hangs or passes silently (issue 16), one test per kind of bad file:
+// crafted safetensors files and checkpoints (sizes that overflow, offsets that do not tile the
+// data, duplicate keys, unknown tensors, configs that do not match the tensors, corrupt training
+// state and stored options, NaN weights), lost output, an overwritten checkpoint.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+#include "nn/gpt.h"
+#include "tests/temp_dir.h"
+#include "tests/train_testing.h"
+#include "train/commands.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+using namespace tg;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Dir = tg::testing::TempDir;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A safetensors file as its header text and data bytes, to be spliced and put back together.
+struct Raw {
+  std::string header, data;
+  static Raw of(const std::string& bytes) {
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    return {bytes.substr(8, n), bytes.substr(8 + n)};
+  }
+  std::string bytes(int64_t header_len_delta = 0) const {
+    const uint64_t n = header.size() + uint64_t(header_len_delta);
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xFF);
+    return out + header + data;
+  }
+  void replace(const std::string& from, const std::string& to) {
+    const size_t at = header.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    header.replace(at, from.size(), to);
+  }
+};
+
+// A short run of the small GPT of test_train (2 layers, emb 32, context 16, raw bytes) into
+// d/name: one epoch, or (mid_epoch) one step, so the checkpoint holds trainer.epoch_order.
+train::TrainOptions small_run(const Dir& d, const std::string& name, bool mid_epoch) {
+  train::TrainOptions o;
+  o.text_path = std::string(TG_GOLDEN_DIR) + "/train_text.txt";
+  o.config = testing::small_config();
+  o.tokenizer = "bpe:256";
+  o.epochs = 1;
+  o.batch_size = 4;
+  o.eval_freq = 100;
+  o.eval_iter = 1;
+  o.sample_tokens = 1;
+  o.start_context = "The ";
+  o.out_dir = d / name;
+  o.progress = 0;
+  if (mid_epoch) o.max_steps = 1;
+  return o;
+}
+
+std::string make_checkpoint(const Dir& d, const std::string& name, bool mid_epoch) {
+  const train::TrainOptions o = small_run(d, name, mid_epoch);
+  std::ostringstream out, err;
+  train::run_training(o, out, err);
+  return o.out_dir;
+}
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+Result run(int (*fn)(int, char**), std::vector<std::string> args,
+           std::streambuf* out_buf = nullptr) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out_buf ? out_buf : out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  const int rc = fn(int(argv.size()), argv.data());
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  std::cout.clear();
+  return {rc, out.str(), err.str()};
+}
+
+// The command failed with status 1 and one error line on stderr, "tapegrad CMD: " + a message
+// containing `needle` (the file's path is part of it); only informational lines ("resuming ...")
+// may precede it.
+void check_refused(const Result& r, const std::string& cmd, const std::string& needle) {
+  INFO("stderr: ", r.err);
+  CHECK(r.rc == 1);
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.back() == '\n');
+  const size_t last = r.err.rfind('\n', r.err.size() - 2) + 1;  // 0 when there is one line
+  CHECK(r.err.rfind("tapegrad " + cmd + ": ", last) == last);
+  CHECK(r.err.find("tapegrad ") == last);
+  CHECK(r.err.find(needle, last) != std::string::npos);
+}
+
+// generate on a checkpoint file whose bytes are `bytes`.
+Result generate_on(const Dir& d, const std::string& bytes) {
+  const std::string path = d / "crafted.safetensors";
+  spit(path, bytes);
+  return run(cli::generate_main, {"generate", "--checkpoint", path, "--max-new-tokens", "2"});
+}
+
+// train --resume on a copy of `dir`'s checkpoint with metadata[key] = value ("" removes key).
+Result resume_with(const Dir& d, const std::string& from, const std::string& key,
+                   const std::string& value) {
+  train::SafeTensors st = train::load_safetensors(from + "/checkpoint.safetensors");
+  if (value.empty())
+    st.metadata.erase(key);
+  else
+    st.metadata[key] = value;
+  const std::string dir = d / ("resume-" + key);
+  fs::create_directories(dir);
+  train::save_safetensors(dir + "/checkpoint.safetensors", st.tensors, st.metadata);
+  return run(cli::train_main, {"train", "--resume", dir, "--epochs", "2", "--no-progress"});
+}
+
+// The stored options JSON with one field's text replaced.
+std::string options_with(const std::string& from, const std::string& field,
+                         const std::string& value) {
+  const train::SafeTensors st = train::load_safetensors(from + "/checkpoint.safetensors");
+  std::string o = st.metadata.at("options");
+  const size_t at = o.find("\"" + field + "\": ");
+  REQUIRE(at != std::string::npos);
+  const size_t begin = at + field.size() + 4;
+  const size_t end = o.find_first_of(",}", o[begin] == '"' ? o.find('"', begin + 1) : begin);
+  return o.replace(begin, end - begin, value);
+}
+
+}  // namespace
+
+TEST_CASE("bad safetensors: sizes that overflow and offsets that do not tile the data") {
+  Dir d;
+  const std::string ck = make_checkpoint(d, "ck", false) + "/checkpoint.safetensors";
+  const std::string good = slurp(ck);
+  REQUIRE(generate_on(d, good).rc == 0);  // the unmodified file loads
+
+  SUBCASE("an element count past int64 (tokenizer.merges [2^60 + 256, 2])") {
+    Raw r = Raw::of(good);
+    r.replace("\"shape\":[0,2]", "\"shape\":[1152921504606847232,2]");
+    check_refused(generate_on(d, r.bytes()), "generate",
+                  "entry 'tokenizer.merges': element count overflows int64");
+  }
+  SUBCASE("one byte inserted into the data") {
+    Raw r = Raw::of(good);
+    r.data.insert(r.data.begin() + 100, 'x');
+    check_refused(generate_on(d, r.bytes()), "generate",
+                  "not a valid safetensors file (the tensors cover " +
+                      std::to_string(r.data.size() - 1) + " bytes of a data region of " +
+                      std::to_string(r.data.size()) + ")");
+  }
+  SUBCASE("trailing bytes after the last tensor") {
+    Raw r = Raw::of(good);
+    r.data += "garbage";
+    check_refused(generate_on(d, r.bytes()), "generate", "the tensors cover");
+  }
+  SUBCASE("a header length off by a few bytes") {
+    const Raw r = Raw::of(good);
+    check_refused(generate_on(d, r.bytes(+3)), "generate", "not a valid safetensors file (header");
+    // 3 bytes fewer: the header's padding spaces become data, which no tensor covers.
+    check_refused(generate_on(d, r.bytes(-3)), "generate", "not a valid safetensors file (");
+    check_refused(generate_on(d, r.bytes(-13)), "generate", "not a valid safetensors file (");
+  }
+  SUBCASE("a duplicate key in the header") {
+    Raw r = Raw::of(good);
+    r.replace("{", "{\"pos_emb.weight\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},");
+    check_refused(generate_on(d, r.bytes()), "generate", "duplicate key 'pos_emb.weight'");
+  }
+  SUBCASE("garbage after the header's JSON, inside its length") {
+    Raw r = Raw::of(good);
+    r.header += "!";
+    check_refused(generate_on(d, r.bytes()), "generate", "unexpected '!' after the value");
+  }
+  SUBCASE("a header that does not start with '{'") {
+    Raw r = Raw::of(good);
+    r.header = " " + r.header.substr(0, r.header.size() - 1);
+    check_refused(generate_on(d, r.bytes()), "generate", "header does not start with '{'");
+  }
+  SUBCASE("overlapping tensors and a hole, in a hand-made file") {
+    const std::string f = d / "x.safetensors";
+    const std::string four(16, '\1');
+    Raw r{
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+        four.substr(0, 12)};
+    spit(f, r.bytes());
+    CHECK_THROWS_WITH(train::load_safetensors(f),
+                      doctest::Contains("entry 'b' starts at byte 4, not 8 (overlaps another)"));
+    r.replace("[4,12]", "[12,20]");
+    r.data = four + "1234";
+    spit(f, r.bytes());
+    CHECK_THROWS_WITH(train::load_safetensors(f),
+                      doctest::Contains("entry 'b' starts at byte 12, not 8 (a hole before it)"));
+    r.replace("[12,20]", "[8,16]");
+    r.data = four;
+    spit(f, r.bytes());
+    CHECK(train::load_safetensors(f).tensors.size() == 2);  // the same file, tiled: loads
+  }
+}
+
+TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
+  Dir d;
+  const std::string dir = make_checkpoint(d, "ck", false);
+  const std::string ck = dir + "/checkpoint.safetensors";
+  auto with_config = [&](const std::string& from, const std::string& to) {
+    train::SafeTensors st = train::load_safetensors(ck);
+    std::string& c = st.metadata.at("config");
+    const size_t at = c.find(from);
+    REQUIRE(at != std::string::npos);
+    c.replace(at, from.size(), to);
+    train::save_safetensors(d / "c.safetensors", st.tensors, st.metadata);
+    return slurp(d / "c.safetensors");
+  };
+  check_refused(generate_on(d, with_config("\"n_layers\": 2", "\"n_layers\": 4294967298")),
+                "generate", "GPT config: n_layers must be <= 1024, got 4294967298");
+  check_refused(
+      generate_on(d, with_config("\"context_length\": 16", "\"context_length\": 1000000000000")),
+      "generate", "GPT config: context_length must be <= 1048576, got 1000000000000");
+  // Stated 1 layer, 2 stored: generate is as strict as --resume.
+  check_refused(generate_on(d, with_config("\"n_layers\": 2", "\"n_layers\": 1")), "generate",
+                "the checkpoint's config says n_layers 1 but it stores 2 blocks");
+  check_refused(generate_on(d, with_config("\"n_layers\": 2", "\"n_layers\": 3")), "generate",
+                "the checkpoint's config says n_layers 3 but it stores 2 blocks");
+  check_refused(generate_on(d, with_config("\"context_length\": 16", "\"context_length\": 8")),
+                "generate",
+                "'pos_emb.weight' is [16, 32] but the checkpoint's config needs [8, 32]");
+  check_refused(generate_on(d, with_config("\"emb_dim\": 32", "\"emb_dim\": 32, \"emb_dim\": 32")),
+                "generate", "duplicate key 'emb_dim'");
+  check_refused(generate_on(d, with_config("\"qkv_bias\": false}", "\"qkv_bias\": false} junk")),
+                "generate", "unexpected 'j' after the value");
+
+  train::SafeTensors st = train::load_safetensors(ck);
+  SUBCASE("an unknown extra tensor") {
+    st.tensors.emplace_back("extra.weight", zeros({2}));
+    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
+                  "unexpected tensor 'extra.weight' (not part of this model)");
+  }
+  SUBCASE("a NaN among the weights") {
+    for (auto& [name, t] : st.tensors)
+      if (name == "trf_blocks.1.ff.layers.0.weight") t.data<float>()[3] = std::nanf("");
+    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
+                  "'trf_blocks.1.ff.layers.0.weight' holds NaN or infinite values");
+  }
+  SUBCASE("a merge id past 2^31 is not cut to int") {
+    for (auto& [name, t] : st.tensors)
+      if (name == "tokenizer.merges")
+        t = from_vector(std::vector<int64_t>{(int64_t(1) << 32) + 97, 97}, {1, 2});
+    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
+                  "tokenizer.merges row 0 uses an id outside 0..255");
+  }
+}
+
+TEST_CASE("bad training state: each field named, stored options checked like flags") {
+  Dir d;
+  const std::string dir = make_checkpoint(d, "ck", false);
+  const std::string resumed = d / "resume-options";
+  struct Bad {
+    std::string key, value, needle;
+  };
+  const std::vector<Bad> state = {
+      {"optimizer_step", "abc", "checkpoint's 'optimizer_step' is not an integer: 'abc'"},
+      {"global_step", "99999999999999999999",
+       "checkpoint's 'global_step' is not an integer: '99999999999999999999'"},
+      {"rng_state", "", "checkpoint training state lacks 'rng_state'"},
+      {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
+      {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
+      {"history", "{}", "checkpoint's 'history' is not a list"},
+  };
+  for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
+  // Stored options: the field's text replaced in the options JSON.
+  const std::vector<Bad> options = {
+      {"lr", "\"nan\"", "checkpoint option 'lr' must be a number"},
+      {"lr", "null", "checkpoint option 'lr' must be a number"},
+      {"seed", "-1", "checkpoint option 'seed' must be >= 0, got -1"},
+      {"context_length", "0", resumed + ": checkpoint option 'context_length' must be >= 2, got 0"},
+      {"preset", "\"gpt9\"",
+       resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'"},
+      {"tokenizer", "\"bpe:abc\"",
+       resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer"},
+      {"min_lr", "-1", resumed + ": checkpoint option 'min_lr' must be a number >= 0"},
+      {"epochs", "1.5", "checkpoint option 'epochs' must be an integer, got 1.5"},
+  };
+  for (const Bad& b : options)
+    check_refused(resume_with(d, dir, "options", options_with(dir, b.key, b.value)), "train",
+                  b.needle);
+
+  SUBCASE("the interrupted epoch's order must be a permutation") {
+    const std::string mid = make_checkpoint(d, "mid", true);
+    train::SafeTensors st = train::load_safetensors(mid + "/checkpoint.safetensors");
+    for (auto& [name, t] : st.tensors)
+      if (name == "trainer.epoch_order") t.data<int64_t>()[1] = t.data<int64_t>()[0];
+    train::save_safetensors(mid + "/checkpoint.safetensors", st.tensors, st.metadata);
+    check_refused(run(cli::train_main, {"train", "--resume", mid, "--no-progress"}), "train",
+                  "checkpoint's trainer.epoch_order is not a permutation of 0..");
+  }
+}
+
+TEST_CASE("output: a full device fails the command; a checkpoint is never replaced silently") {
+  Dir d;
+  std::ofstream full("/dev/full");
+  REQUIRE(full.is_open());
+  const std::string dir = make_checkpoint(d, "ck", false);
+  const Result g = run(cli::generate_main,
+                       {"generate", "--checkpoint", dir, "--max-new-tokens", "3"}, full.rdbuf());
+  check_refused(g, "generate", "cannot write the output to stdout (disk full or pipe closed?)");
+  full.clear();
+  const Result c = run(cli::chapter3_main, {"chapter3", "--cell", "3"}, full.rdbuf());
+  check_refused(c, "chapter3", "cannot write the output to stdout (disk full or pipe closed?)");
+  full.clear();
+  const Result t =
+      run(cli::train_main,
+          {"train", "--resume", dir, "--epochs", "2", "--max-steps", "1", "--no-progress"},
+          full.rdbuf());
+  check_refused(t, "train", "cannot write the output to stdout (disk full or pipe closed?)");
+  // `tapegrad help` (train/main.cpp) runs as a program.
+  const std::string help = std::string(TG_TAPEGRAD_EXE) + " help > /dev/full 2> /dev/null";
+  CHECK(WEXITSTATUS(std::system(help.c_str())) == 1);
+  const std::string help_ok = std::string(TG_TAPEGRAD_EXE) + " help > /dev/null";
+  CHECK(WEXITSTATUS(std::system(help_ok.c_str())) == 0);
+
+  // A fresh run into a directory holding a checkpoint is refused before any work, and the
+  // checkpoint is unchanged; --overwrite replaces it.
+  const std::string before = slurp(dir + "/checkpoint.safetensors");
+  const Result again = run(cli::train_main, {"train", "--out", dir, "--preset", "tiny"});
+  CHECK(again.rc == 2);
+  CHECK(again.err == "tapegrad train: --out " + dir + " already holds a checkpoint; continue it " +
+                         "with --resume " + dir + ", or replace it with --overwrite\n");
+  CHECK(slurp(dir + "/checkpoint.safetensors") == before);
+  train::TrainOptions o = small_run(d, "ck", true);
+  std::ostringstream out, err;
+  CHECK_THROWS_AS(train::run_training(o, out, err), train::UsageError);
+  o.overwrite = true;
+  CHECK(train::run_training(o, out, err).global_step == 0);
+  CHECK(slurp(dir + "/checkpoint.safetensors") != before);
+}

@@ -1,0 +1,285 @@
+// Bad input never crashes, hangs or passes silently (issue 16): a table of bad command lines and
+// files per command, each checked for its exit status (2: bad command line, 1: bad input or a
+// failure) and its exact one-line message on stderr, with nothing on stdout.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/cli.h"
+#include "tests/temp_dir.h"
+#include "train/commands.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One scratch directory for the table, with the files the cases name.
+struct Files {
+  tg::testing::TempDir scratch{"tg_bad_input"};
+  fs::path dir = scratch.dir;
+  Files() {
+    std::ofstream(dir / "empty.txt").flush();
+    std::ofstream(dir / "junk") << "hello";
+    fs::create_directories(dir / "emptydir");
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);  // no writer: a blocking open hangs
+    fs::create_directories(dir / "ck");
+    std::ofstream(dir / "ck" / "checkpoint.safetensors") << "not really";
+  }
+};
+
+struct Case {
+  std::vector<std::string> argv;  // argv[0] picks the command; "{d}" is the scratch directory
+  int rc;
+  std::string message;  // the one line on stderr, "{d}" replaced likewise
+};
+
+std::string expand(std::string s, const std::string& dir) {
+  for (size_t at = s.find("{d}"); at != std::string::npos; at = s.find("{d}", at + dir.size()))
+    s.replace(at, 3, dir);
+  return s;
+}
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+// Runs one command in-process; bpe-train takes explicit streams, the others write to std::cout /
+// std::cerr, redirected here (tokenize: run_tokenize, which also gives it an empty stdin).
+Result run(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const int argc = int(argv.size());
+  std::ostringstream out, err;
+  const std::string& cmd = args[0];
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  int rc = -1;
+  if (cmd == "train") rc = tg::cli::train_main(argc, argv.data());
+  if (cmd == "generate") rc = tg::cli::generate_main(argc, argv.data());
+  if (cmd == "chapter3") rc = tg::cli::chapter3_main(argc, argv.data());
+  if (cmd == "bpe-train") rc = tg::data::bpe_train_main(argc, argv.data(), out, err);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  return {rc, out.str(), err.str()};
+}
+
+Result run_tokenize(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  std::istringstream in("");
+  const int rc = tg::data::tokenize_main(int(argv.size()), argv.data(), in, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+void check_table(const std::vector<Case>& cases) {
+  const Files f;
+  for (const Case& c : cases) {
+    std::vector<std::string> argv;
+    for (const auto& a : c.argv) argv.push_back(expand(a, f.dir.string()));
+    const Result r = argv[0] == "tokenize" ? run_tokenize(argv) : run(argv);
+    std::string line;
+    for (const auto& a : argv) line += "'" + a + "' ";
+    INFO("command: ", line);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == c.rc);
+    CHECK(r.err == "tapegrad " + argv[0] + ": " + expand(c.message, f.dir.string()) + "\n");
+    CHECK(r.out.empty());
+  }
+}
+
+const std::string kNotRegular = ": not a regular file (a FIFO, device or socket); give a ";
+
+}  // namespace
+
+TEST_CASE("bad input table: tapegrad train") {
+  check_table({
+      {{"train", "--context", "0"}, 2, "--context must be from 2 to 1048576, got 0"},
+      {{"train", "--context", "-3"}, 2, "--context must be from 2 to 1048576, got -3"},
+      {{"train", "--max-steps", "-1"}, 2, "--max-steps must be >= 1, got -1"},
+      {{"train", "--min-lr", "-1"}, 2, "--min-lr must be a number >= 0"},
+      {{"train", "--min-lr", "nan"}, 2, "--min-lr must be a number >= 0"},
+      {{"train", "--text", ""}, 2, "--text is empty"},
+      {{"train", "--out", ""}, 2, "--out is empty"},
+      {{"train", "--start-context", ""}, 2, "--start-context is empty"},
+      {{"train", "--epochs", "4611686018427387904", "--cosine"},
+       2,
+       "--epochs must be <= 1000000, got 4611686018427387904"},
+      {{"train", "--epochs", "-1"}, 2, "--epochs must be >= 0, got -1"},
+      {{"train", "--sample-tokens", "99999999999"},
+       2,
+       "--sample-tokens must be <= 100000, got 99999999999"},
+      {{"train", "--lr", "1", "--lr", "2"}, 2, "--lr is given twice"},
+      {{"train", "--cosine", "--cosine"}, 2, "--cosine is given twice"},
+      {{"train", "--epochs=2", "--epochs", "3"}, 2, "--epochs is given twice"},
+      {{"train", "--epochs", "ten"}, 2, "--epochs expects an integer, got 'ten'"},
+      {{"train", "--epochs", "99999999999999999999"},
+       2,
+       "--epochs expects an integer, got '99999999999999999999'"},
+      {{"train", "--lr", "abc"}, 2, "--lr expects a number, got 'abc'"},
+      {{"train", "--lr", "nan"}, 2, "--lr must be a number >= 0"},
+      {{"train", "--lr", "inf"}, 2, "--lr must be a number >= 0"},
+      {{"train", "--lr"}, 2, "--lr needs a value"},
+      {{"train", "--cosine=1"}, 2, "--cosine takes no value"},
+      {{"train", "--frobnicate"}, 2, "unknown option --frobnicate (see --help)"},
+      {{"train", "extra"}, 2, "unexpected argument 'extra' (options start with --)"},
+      {{"train", "--threads", "0"}, 2, "--threads must be from 1 to 1024, got 0"},
+      {{"train", "--seed", "-1"}, 2, "--seed must be >= 0, got -1"},
+      {{"train", "--batch-size", "0"}, 2, "--batch-size must be >= 1, got 0"},
+      {{"train", "--eval-freq", "0"}, 2, "--eval-freq must be >= 1, got 0"},
+      {{"train", "--warmup-steps", "-5"}, 2, "--warmup-steps must be >= 0, got -5"},
+      {{"train", "--clip-grad", "-1"}, 2, "--clip-grad must be a number >= 0"},
+      {{"train", "--attention", "flash"}, 2, "--attention must be fused or book, got 'flash'"},
+      {{"train", "--tokenizer", "bpe:abc"},
+       2,
+       "--tokenizer names an unknown tokenizer 'bpe:abc' (known: gpt2, bpe:N with 256 <= N <= "
+       "100000)"},
+      {{"train", "--tokenizer", "bpe:100"},
+       2,
+       "--tokenizer names an unknown tokenizer 'bpe:100' (known: gpt2, bpe:N with 256 <= N <= "
+       "100000)"},
+      {{"train", "--preset", "gpt9"},
+       2,
+       "--preset names an unknown preset 'gpt9' (known: gpt2-124m, tiny)"},
+      {{"train", "--preset", "custom"},
+       2,
+       "--preset names an unknown preset 'custom' (known: gpt2-124m, tiny)"},
+      {{"train", "--progress", "--no-progress"},
+       2,
+       "--progress and --no-progress contradict each other"},
+      {{"train", "--resume", "x", "--overwrite"},
+       2,
+       "--overwrite starts afresh; it does not go with --resume"},
+      {{"train", "--out", "{d}/ck"},
+       2,
+       "--out {d}/ck already holds a checkpoint; continue it with --resume {d}/ck, or replace it "
+       "with --overwrite"},
+      {{"train", "--text", "{d}/missing.txt", "--out", "{d}/o"},
+       1,
+       "cannot read text file {d}/missing.txt: no such file"},
+      {{"train", "--text", "{d}/emptydir", "--out", "{d}/o"},
+       1,
+       "cannot read text file {d}/emptydir: is a directory, not a file"},
+      {{"train", "--text", "/dev/zero", "--out", "{d}/o"},
+       1,
+       "cannot read text file /dev/zero" + kNotRegular + "text file"},
+      {{"train", "--text", "{d}/fifo", "--out", "{d}/o"},
+       1,
+       "cannot read text file {d}/fifo" + kNotRegular + "text file"},
+      {{"train", "--text", "{d}/empty.txt", "--out", "{d}/o"},
+       1,
+       "text file '{d}/empty.txt' is empty"},
+      {{"train", "--resume", "{d}/none"}, 1, "{d}/none: no checkpoint to resume from"},
+      {{"train", "--log", "{d}/fifo", "--out", "{d}/o"},
+       1,
+       "cannot write log file '{d}/fifo' (not a regular file)"},
+      {{"train", "--log", "{d}/emptydir", "--out", "{d}/o"},
+       1,
+       "cannot write log file '{d}/emptydir' (Is a directory)"},
+      {{"train", "--resume", "{d}/junk"},
+       1,
+       "{d}/junk: not a valid safetensors file (shorter than 8 bytes)"},
+      {{"train", "--resume", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "safetensors file"},
+  });
+}
+
+TEST_CASE("bad input table: tapegrad generate") {
+  check_table({
+      {{"generate"}, 2, "--checkpoint DIR is required"},
+      {{"generate", "--checkpoint", ""}, 2, "--checkpoint is empty"},
+      {{"generate", "--checkpoint", "a", "--checkpoint", "b"}, 2, "--checkpoint is given twice"},
+      {{"generate", "--checkpoint", "c", "--temperature", "inf"},
+       2,
+       "--temperature must be 0 (greedy) or from 0.001 to 1000, got inf"},
+      {{"generate", "--checkpoint", "c", "--temperature", "1e-45"},
+       2,
+       "--temperature must be 0 (greedy) or from 0.001 to 1000, got 1e-45"},
+      {{"generate", "--checkpoint", "c", "--temperature", "-1"},
+       2,
+       "--temperature must be 0 (greedy) or from 0.001 to 1000, got -1"},
+      {{"generate", "--checkpoint", "c", "--temperature", "nan"},
+       2,
+       "--temperature must be 0 (greedy) or from 0.001 to 1000, got nan"},
+      {{"generate", "--checkpoint", "c", "--max-new-tokens", "99999999999999"},
+       2,
+       "--max-new-tokens must be from 0 to 100000, got 99999999999999"},
+      {{"generate", "--checkpoint", "c", "--max-new-tokens", "-1"},
+       2,
+       "--max-new-tokens must be from 0 to 100000, got -1"},
+      {{"generate", "--checkpoint", "c", "--top-k", "-1"}, 2, "--top-k must be >= 0"},
+      {{"generate", "--checkpoint", "c", "--seed", "-5"}, 2, "--seed must be >= 0"},
+      {{"generate", "--checkpoint", "c", "--prompt", ""}, 2, "--prompt is empty"},
+      {{"generate", "--checkpoint", "c", "--eos=1"}, 2, "--eos takes no value"},
+      {{"generate", "--checkpoint", "c", "--threads", "2000"},
+       2,
+       "--threads must be from 1 to 1024, got 2000"},
+      {{"generate", "--checkpoint", "{d}/none"}, 1, "{d}/none: no such checkpoint"},
+      {{"generate", "--checkpoint", "{d}/emptydir"},
+       1,
+       "{d}/emptydir/checkpoint.safetensors: no such checkpoint"},
+      {{"generate", "--checkpoint", "{d}/junk"},
+       1,
+       "{d}/junk: not a valid safetensors file (shorter than 8 bytes)"},
+      {{"generate", "--checkpoint", "/dev/zero"},
+       1,
+       "/dev/zero" + kNotRegular + "safetensors file"},
+      {{"generate", "--checkpoint", "{d}/fifo"}, 1, "{d}/fifo" + kNotRegular + "safetensors file"},
+  });
+}
+
+TEST_CASE("bad input table: tapegrad tokenize, bpe-train and chapter3") {
+  check_table({
+      {{"tokenize", "--decode", "--decode"}, 2, "option --decode is given twice (try --help)"},
+      {{"tokenize", "--encoding", "gpt2", "--encoding", "gpt2"},
+       2,
+       "option --encoding is given twice (try --help)"},
+      {{"tokenize", "--encoding", ""},
+       2,
+       "unknown encoding '' (only gpt2 is built in) (try --help)"},
+      {{"tokenize", "--tokenizer", ""}, 2, "--tokenizer needs a file name (try --help)"},
+      {{"tokenize", ""}, 2, "empty input file name (try --help)"},
+      {{"tokenize", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "text file"},
+      {{"tokenize", "{d}/fifo"}, 1, "{d}/fifo" + kNotRegular + "text file"},
+      {{"tokenize", "{d}/emptydir"}, 1, "{d}/emptydir: is a directory, not a file"},
+      {{"tokenize", "--tokenizer", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "vocabulary file"},
+      {{"tokenize", "--tokenizer", "{d}/emptydir"}, 1, "{d}/emptydir: is a directory, not a file"},
+      {{"tokenize", "--tokenizer", "{d}/fifo"}, 1, "{d}/fifo" + kNotRegular + "vocabulary file"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "x", "--special", "a\nb", "t"},
+       2,
+       "--special 'a\\x0ab' contains a line break (try --help)"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "x", "--special", "<|a|>", "--special", "<|a|>",
+        "t"},
+       2,
+       "--special '<|a|>' is given twice (try --help)"},
+      {{"bpe-train", "--vocab-size", "300", "--vocab-size", "300", "-o", "x", "t"},
+       2,
+       "option --vocab-size is given twice (try --help)"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "x", "--output", "y", "t"},
+       2,
+       "option -o is given twice (try --help)"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "", "t"}, 2, "-o needs a file name (try --help)"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/v", "/dev/zero"},
+       1,
+       "/dev/zero" + kNotRegular + "text file"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/v", "{d}/fifo"},
+       1,
+       "{d}/fifo" + kNotRegular + "text file"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/v", "{d}/emptydir"},
+       1,
+       "{d}/emptydir: is a directory, not a file"},
+      {{"chapter3", "--cell", "99"}, 2, "--cell expects a number from 2 to 38, got '99'"},
+      {{"chapter3", "--cell", ""}, 2, "--cell expects a number from 2 to 38, got ''"},
+      {{"chapter3", "--cell"}, 2, "--cell needs a value"},
+      {{"chapter3", "--cell", "3", "--cell", "4"}, 2, "--cell is given twice"},
+      {{"chapter3", "--notebook", "ch04"}, 2, "--notebook expects ch03 or mha, got 'ch04'"},
+      {{"chapter3", "--bogus"}, 2, "unknown option '--bogus' (try --help)"},
+  });
+}

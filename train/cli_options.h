@@ -1,0 +1,34 @@
+// The command lines of `tapegrad train` and `tapegrad generate`, parsed and range-checked without
+// running anything (so tests and the fuzzer in fuzz/ can call them). Every refusal is a
+// UsageError naming the flag: the CLI prints it as one line and exits with status 2.
+//
+// Conventions, the same for every tapegrad command: --name VALUE or --name=VALUE; a flag given
+// twice is refused (no silent "last one wins"); numbers must parse whole and lie in the range
+// the help text states.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "train/trainer.h"
+
+namespace tg::cli {
+
+struct GenerateOptions {
+  std::string checkpoint, prompt = "Every effort moves you", logits;
+  int64_t max_new_tokens = 50, top_k = 0, seed = 123;
+  double temperature = 0;
+  int threads = 0;  // 0: leave the pool as it is
+  bool eos = false, help = false;
+};
+
+// Upper bounds of counts (each keeps a run finite: a huge count would run for ever silently).
+inline constexpr int64_t kMaxNewTokens = 100000;
+inline constexpr int64_t kMaxEpochs = 1000000;
+// --temperature is 0 (greedy) or in this range: below it logits / T overflow to inf.
+inline constexpr double kMinTemperature = 1e-3, kMaxTemperature = 1e3;
+
+// argv[0] is the subcommand's name. `help` is set for --help (nothing else is checked then).
+train::TrainOptions parse_train_args(int argc, char** argv, bool& help);
+GenerateOptions parse_generate_args(int argc, char** argv);
+
+}  // namespace tg::cli
