@@ -1,5 +1,5 @@
-// The command-line option parsers of train, generate, tokenize and bpe-train on any argv (the
-// input split at NUL bytes). Every refusal must be a UsageError; what parses must pass (or be
+// The command-line option parsers of train, generate, chapter3, tokenize and bpe-train on any argv
+// (the input split at NUL bytes). Every refusal must be a UsageError; what parses must pass (or be
 // refused by) check_options without a crash.
 #include <exception>
 
@@ -25,6 +25,10 @@ TG_FUZZ_ENTRY(cli) {
   }
   try {
     (void)cli::parse_generate_args(argc, argv.data());
+  } catch (const train::UsageError&) {
+  }
+  try {
+    (void)cli::parse_chapter3_args(argc, argv.data());
   } catch (const train::UsageError&) {
   }
   try {

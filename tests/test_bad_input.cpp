@@ -279,6 +279,8 @@ TEST_CASE("bad input table: tapegrad tokenize, bpe-train and chapter3") {
       {{"chapter3", "--cell", ""}, 2, "--cell expects a number from 2 to 38, got ''"},
       {{"chapter3", "--cell"}, 2, "--cell needs a value"},
       {{"chapter3", "--cell", "3", "--cell", "4"}, 2, "--cell is given twice"},
+      {{"chapter3", "--cell=39"}, 2, "--cell expects a number from 2 to 38, got '39'"},
+      {{"chapter3", "--cell=3", "--cell", "4"}, 2, "--cell is given twice"},
       {{"chapter3", "--notebook", "ch04"}, 2, "--notebook expects ch03 or mha, got 'ch04'"},
       {{"chapter3", "--bogus"}, 2, "unknown option '--bogus' (try --help)"},
   });

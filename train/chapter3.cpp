@@ -36,6 +36,7 @@
 #include "nn/multihead_wrapper.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
+#include "train/cli_options.h"
 #include "train/commands.h"
 
 namespace tg::cli {
@@ -57,8 +58,6 @@ std::string py_float(double v) {
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
 }
-
-constexpr int kFirstCell = 2, kLastCell = 38;
 
 }  // namespace
 
@@ -125,64 +124,11 @@ int replay_mha_notebook(int only, std::ostream& null_stream) {
 
 namespace {
 
-// Replays the notebook(s); returns the exit status (2 for a bad command line).
-int run_chapter3(int argc, char** argv) {
-  int only = 0;  // 0: every cell
-  bool mha_notebook = false, seen_cell = false, seen_notebook = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--notebook" && seen_notebook) || (a == "--cell" && seen_cell)) {
-      std::cerr << "tapegrad chapter3: " << a << " is given twice\n";
-      return 2;
-    }
-    if ((a == "--notebook" || a == "--cell") && i + 1 >= argc) {
-      std::cerr << "tapegrad chapter3: " << a << " needs a value\n";
-      return 2;
-    }
-    if (a == "--help" || a == "-h") {
-      std::cout << "usage: tapegrad chapter3 [--notebook ch03|mha] [--cell N]\n\n"
-                   "Replays the chapter-3 notebook's code cells In [2]..In [38] (or the "
-                   "multihead-attention notebook's In [2]..In [8]) and prints their output as "
-                   "PyTorch does.\n  --cell N   print only cell N (the earlier cells still run, "
-                   "silently)\n";
-      return 0;
-    }
-    if (a == "--notebook" && i + 1 < argc) {
-      const std::string nb = argv[++i];
-      if (nb != "ch03" && nb != "mha") {
-        std::cerr << "tapegrad chapter3: --notebook expects ch03 or mha, got '" << show_bytes(nb)
-                  << "'\n";
-        return 2;
-      }
-      mha_notebook = nb == "mha";
-      seen_notebook = true;
-      continue;
-    }
-    if (a == "--cell" && i + 1 < argc) {
-      char* end = nullptr;
-      const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || end == argv[i] || n < 2 || n > kLastCell) {
-        std::cerr << "tapegrad chapter3: --cell expects a number from " << kFirstCell << " to "
-                  << kLastCell << ", got '" << show_bytes(argv[i]) << "'\n";
-        return 2;
-      }
-      only = int(n);
-      seen_cell = true;
-      continue;
-    }
-    std::cerr << "tapegrad chapter3: unknown option '" << show_bytes(a) << "' (try --help)\n";
-    return 2;
-  }
-
+// Replays the notebook(s) as o asks; returns the exit status.
+int run_chapter3(const cli::Chapter3Options& o) {
+  const int only = o.only;
   std::ostream null_stream(nullptr);  // swallows the output of cells not asked for
-  if (mha_notebook) {
-    if (only > 8) {
-      std::cerr << "tapegrad chapter3: the mha notebook has cells 2 to 8, got --cell " << only
-                << "\n";
-      return 2;
-    }
-    return replay_mha_notebook(only, null_stream);
-  }
+  if (o.mha_notebook) return replay_mha_notebook(only, null_stream);
   int last_printed = 0;
   // The notebook's cell N: returns where its print() calls go.
   auto cell = [&](int n) -> std::ostream& {
@@ -387,7 +333,21 @@ int run_chapter3(int argc, char** argv) {
 }  // namespace
 
 int chapter3_main(int argc, char** argv) {
-  const int rc = run_chapter3(argc, argv);
+  int rc = 0;
+  try {
+    const Chapter3Options o = parse_chapter3_args(argc, argv);
+    if (o.help)
+      std::cout << "usage: tapegrad chapter3 [--notebook ch03|mha] [--cell N]\n\n"
+                   "Replays the chapter-3 notebook's code cells In [2]..In [38] (or the "
+                   "multihead-attention notebook's In [2]..In [8]) and prints their output as "
+                   "PyTorch does.\n  --cell N   print only cell N (the earlier cells still run, "
+                   "silently)\n";
+    else
+      rc = run_chapter3(o);
+  } catch (const train::UsageError& e) {
+    std::cerr << "tapegrad chapter3: " << e.what() << "\n";
+    return 2;
+  }
   // Lost output (a full disk, a closed pipe) is a failure, not a silent exit 0.
   std::cout.flush();
   if (!std::cout) {

@@ -182,4 +182,55 @@ GenerateOptions parse_generate_args(int argc, char** argv) {
   return g;
 }
 
+Chapter3Options parse_chapter3_args(int argc, char** argv) {
+  Chapter3Options o;
+  bool seen_cell = false, seen_notebook = false;
+  std::vector<std::string> args;  // --name=VALUE as --name VALUE, as the other commands take it
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      args.push_back(a.substr(0, eq));
+      args.push_back(a.substr(eq + 1));
+    } else {
+      args.push_back(a);
+    }
+  }
+  const size_t n_args = args.size();
+  for (size_t i = 0; i < n_args; ++i) {
+    const std::string& a = args[i];
+    if ((a == "--notebook" && seen_notebook) || (a == "--cell" && seen_cell))
+      throw train::UsageError(a + " is given twice");
+    if ((a == "--notebook" || a == "--cell") && i + 1 >= n_args)
+      throw train::UsageError(a + " needs a value");
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
+    if (a == "--notebook") {
+      const std::string& nb = args[++i];
+      if (nb != "ch03" && nb != "mha")
+        throw train::UsageError("--notebook expects ch03 or mha, got '" + show_bytes(nb) + "'");
+      o.mha_notebook = nb == "mha";
+      seen_notebook = true;
+    } else if (a == "--cell") {
+      const std::string& v = args[++i];
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (*end != '\0' || end == v.c_str() || n < kChapter3FirstCell || n > kChapter3LastCell)
+        throw train::UsageError(
+            "--cell expects a number from " + std::to_string(kChapter3FirstCell) + " to " +
+            std::to_string(kChapter3LastCell) + ", got '" + show_bytes(v) + "'");
+      o.only = int(n);
+      seen_cell = true;
+    } else {
+      throw train::UsageError("unknown option '" + show_bytes(a) + "' (try --help)");
+    }
+  }
+  if (o.mha_notebook && o.only > kMhaLastCell)
+    throw train::UsageError("the mha notebook has cells 2 to 8, got --cell " +
+                            std::to_string(o.only));
+  return o;
+}
+
 }  // namespace tg::cli

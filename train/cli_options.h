@@ -1,5 +1,5 @@
-// The command lines of `tapegrad train` and `tapegrad generate`, parsed and range-checked without
-// running anything (so tests and the fuzzer in fuzz/ can call them). Every refusal is a
+// The command lines of `tapegrad train`, `generate` and `chapter3`, parsed and range-checked
+// without running anything (so tests and the fuzzer in fuzz/ can call them). Every refusal is a
 // UsageError naming the flag: the CLI prints it as one line and exits with status 2.
 //
 // Conventions, the same for every tapegrad command: --name VALUE or --name=VALUE; a flag given
@@ -30,5 +30,14 @@ inline constexpr double kMinTemperature = 1e-3, kMaxTemperature = 1e3;
 // argv[0] is the subcommand's name. `help` is set for --help (nothing else is checked then).
 train::TrainOptions parse_train_args(int argc, char** argv, bool& help);
 GenerateOptions parse_generate_args(int argc, char** argv);
+
+// tapegrad chapter3 [--notebook ch03|mha] [--cell N]: the notebooks' code cells In [2]..In [38]
+// (ch03) and In [2]..In [8] (mha).
+inline constexpr int kChapter3FirstCell = 2, kChapter3LastCell = 38, kMhaLastCell = 8;
+struct Chapter3Options {
+  int only = 0;  // the one cell to print; 0: every cell
+  bool mha_notebook = false, help = false;
+};
+Chapter3Options parse_chapter3_args(int argc, char** argv);
 
 }  // namespace tg::cli
