@@ -70,7 +70,10 @@ test-release: deps $(TESTDIR)/build.ninja
 	meson compile -C $(TESTDIR)
 	tests/run.sh release $(TESTDIR)
 
+# Naming targets needs meson's view of the tree to be current: regenerate it first when a
+# meson.build changed since the last build (a target added by a pull is otherwise "not found").
 test-asan: deps $(ASANDIR)/build.ninja
+	ninja -C $(ASANDIR) build.ninja >/dev/null
 	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) train/tapegrad
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
