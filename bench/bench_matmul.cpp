@@ -271,119 +271,154 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// What every row names: the CPU, its caches and OpenBLAS's kernel set.
+struct Machine {
+  std::string cpu, caches, blas_core;
+};
+
+void print_header(const Options& o, const Machine& m) {
+  if (o.json) {
+    std::printf("[\n");
+    return;
+  }
+  std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M", "N",
+              "K", "GFLOP/s", "OpenBLAS", "ratio", "probe", "%peak");
+  std::printf("# cpu: %s; caches: %s\n", m.cpu.c_str(), m.caches.c_str());
+  if (!kHaveOpenBlas) return;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("# OpenBLAS kernels: %s%s\n", m.blas_core.c_str(),
+              coretype ? (std::string(" (OPENBLAS_CORETYPE=") + coretype + ")").c_str() : "");
+  if (const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT"))
+    std::printf(
+        "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
+        timeout);
+}
+
+// One ISA path at one thread count: its blocking and, but on the scalar path, its peaks.
+struct Path {
+  std::string isa;
+  int threads;
+  bool has_peak;
+  double peak0, l1;
+  k::GemmBlocking bk;
+  const char* bk_source;
+};
+
+// Switches to the path, measures its probe and L1 micro-kernel rate, and prints them.
+Path start_path(const Options& o, const std::string& isa, int threads) {
+  tg::set_num_threads(threads);
+  k::set_isa(isa);
+  Path p{isa, threads, false, 0, 0, {}, nullptr};
+  // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
+  // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
+  p.has_peak = isa != "scalar";
+  p.peak0 = p.has_peak ? probe_peak(threads) : 0;
+  p.l1 = p.has_peak ? ukernel_l1(threads) : 0;
+  p.bk = k::gemm_blocking_for(k::active_table(), &p.bk_source);
+  if (o.json) return p;
+  std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
+              isa.c_str(), (long long)p.bk.mr, (long long)p.bk.nr, (long long)p.bk.mc,
+              (long long)p.bk.kc, (long long)p.bk.nc, p.bk_source);
+  if (p.has_peak)
+    std::printf(
+        "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
+        "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
+        isa.c_str(), threads, p.peak0, p.l1);
+  return p;
+}
+
+// One row's rates: ours, OpenBLAS's and the probe's, GFLOP/s.
+struct Rates {
+  double ours, blas, peak;
+};
+
+void print_row(const Options& o, const Path& p, const Machine& m, const Shape& s, const Rates& r,
+               bool& first_json) {
+  const double ratio = r.blas > 0 ? r.ours / r.blas : 0;
+  if (o.json) {
+    std::printf(
+        "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
+        "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
+        "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s, "
+        "\"mc\": %lld, \"kc\": %lld, \"nc\": %lld, \"blocking_from\": \"%s\", \"cpu\": "
+        "%s, \"caches\": %s, \"openblas_core\": %s}",
+        first_json ? "" : ",\n", p.isa.c_str(), p.threads, s.name.c_str(), (long long)s.M,
+        (long long)s.N, (long long)s.K, r.ours, r.blas, ratio, r.peak, p.l1,
+        p.has_peak ? std::to_string(r.ours / r.peak).c_str() : "null", (long long)p.bk.mc,
+        (long long)p.bk.kc, (long long)p.bk.nc, p.bk_source, tg::json::quote(m.cpu).c_str(),
+        tg::json::quote(m.caches).c_str(), tg::json::quote(m.blas_core).c_str());
+    first_json = false;
+  } else {
+    char probe[16] = "      -", frac[16] = "      -";
+    if (p.has_peak) std::snprintf(probe, sizeof probe, "%7.1f", r.peak);
+    if (p.has_peak) std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * r.ours / r.peak);
+    std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %s %s\n", p.isa.c_str(),
+                p.threads, s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, r.ours,
+                r.blas, ratio, probe, frac);
+  }
+  std::fflush(stdout);
+}
+
+// Times shape s on path p beside OpenBLAS and the probe; false (no row) when our result is wrong.
+bool measure_shape(const Options& o, const Path& p, const Shape& s, std::mt19937& g, Rates& r) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N), Cb(s.M * s.N);
+  for (auto& x : A) x = d(g);
+  for (auto& x : B) x = d(g);
+  const int64_t rsA = s.transA ? 1 : s.K, csA = s.transA ? s.M : 1;
+  const int64_t rsB = s.transB ? 1 : s.N, csB = s.transB ? s.K : 1;
+  auto run = [&] {
+    k::sgemm(s.M, s.N, s.K, A.data(), rsA, csA, B.data(), rsB, csB, 0.f, C.data(), s.N);
+  };
+  run();
+  if (!check_against_ref(s, A.data(), rsA, csA, B.data(), rsB, csB, C.data())) return false;
+  const double flop = 2.0 * s.M * s.N * s.K;
+  const double min_time = o.quick ? 0.05 : 0.25;
+  auto run_blas = [&] {
+    openblas_sgemm(p.threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
+                   B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
+  };
+  // The probe takes its turn with each GEMM: the clock and the neighbours' load move
+  // within a run, and %peak compares times taken in the same window.
+  constexpr int64_t kProbeIters = 250'000;
+  double probe_flops = 0;
+  auto run_probe = [&] { probe_flops = probe_once(p.threads, kProbeIters); };
+  const std::vector<double> times =
+      best_times(o.reps, min_time,
+                 {run, kHaveOpenBlas ? std::function<void()>(run_blas) : nullptr,
+                  p.has_peak ? std::function<void()>(run_probe) : nullptr});
+  r.ours = flop / times[0] * 1e-9;
+  r.blas = kHaveOpenBlas ? flop / times[1] * 1e-9 : 0;
+  r.peak = p.has_peak ? probe_flops / times[2] * 1e-9 : 0;
+  return true;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   k::gemm_blocking_for(k::active_table());  // a bad TAPEGRAD_GEMM_BLOCKING fails before the table
-  std::vector<std::string> isas =
+  const std::vector<std::string> isas =
       o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
   const std::vector<Shape> shapes = make_shapes(o);
+  const Machine m{bench::cpu_model(), k::describe(k::cache_info()),
+                  kHaveOpenBlas ? openblas_core() : "none"};
   std::mt19937 g(1);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  bool ok = true;
-  bool first_json = true;
-  if (o.json)
-    std::printf("[\n");
-  else
-    std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M", "N",
-                "K", "GFLOP/s", "OpenBLAS", "ratio", "probe", "%peak");
-  const std::string cpu = bench::cpu_model(), caches = k::describe(k::cache_info());
-  const std::string blas_core = kHaveOpenBlas ? openblas_core() : "none";
-  if (!o.json) {
-    std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
-    if (kHaveOpenBlas)
-      std::printf(
-          "# OpenBLAS kernels: %s%s\n", blas_core.c_str(),
-          std::getenv("OPENBLAS_CORETYPE") != nullptr
-              ? (std::string(" (OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") + ")")
-                    .c_str()
-              : "");
-  }
-  if (!o.json && kHaveOpenBlas && std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr)
-    std::printf(
-        "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
-        std::getenv("OPENBLAS_THREAD_TIMEOUT"));
-  for (int threads : o.threads) {
-    tg::set_num_threads(threads);
+  bool ok = true, first_json = true;
+  print_header(o, m);
+  for (int threads : o.threads)
     for (const std::string& isa : isas) {
-      k::set_isa(isa);
-      // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
-      // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
-      const bool has_peak = isa != "scalar";
-      const double peak0 = has_peak ? probe_peak(threads) : 0;
-      const double l1 = has_peak ? ukernel_l1(threads) : 0;
-      const char* bk_source = nullptr;
-      const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table(), &bk_source);
-      if (!o.json)
-        std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
-                    isa.c_str(), (long long)bk.mr, (long long)bk.nr, (long long)bk.mc,
-                    (long long)bk.kc, (long long)bk.nc, bk_source);
-      if (!o.json && has_peak)
-        std::printf(
-            "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
-            "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
-            isa.c_str(), threads, peak0, l1);
+      const Path p = start_path(o, isa, threads);
       for (const Shape& s : shapes) {
         // The scalar path is only the oracle: time it on small sizes only.
         if (isa == "scalar" && s.M * s.N * s.K > (int64_t(1) << 27)) continue;
-        std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N), Cb(s.M * s.N);
-        for (auto& x : A) x = d(g);
-        for (auto& x : B) x = d(g);
-        const int64_t rsA = s.transA ? 1 : s.K, csA = s.transA ? s.M : 1;
-        const int64_t rsB = s.transB ? 1 : s.N, csB = s.transB ? s.K : 1;
-        auto run = [&] {
-          k::sgemm(s.M, s.N, s.K, A.data(), rsA, csA, B.data(), rsB, csB, 0.f, C.data(), s.N);
-        };
-        run();
-        if (!check_against_ref(s, A.data(), rsA, csA, B.data(), rsB, csB, C.data())) {
+        Rates r{};
+        if (measure_shape(o, p, s, g, r))
+          print_row(o, p, m, s, r, first_json);
+        else
           ok = false;
-          continue;
-        }
-        const double flop = 2.0 * s.M * s.N * s.K;
-        const double min_time = o.quick ? 0.05 : 0.25;
-        auto run_blas = [&] {
-          openblas_sgemm(threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
-                         B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
-        };
-        // The probe takes its turn with each GEMM: the clock and the neighbours' load move
-        // within a run, and %peak compares times taken in the same window.
-        constexpr int64_t kProbeIters = 250'000;
-        double probe_flops = 0;
-        auto run_probe = [&] { probe_flops = probe_once(threads, kProbeIters); };
-        const std::vector<double> times =
-            best_times(o.reps, min_time,
-                       {run, kHaveOpenBlas ? std::function<void()>(run_blas) : nullptr,
-                        has_peak ? std::function<void()>(run_probe) : nullptr});
-        const double gf = flop / times[0] * 1e-9;
-        const double blas = kHaveOpenBlas ? flop / times[1] * 1e-9 : 0;
-        const double ratio = blas > 0 ? gf / blas : 0;
-        const double peak = has_peak ? probe_flops / times[2] * 1e-9 : 0;
-        if (o.json) {
-          std::printf(
-              "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
-              "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
-              "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s, "
-              "\"mc\": %lld, \"kc\": %lld, \"nc\": %lld, \"blocking_from\": \"%s\", \"cpu\": "
-              "%s, \"caches\": %s, \"openblas_core\": %s}",
-              first_json ? "" : ",\n", isa.c_str(), threads, s.name.c_str(), (long long)s.M,
-              (long long)s.N, (long long)s.K, gf, blas, ratio, peak, l1,
-              has_peak ? std::to_string(gf / peak).c_str() : "null", (long long)bk.mc,
-              (long long)bk.kc, (long long)bk.nc, bk_source, tg::json::quote(cpu).c_str(),
-              tg::json::quote(caches).c_str(), tg::json::quote(blas_core).c_str());
-          first_json = false;
-        } else {
-          char probe[16] = "      -", frac[16] = "      -";
-          if (has_peak) std::snprintf(probe, sizeof probe, "%7.1f", peak);
-          if (has_peak) std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * gf / peak);
-          std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %s %s\n", isa.c_str(),
-                      threads, s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, gf,
-                      blas, ratio, probe, frac);
-        }
-        std::fflush(stdout);
       }
     }
-  }
   if (o.json) std::printf("\n]\n");
   return ok ? 0 : 1;
 }

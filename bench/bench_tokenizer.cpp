@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,75 +95,64 @@ struct Row {
   size_t tokens;
 };
 
-}  // namespace
-
-int run(int argc, char** argv) {
+struct Options {
   bool json = false, use_tiktoken = true;
-  double mb = 10;
+  double mb = 10;  // bytes of each text to encode, in MB
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--mb") && i + 1 >= argc) bench::bad_option("bench_tokenizer", a + " needs a value");
     if (a == "--json") {
-      json = true;
+      o.json = true;
     } else if (a == "--no-tiktoken") {
-      use_tiktoken = false;
+      o.use_tiktoken = false;
     } else if (a == "--mb") {
-      mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
-      if (mb < 0.001 || mb > 1000) bench::bad_option("bench_tokenizer", "--mb wants 0.001 to 1000");
+      o.mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
+      if (o.mb < 0.001 || o.mb > 1000)
+        bench::bad_option("bench_tokenizer", "--mb wants 0.001 to 1000");
     } else {
-      std::fprintf(stderr,
-                   "bench_tokenizer: unknown option '%s' (usage: bench_tokenizer [--json] [--mb N] "
-                   "[--no-tiktoken])\n",
-                   a.c_str());
-      return 2;
+      bench::bad_option(
+          "bench_tokenizer",
+          "unknown option '" + a + "' (usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken])");
     }
   }
-  const Tokenizer tok = Tokenizer::gpt2();
-  const std::string verdict_path = kSrc + "/../shared/data/the-verdict.txt";
-  const std::string verdict = read(verdict_path);
-  if (verdict.empty()) {
-    std::fprintf(stderr, "bench_tokenizer: cannot read %s (the book's sample text)\n",
-                 verdict_path.c_str());
-    return 1;
-  }
-  // Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
+  return o;
+}
+
+// Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
+std::string mixed_text(const std::string& verdict) {
   std::string mixed = verdict + read(kSrc + "/tests/golden/tokenizer_corpus.txt");
   for (const char* f : {"data/bpe_tokenizer.cpp", "data/pretokenize.cpp", "data/bpe_train.cpp",
                         "data/gpt_dataset.cpp", "data/cli.cpp", "bench/bench_tokenizer.cpp"})
     mixed += read(kSrc + "/" + f);
-  mixed += read(kSrc + "/tests/golden/tokenizer_golden.txt").substr(0, 60000);
-  const size_t bytes = static_cast<size_t>(mb * 1e6);
-  std::vector<std::pair<std::string, std::string>> texts = {
-      {"the-verdict x N", repeat_to(verdict, bytes)}, {"mixed", repeat_to(mixed, bytes)}};
-  std::vector<Row> rows;
-  for (const auto& entry : texts) {
-    // (Named copies: clang 14 cannot capture structured bindings in a lambda.)
-    const std::string& name = entry.first;
-    const std::string& text = entry.second;
-    if (text.empty()) {
-      std::fprintf(stderr, "bench_tokenizer: no text for %s (is ../shared/data there?)\n",
-                   name.c_str());
-      return 1;
-    }
-    size_t n = 0;
-    const double s = best_seconds(3, [&] { n = tok.encode_ordinary(text).size(); });
-    Row row{name, text.size() / 1e6, text.size() / 1e6 / s, 0, n};
-    const std::string path = (fs::temp_directory_path() / "tg_bench_text.txt").string();
-    std::ofstream(path, std::ios::binary) << text;
-    size_t n_tik = 0;
-    double tik = 0;
-    if (use_tiktoken && tiktoken_mbps(path, tik, n_tik)) {
-      if (n_tik != n) {
-        std::fprintf(stderr, "bench_tokenizer: MISMATCH on %s: %zu tokens, tiktoken %zu\n",
-                     name.c_str(), n, n_tik);
-        return 1;
-      }
-      row.tik = tik;
-    }
-    fs::remove(path);
-    rows.push_back(row);
-  }
-  // Training on 1 MB of the mixed text.
+  return mixed + read(kSrc + "/tests/golden/tokenizer_golden.txt").substr(0, 60000);
+}
+
+// Encodes text with ours (and npm tiktoken, which must give as many tokens) into one row.
+Row encode_row(const Tokenizer& tok, const std::string& name, const std::string& text,
+               bool use_tiktoken) {
+  if (text.empty()) throw std::runtime_error("no text for " + name + " (is ../shared/data there?)");
+  size_t n = 0;
+  const double s = best_seconds(3, [&] { n = tok.encode_ordinary(text).size(); });
+  Row row{name, text.size() / 1e6, text.size() / 1e6 / s, 0, n};
+  const std::string path = (fs::temp_directory_path() / "tg_bench_text.txt").string();
+  std::ofstream(path, std::ios::binary) << text;
+  size_t n_tik = 0;
+  double tik = 0;
+  const bool measured = use_tiktoken && tiktoken_mbps(path, tik, n_tik);
+  fs::remove(path);
+  if (measured && n_tik != n)
+    throw std::runtime_error("MISMATCH on " + name + ": " + std::to_string(n) +
+                             " tokens, tiktoken " + std::to_string(n_tik));
+  if (measured) row.tik = tik;
+  return row;
+}
+
+// Seconds to learn vocabularies of 1024 and 4096 from 1 MB of the mixed text.
+std::vector<std::pair<int, double>> train_seconds(const std::string& mixed) {
   const std::string train_text = repeat_to(mixed, 1000000).substr(0, 1000000);
   std::vector<std::pair<int, double>> train;
   for (const int v : {1024, 4096}) {
@@ -170,24 +160,27 @@ int run(int argc, char** argv) {
     const double s = best_seconds(2, [&] { tg::data::bpe_train_merges(train_text, v, {}, &st); });
     train.emplace_back(v, s);
   }
+  return train;
+}
 
-  if (json) {
-    std::printf("{\"cpu\": %s, \"caches\": %s, \"encode\": [",
-                tg::json::quote(bench::cpu_model()).c_str(),
-                tg::json::quote(bench::cache_sizes()).c_str());
-    for (size_t k = 0; k < rows.size(); ++k)
-      std::printf(
-          "%s{\"text\": \"%s\", \"mb\": %.2f, \"tokens\": %zu, \"mb_per_s\": %.2f, "
-          "\"tiktoken_mb_per_s\": %s}",
-          k ? ", " : "", rows[k].name.c_str(), rows[k].mb, rows[k].tokens, rows[k].ours,
-          rows[k].tik > 0 ? std::to_string(rows[k].tik).c_str() : "null");
-    std::printf("], \"train_1mb\": [");
-    for (size_t k = 0; k < train.size(); ++k)
-      std::printf("%s{\"vocab_size\": %d, \"seconds\": %.3f}", k ? ", " : "", train[k].first,
-                  train[k].second);
-    std::printf("]}\n");
-    return 0;
-  }
+void print_json(const std::vector<Row>& rows, const std::vector<std::pair<int, double>>& train) {
+  std::printf("{\"cpu\": %s, \"caches\": %s, \"encode\": [",
+              tg::json::quote(bench::cpu_model()).c_str(),
+              tg::json::quote(bench::cache_sizes()).c_str());
+  for (size_t k = 0; k < rows.size(); ++k)
+    std::printf(
+        "%s{\"text\": \"%s\", \"mb\": %.2f, \"tokens\": %zu, \"mb_per_s\": %.2f, "
+        "\"tiktoken_mb_per_s\": %s}",
+        k ? ", " : "", rows[k].name.c_str(), rows[k].mb, rows[k].tokens, rows[k].ours,
+        rows[k].tik > 0 ? std::to_string(rows[k].tik).c_str() : "null");
+  std::printf("], \"train_1mb\": [");
+  for (size_t k = 0; k < train.size(); ++k)
+    std::printf("%s{\"vocab_size\": %d, \"seconds\": %.3f}", k ? ", " : "", train[k].first,
+                train[k].second);
+  std::printf("]}\n");
+}
+
+void print_table(const std::vector<Row>& rows, const std::vector<std::pair<int, double>>& train) {
   std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
   std::printf("GPT-2 encode_ordinary, one thread, MB per CPU second, best of 3\n");
   std::printf("%-16s %8s %10s %10s %14s %8s\n", "text", "MB", "tokens", "MB/s", "tiktoken MB/s",
@@ -203,6 +196,28 @@ int run(int argc, char** argv) {
   }
   std::printf("\nBPE training on 1 MB (mixed text)\n");
   for (const auto& [v, s] : train) std::printf("  vocab %5d: %7.3f s\n", v, s);
+}
+
+}  // namespace
+
+// Errors (a missing text, a token count tiktoken disagrees with) are exceptions: main prints them.
+int run(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  const Tokenizer tok = Tokenizer::gpt2();
+  const std::string verdict_path = kSrc + "/../shared/data/the-verdict.txt";
+  const std::string verdict = read(verdict_path);
+  if (verdict.empty())
+    throw std::runtime_error("cannot read " + verdict_path + " (the book's sample text)");
+  const std::string mixed = mixed_text(verdict);
+  const size_t bytes = static_cast<size_t>(o.mb * 1e6);
+  std::vector<Row> rows;
+  rows.push_back(encode_row(tok, "the-verdict x N", repeat_to(verdict, bytes), o.use_tiktoken));
+  rows.push_back(encode_row(tok, "mixed", repeat_to(mixed, bytes), o.use_tiktoken));
+  const std::vector<std::pair<int, double>> train = train_seconds(mixed);
+  if (o.json)
+    print_json(rows, train);
+  else
+    print_table(rows, train);
   return 0;
 }
 
