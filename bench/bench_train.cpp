@@ -243,6 +243,7 @@ void parse_option(int argc, char** argv, int& i, Options& o) {
     o.routes = name_list(next(), {"fused", "book"}, a);
   } else if (a == "--isa") {
     o.isa = next();
+    if (o.isa.empty()) bench::bad_option("bench_train", "--isa needs a path name");
   } else {
     bench::bad_option("bench_train", "unknown option " + a);
   }

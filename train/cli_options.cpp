@@ -2,6 +2,7 @@
 #include "train/cli_options.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -189,8 +190,9 @@ Chapter3Options parse_chapter3_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const size_t eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      args.push_back(a.substr(0, eq));
+    const std::string name = a.substr(0, eq);
+    if (eq != std::string::npos && (name == "--cell" || name == "--notebook")) {
+      args.push_back(name);
       args.push_back(a.substr(eq + 1));
     } else {
       args.push_back(a);
@@ -215,13 +217,14 @@ Chapter3Options parse_chapter3_args(int argc, char** argv) {
       seen_notebook = true;
     } else if (a == "--cell") {
       const std::string& v = args[++i];
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end != '\0' || end == v.c_str() || n < kChapter3FirstCell || n > kChapter3LastCell)
+      int n = 0;  // from_chars: the whole value, no sign or blanks, no overflow
+      const auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (err != std::errc() || end != v.data() + v.size() || n < kChapter3FirstCell ||
+          n > kChapter3LastCell)
         throw train::UsageError(
             "--cell expects a number from " + std::to_string(kChapter3FirstCell) + " to " +
             std::to_string(kChapter3LastCell) + ", got '" + show_bytes(v) + "'");
-      o.only = int(n);
+      o.only = n;
       seen_cell = true;
     } else {
       throw train::UsageError("unknown option '" + show_bytes(a) + "' (try --help)");
