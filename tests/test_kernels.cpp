@@ -254,7 +254,9 @@ TEST_CASE("sgemm matches sgemm_ref: awkward shapes, every transpose, beta 0/1/ot
     // Several column blocks and K blocks: the packed A is kept and reused across column blocks.
     run_gemm_case({2 * bk.mr + 5, bk.nc + 40, 2 * bk.kc + 3, 2, 1.f}, g);
     run_gemm_case({bk.mc + bk.mr + 1, bk.nc + 9, bk.kc + 2, 0, 0.f}, g);
-    // A narrow row-major B read in place over many K blocks and groups, with an edge panel.
+    // A narrow row-major B read in place (K·N <= 2^16) over many K blocks and groups, with an
+    // edge panel; a wider one packed over as many.
+    run_gemm_case({37, 25, 9 * bk.kc + 5, 0, 1.f}, g);
     run_gemm_case({37, 100, 9 * bk.kc + 5, 0, 1.f}, g);
     // A transposed A read in place: whole row panels only, or an edge panel, over K blocks.
     run_gemm_case({4 * bk.mr, bk.nr, 2 * bk.kc + 3, 2, 0.5f}, g);
@@ -314,9 +316,10 @@ TEST_CASE("multi-threaded sgemm matches sgemm_ref (row and column splits, shared
       // ends in a short tile; kept packed A shared by the team, and A read in place.
       run_gemm_case({128, bk.nc + 40, bk.kc + 9, 0, 1.f}, g);
       run_gemm_case({128, 2 * bk.nr + 6, bk.kc + 9, 0, 0.f}, g);
-      // dY·W-like: N = 128 (a narrow B read in place, not packed) with a long K.
+      // dY·W-like: N = 128 with a long K (B packed); N = 25 (B read in place).
       run_gemm_case({128, 128, 9 * bk.kc + 5, 0, 0.f}, g);
       run_gemm_case({128, 100, 9 * bk.kc + 5, 0, 1.f}, g);
+      run_gemm_case({128, 25, 9 * bk.kc + 5, 0, 1.f}, g);
       // dYᵀ·X-like: a transposed A read in place (few column panels), many row blocks, an edge
       // row panel packed, two K blocks; the same with B transposed (packed).
       run_gemm_case({3 * bk.mc + bk.mr + 5, 2 * bk.nr + 6, bk.kc + 7, 2, 0.f}, g);
@@ -550,7 +553,7 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
   const int64_t M = 301, N = 517, K = 211, n = (1 << 17) + 33;
   std::vector<float> A = randv(g, M * K), B = randv(g, K * N), x = randv(g, n, -5.f, 5.f);
   std::vector<float> y = randv(g, n);
-  const int64_t Kl = 2600;  // a long K against a narrow B (read in place): dY·W-like
+  const int64_t Kl = 2600;  // a long K against a narrow B: dY·W-like
   std::vector<float> Al = randv(g, 128 * Kl), Bl = randv(g, Kl * 100);
   for_each_isa([&](const std::string&) {
     std::vector<std::vector<float>> outs;

@@ -46,11 +46,9 @@ constexpr int64_t kParallelMacs = int64_t(1) << 21;
 // A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
 // instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
 constexpr int64_t kDirectBElems = int64_t(1) << 16;
-// So is a row-major B of at most this many columns, however long K is (e.g. the tiny preset's
-// dY·W, 128×128×50257): 8 or more rows share a page and one KC block (≤ 128 KiB) stays in L2
-// across the row panels, so packing would copy all of B for no locality. Measured on that shape:
-// 1.17-1.20× OpenBLAS → 1.28-1.29× on 2 threads, 1.04 → 1.06-1.07 on one.
-constexpr int64_t kDirectBCols = 128;
+// A narrow B with a long K (the tiny preset's dY·W, 128×128×50257) is packed like any other:
+// reading it in place (the rule until 2026-11, for N <= 128) measured no faster on one thread and
+// 10% slower on two on the AMD EPYC Zen 4's AVX2 path (bench_matmul, 0.91 -> 1.00× OpenBLAS).
 // With at most this many column panels, A is read in place instead of packed (when the table has
 // an in-place-A micro-kernel for its layout): packing costs about as much as one panel's compute.
 // For a transposed A (dYᵀ·X, M = 50257, N = K = 128; attention's Pᵀ·dO, 256×64×256), measured
@@ -93,7 +91,7 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
                int64_t K, int64_t rsA, int64_t csA, int64_t csB) {
   const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc;
   Plan p{};
-  p.direct_b = csB == 1 && (K * N <= kDirectBElems || N <= kDirectBCols);
+  p.direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
   p.a_rows = (M + MR - 1) / MR * MR;
   if (csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels)
