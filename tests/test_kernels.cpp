@@ -377,6 +377,14 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   CHECK(z2.nc == 1024);
   CHECK(z2.mc == 252);  // 256 KiB / (256·4) = 256, a multiple of 6
   CHECK((z512.mr == 12 && z512.nr == 32));
+  // Zen 3 (the same but L2 512 KiB), the AVX2-only machine issue 17 was filed on: the B panel
+  // in L2 keeps NC 1024 by halving KC; the A block a quarter of L2.
+  k::CacheInfo zen3 = zen4;
+  zen3.l2.bytes = 512 << 10;
+  const k::GemmBlocking z3 = k::derive_blocking(avx2, zen3);
+  CHECK(z3.kc == 128);  // 512 KiB / (1024·4)
+  CHECK(z3.nc == 1024);
+  CHECK(z3.mc == 252);  // 128 KiB / (128·4) = 256, a multiple of 6
   // No L3 share known: the B panel fills L2 (KC shortened for NC 1024); a large share (a VM's
   // L3 shared by 2): twice L2.
   k::CacheInfo no_l3 = zen4, vm = zen4;
