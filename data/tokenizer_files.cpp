@@ -295,8 +295,12 @@ Tokenizer Tokenizer::from_tiktoken_file(const std::string& path,
       fail(path, k + 1, "expected 'base64 rank', found '" + show_bytes(line) + "'");
     if (!base64_decode(line.substr(0, sp), bytes))
       fail(path, k + 1, "bad base64 '" + show_bytes(line.substr(0, sp)) + "'");
-    if (!parse_int(line.substr(sp + 1), rank) || rank > kMaxTokenId)
-      fail(path, k + 1, "bad rank '" + show_bytes(line.substr(sp + 1)) + "'");
+    if (!parse_int(line.substr(sp + 1), rank))
+      fail(path, k + 1, "bad rank '" + show_bytes(line.substr(sp + 1)) + "' (not a whole number)");
+    if (rank > kMaxTokenId)
+      fail(path, k + 1,
+           "rank " + std::to_string(rank) + " is above the largest token id we take, " +
+               std::to_string(kMaxTokenId));
     if (static_cast<size_t>(rank) >= ranks.size()) ranks.resize(rank + 1);
     if (!ranks[rank].empty()) fail(path, k + 1, "rank " + std::to_string(rank) + " given twice");
     ranks[rank] = std::move(bytes);

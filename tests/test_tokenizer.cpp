@@ -508,6 +508,11 @@ TEST_CASE("tokenize command: every bad input is one line and a non-zero exit") {
   bad({"tokenize", "--tokenizer", corrupt.path}, "x", 1, corrupt.path + ":4: expected a merge");
   TempFile ranks("IQ== 0\nnot-base64 1\n", "corrupt2");
   bad({"tokenize", "--tokenizer", ranks.path}, "x", 1, ranks.path + ":2: bad base64");
+  TempFile sign("IQ== 0\nIg== -1\n", "rank-sign"), huge("IQ== 0\nIg== 4194304\n", "rank-huge");
+  bad({"tokenize", "--tokenizer", sign.path}, "x", 1,
+      sign.path + ":2: bad rank '-1' (not a whole number)");
+  bad({"tokenize", "--tokenizer", huge.path}, "x", 1,
+      huge.path + ":2: rank 4194304 is above the largest token id we take, 4194303");
 }
 
 TEST_CASE("bpe-train command: trains, writes atomically, rejects bad input") {
