@@ -47,6 +47,14 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  // Only a regular file (or nothing) is replaced: renaming over a device (/dev/null, /dev/full),
+  // a FIFO or a socket would swap the node itself for a regular file, which as root succeeds.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(path + (S_ISDIR(st.st_mode)
+                                         ? ": is a directory, not a file"
+                                         : ": not a regular file (a FIFO, device or socket); "
+                                           "only a regular file is replaced"));
   // A writer killed by SIGKILL (no clean-up) left its temp file: this run removes it.
   remove_stale_temp_files(path);
   // A unique name per call, so two writers (or a crashed earlier run) never share a temp file.

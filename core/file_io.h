@@ -12,7 +12,8 @@ namespace tg {
 // Writes `bytes` to path atomically: a unique temp file in the same directory, fsync, rename
 // over path, then fsync of the directory so the rename itself is on disk. On failure the previous
 // file (if any) is untouched, the temp file is removed, and std::runtime_error says
-// "PATH: reason".
+// "PATH: reason". A path holding anything but a regular file (a directory, FIFO, device or
+// socket) is refused before anything is written.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 // Appends `line` and a newline to path (created if missing) in one write() on an O_APPEND

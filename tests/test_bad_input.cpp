@@ -275,6 +275,13 @@ TEST_CASE("bad input table: tapegrad tokenize, bpe-train and chapter3") {
       {{"bpe-train", "--vocab-size", "300", "-o", "{d}/v", "{d}/emptydir"},
        1,
        "{d}/emptydir: is a directory, not a file"},
+      // The output is a FIFO or a directory: refused, never renamed over.
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/fifo", "{d}/junk"},
+       1,
+       "{d}/fifo: not a regular file (a FIFO, device or socket); only a regular file is replaced"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/emptydir", "{d}/junk"},
+       1,
+       "{d}/emptydir: is a directory, not a file"},
       {{"chapter3", "--cell", "99"}, 2, "--cell expects a number from 2 to 38, got '99'"},
       {{"chapter3", "--cell", ""}, 2, "--cell expects a number from 2 to 38, got ''"},
       {{"chapter3", "--cell"}, 2, "--cell needs a value"},

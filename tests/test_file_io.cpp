@@ -81,6 +81,28 @@ TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one int
   CHECK(d.entries() == 1);
 }
 
+TEST_CASE(
+    "write_file_atomic: a path holding a directory, FIFO or device is refused, not replaced") {
+  TempDir d("tg_file_io");
+  const std::string dir = d / "a_dir", fifo = d / "a_fifo";
+  REQUIRE(fs::create_directory(dir));
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const struct {
+    std::string path, message;
+  } cases[] = {
+      {dir, dir + ": is a directory, not a file"},
+      {fifo, fifo + ": not a regular file (a FIFO, device or socket); only a regular file is "
+                    "replaced"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.path);
+    CHECK_THROWS_WITH_AS(tg::write_file_atomic(c.path, "x"), c.message.c_str(), std::runtime_error);
+  }
+  CHECK(fs::is_directory(dir));
+  CHECK(fs::is_fifo(fifo));  // still the FIFO: before the fix a rename put a regular file there
+  CHECK(d.entries() == 2);   // and no temp file was left
+}
+
 TEST_CASE("append_line: whole lines only, a short write is cut back off") {
   TempDir d("tg_file_io");
   const std::string path = d / "log.jsonl";
