@@ -38,6 +38,7 @@
 #include "bench/cli_args.h"
 #include "bench/machine.h"
 #include "core/autograd.h"
+#include "core/file_io.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
@@ -454,17 +455,19 @@ std::string json_header(const Options& o, const std::vector<std::string>& notes)
   return hdr.str();
 }
 
-// --json-file: written beside the path and renamed over it, so a reader never sees half a file.
-void write_json_file(const std::string& path, const std::vector<Measure>& results,
+// --json-file: through write_file_atomic, so a reader never sees half a file and only a regular
+// file is replaced. A failure is one line and exit status 1; the table is printed either way.
+bool write_json_file(const std::string& path, const std::vector<Measure>& results,
                      const std::string& header) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    print_json(f, results, header);
-    f.flush();
-    if (!f) bench::bad_option(kProg, "cannot write " + path);
+  std::ostringstream json;
+  print_json(json, results, header);
+  try {
+    write_file_atomic(path, json.str());
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "%s: --json-file %s\n", kProg, e.what());
+    return false;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) bench::bad_option(kProg, "cannot write " + path);
+  return true;
 }
 
 void print_report(const Options& o, const std::vector<Peer>& peers,
@@ -504,10 +507,11 @@ int main(int argc, char** argv) {
   if (!o.torch) notes.push_back("no PyTorch peers (--no-torch)");
 
   const std::vector<Measure> results = run_all(o, {self, "--child"}, peers);
-  if (!o.json_file.empty()) write_json_file(o.json_file, results, json_header(o, notes));
+  const bool written =
+      o.json_file.empty() || write_json_file(o.json_file, results, json_header(o, notes));
   if (o.json)
     print_json(std::cout, results, json_header(o, notes));
   else
     print_report(o, peers, notes, results);
-  return 0;
+  return written ? 0 : 1;
 }
