@@ -393,6 +393,18 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   CHECK((k::derive_blocking(avx512, no_l3).kc == 256 &&
          k::derive_blocking(avx512, no_l3).nc == 1024));
   CHECK((k::derive_blocking(avx512, vm).kc == 512 && k::derive_blocking(avx512, vm).nc == 1024));
+  // Caches a hypervisor might claim (L1 1 GiB 64-way, L2 and L3 1 TiB): the blocks stay within
+  // the bounds TAPEGRAD_GEMM_BLOCKING accepts (MC, KC <= 8192, NC <= 65536), in whole tiles.
+  k::CacheInfo absurd;
+  absurd.l1d = {int64_t(1) << 30, 64, 1}, absurd.l2 = {int64_t(1) << 40, 8, 1};
+  absurd.l3 = {int64_t(1) << 40, 16, 1};
+  for (const k::GemmBlocking& table : {avx512, avx2}) {
+    const k::GemmBlocking b = k::derive_blocking(table, absurd);
+    CAPTURE(table.mr);
+    CHECK((b.mc >= table.mr && b.mc <= 8192 && b.mc % table.mr == 0));
+    CHECK((b.kc >= 128 && b.kc <= 8192));
+    CHECK((b.nc >= table.nr && b.nc <= 65536 && b.nc % table.nr == 0));
+  }
   // Nothing known: the table's values.
   const k::GemmBlocking none = k::derive_blocking(avx2, k::CacheInfo{});
   CHECK((none.mc == 240 && none.kc == 256 && none.nc == 1024));

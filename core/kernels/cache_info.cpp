@@ -18,6 +18,7 @@ int64_t parse_size(const std::string& s) {
     return 0;
   }
   const std::string unit = s.substr(used);
+  if (v < 0 || v >= (int64_t(1) << 32)) return 0;  // no cache is that large: unreadable
   if (unit == "K") return v << 10;
   if (unit == "M") return v << 20;
   if (unit == "G") return v << 30;

@@ -60,7 +60,11 @@ bool cpuid_cache_leaf(unsigned leaf, CacheInfo& out) {
                                     : nullptr;
     if (slot == nullptr) continue;
     const int shared_by = int((a >> 14) & 0xFFF) + 1;  // logical CPUs sharing it
-    *slot = {ways * parts * line * sets, fully_associative ? 0 : int(ways), shared_by};
+    // ways·parts·line < 2^33; times sets it could overflow, so a size past 1 TiB (a hypervisor's
+    // nonsense) counts as unknown (0).
+    const int64_t way_bytes = ways * parts * line;
+    const int64_t bytes = sets <= (int64_t(1) << 40) / way_bytes ? way_bytes * sets : 0;
+    *slot = {bytes, fully_associative ? 0 : int(ways), shared_by};
     any = true;
   }
   return any;

@@ -121,11 +121,16 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
     bk.kc = std::max<int64_t>(128, std::min(bk.kc, panel / (kMinNC * f) / 8 * 8));
     bk.nc = round_down(panel / (bk.kc * f), bk.nr);
     // The A block mc×kc: a quarter of L2, beside the part of the B panel that L2 holds; packed
-    // just before its row panels are read back. Kept small also because a transposed A is
-    // packed by writing mc/MR panels at once: AVX2's dYᵀ·X 50257×128×128 ran 4% slower with
-    // MC 510 (half of L2) than 240; MC 120 and 252 within 1% of each other with AVX-512.
+    // just before its row panels are read back. (Measured before a transposed A was packed a
+    // panel at a time: AVX2's dYᵀ·X 50257×128×128 ran 4% slower with MC 510, half of L2, than
+    // 240; MC 120 and 252 within 1% of each other with AVX-512.)
     bk.mc = round_down(c.l2.bytes / 4 / (bk.kc * f), bk.mr);
   }
+  // Whatever the caches claim (a hypervisor may report anything), the blocks stay within what
+  // TAPEGRAD_GEMM_BLOCKING accepts, so the packing buffers stay bounded.
+  bk.mc = std::min(bk.mc, round_down(kMaxBlock[0], bk.mr));
+  bk.kc = std::min(bk.kc, kMaxBlock[1]);
+  bk.nc = std::min(bk.nc, round_down(kMaxBlock[2], bk.nr));
   return bk;
 }
 
