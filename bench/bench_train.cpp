@@ -255,8 +255,8 @@ Options parse_options(int argc, char** argv) {
     const std::string a = argv[i];
     try {
       parse_option(argc, argv, i, o);
-    } catch (const std::exception&) {
-      bench::bad_option("bench_train", "bad value for " + a);
+    } catch (const std::exception& e) {
+      bench::bad_option("bench_train", "bad value for " + a + ": " + e.what());
     }
   }
   return o;
