@@ -17,4 +17,11 @@ size_t dtype_size(DType d);
 inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
+// The element count of `shape`, or std::invalid_argument naming `op` and the shape when a
+// dimension is negative or the count (or, for an empty shape, a row-major stride) does not fit
+// in int64. Every shape a tensor is given passes through here, so numel() never overflows.
+int64_t checked_numel(const Shape& shape, const char* op);
+// checked_numel(shape, op) * dtype_size(dtype), refused likewise when it does not fit in int64.
+int64_t checked_nbytes(const Shape& shape, DType dtype, const char* op);
+
 }  // namespace tg

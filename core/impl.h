@@ -39,11 +39,12 @@ struct TensorImpl {
   }
 };
 
-int64_t numel_of(const Shape& s);
+int64_t numel_of(const Shape& s);  // unchecked: for shapes that passed checked_numel
 Shape contiguous_strides(const Shape& s);
 
-// A fresh contiguous tensor (uninitialised) of this shape and dtype.
-std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype);
+// A fresh contiguous tensor (uninitialised) of this shape and dtype. A shape that overflows
+// (checked_nbytes) or memory that cannot be had is an exception naming `op` and the shape.
+std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op = "tensor");
 // Same storage, new geometry; grad fields are left empty.
 std::shared_ptr<TensorImpl> alias_impl(const TensorImpl& src, const Shape& shape,
                                        const Shape& strides, int64_t offset);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -34,16 +35,23 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 // --- storage ---
+// The nothrow form: under AddressSanitizer the throwing operator new aborts instead of throwing.
 Storage::Storage(size_t n) : nbytes(n) {
-  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64));
+  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64), std::nothrow);
+  if (data == nullptr) throw std::bad_alloc();
 }
 Storage::~Storage() { ::operator delete(data, std::align_val_t(64)); }
 
-std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype) {
-  for (int64_t d : shape)
-    if (d < 0) fail("empty", "negative dimension in shape ", shape_str(shape));
+std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op) {
+  const int64_t nbytes = checked_nbytes(shape, dtype, op);
   auto t = std::make_shared<TensorImpl>();
-  t->storage = std::make_shared<Storage>(size_t(numel_of(shape)) * dtype_size(dtype));
+  try {
+    t->storage = std::make_shared<Storage>(size_t(nbytes));
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(std::string(op) + ": cannot allocate " + std::to_string(nbytes) +
+                             " bytes for shape " + shape_str(shape) + " of " + dtype_name(dtype) +
+                             " (out of memory)");
+  }
   t->dtype = dtype;
   t->shape = shape;
   t->strides = contiguous_strides(shape);
@@ -86,6 +94,7 @@ int64_t Tensor::numel() const { return numel_of(shape()); }
 
 bool Tensor::is_contiguous() const {
   const Shape& s = shape();
+  if (numel() == 0) return true;  // no element to address, as in PyTorch
   int64_t expect = 1;
   for (size_t i = s.size(); i-- > 0;) {
     if (s[i] == 1) continue;  // a size-1 dim's stride is irrelevant, as in PyTorch
@@ -210,9 +219,18 @@ std::string Tensor::str() const {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 
 // --- creation ---
-Tensor empty(const Shape& shape, DType dtype) { return Tensor(new_impl(shape, dtype)); }
+namespace {
+Tensor filled(const char* op, const Shape& shape, double value, DType dtype) {
+  Tensor t(new_impl(shape, dtype, op));
+  NoGradGuard ng;
+  t.fill_(value);
+  return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype) { return Tensor(new_impl(shape, dtype, "empty")); }
 Tensor zeros(const Shape& shape, DType dtype) {
-  auto t = new_impl(shape, dtype);
+  auto t = new_impl(shape, dtype, "zeros");
   // Large buffers (the embedding gradient: 25-150 MB) are cleared by the pool: one thread does
   // not saturate memory bandwidth. Pieces are disjoint, so the split cannot change anything.
   char* p = static_cast<char*>(t->storage->data);
@@ -229,12 +247,9 @@ Tensor zeros(const Shape& shape, DType dtype) {
   return Tensor(t);
 }
 Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  NoGradGuard ng;
-  t.fill_(value);
-  return t;
+  return filled("full", shape, value, dtype);
 }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return filled("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
@@ -243,8 +258,13 @@ Tensor arange(int64_t end, DType dtype) { return arange(0.0, double(end), 1.0, d
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end))
     fail("arange", "bad range start=", start, " end=", end, " step=", step);
-  const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
-  Tensor t = empty({n}, dtype);
+  // 2^63 as a double: a count at or past it has no int64 (the cast would be undefined).
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 9223372036854775808.0))
+    fail("arange", "range start=", start, " end=", end, " step=", step, " has ", count,
+         " elements, more than ", std::numeric_limits<int64_t>::max());
+  const int64_t n = count > 0 ? int64_t(count) : 0;
+  Tensor t(new_impl({n}, dtype, "arange"));
   detail::dispatch(dtype, [&](auto z) {
     using T = decltype(z);
     T* p = t.data<T>();
@@ -301,7 +321,7 @@ Tensor tensor(const Nested& values, DType dtype) {
   validate(values, shape, 0, any_float);
   std::vector<double> flat;
   nested_flatten(values, flat);
-  Tensor t = empty(shape, dtype);
+  Tensor t(new_impl(shape, dtype, "tensor"));
   detail::dispatch(dtype, [&](auto z) {
     using T = decltype(z);
     T* d = t.data<T>();
@@ -317,9 +337,9 @@ Tensor tensor(const Nested& values, DType dtype) {
 
 template <class T>
 static Tensor from_vec(const std::vector<T>& v, const Shape& shape) {
-  if (int64_t(v.size()) != numel_of(shape))
+  if (int64_t(v.size()) != checked_numel(shape, "from_vector"))
     fail("from_vector", v.size(), " values do not fill shape ", shape_str(shape));
-  Tensor t = empty(shape, dtype_of<T>());
+  Tensor t(new_impl(shape, dtype_of<T>(), "from_vector"));
   if (!v.empty()) std::memcpy(t.data<T>(), v.data(), v.size() * sizeof(T));
   return t;
 }

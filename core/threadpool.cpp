@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -26,14 +27,9 @@ int threads_from_env() {
   const char* s = std::getenv("TAPEGRAD_THREADS");
   if (s == nullptr || *s == '\0') {
     const unsigned hc = std::thread::hardware_concurrency();
-    return hc == 0 ? 1 : static_cast<int>(hc);
+    return std::clamp(static_cast<int>(hc), 1, kMaxThreads);
   }
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  if (*end != '\0' || v < 1 || v > 1024)
-    throw std::invalid_argument(std::string("TAPEGRAD_THREADS='") + s +
-                                "' is not a thread count: use a positive integer such as 2");
-  return static_cast<int>(v);
+  return parse_thread_count(s);
 }
 
 thread_local bool t_inside_task = false;
@@ -196,10 +192,23 @@ Pool& pool() {
 
 }  // namespace
 
+int parse_thread_count(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < 1 || v > kMaxThreads)
+    throw std::invalid_argument(std::string("TAPEGRAD_THREADS='") + text +
+                                "' is not a thread count: use an integer from 1 to " +
+                                std::to_string(kMaxThreads));
+  return static_cast<int>(v);
+}
+
 int num_threads() { return pool().size(); }
 
 void set_num_threads(int n) {
-  if (n < 1) throw std::invalid_argument("set_num_threads(" + std::to_string(n) + "): need >= 1");
+  if (n < 1 || n > kMaxThreads)
+    throw std::invalid_argument("set_num_threads(" + std::to_string(n) + "): need 1 to " +
+                                std::to_string(kMaxThreads) + " threads");
   if (n != pool().size()) pool().resize(n);
 }
 

@@ -1,7 +1,7 @@
 // A persistent pool of std::threads for the kernels (no OpenMP). The calling thread takes part in
 // every job, so num_threads() == 1 means "no worker threads at all".
 //
-// The count comes from TAPEGRAD_THREADS when set (a positive integer), else from
+// The count comes from TAPEGRAD_THREADS when set (1 to kMaxThreads), else from
 // std::thread::hardware_concurrency(); set_num_threads() changes it at run time.
 // Not here: work stealing, priorities, futures. A parallel_for issued from inside a task, or while
 // another thread's job is running, runs serially on the caller.
@@ -13,10 +13,15 @@
 
 namespace tg {
 
+// The most threads a pool may have (TAPEGRAD_THREADS, set_num_threads).
+constexpr int kMaxThreads = 1024;
 // Threads a parallel_for may use (>= 1). Throws std::invalid_argument on the first call when
-// TAPEGRAD_THREADS is set but is not a positive integer.
+// TAPEGRAD_THREADS is set but is not an integer from 1 to kMaxThreads.
 int num_threads();
-// n >= 1; joins or starts workers as needed. Call only while no parallel_for is running.
+// TAPEGRAD_THREADS's value as a count, or std::invalid_argument quoting it and the range.
+int parse_thread_count(const char* text);
+// 1 <= n <= kMaxThreads; joins or starts workers as needed. Call only while no parallel_for is
+// running.
 void set_num_threads(int n);
 // Runs fn(i) for every i in [0, n_tasks) on up to num_threads() threads and returns when all are
 // done. Which thread runs which task is unspecified, so tasks must not depend on it. If a task

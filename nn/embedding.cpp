@@ -14,6 +14,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator* g
     throw std::invalid_argument("Embedding: sizes must be >= 0, got (" +
                                 std::to_string(num_embeddings) + ", " +
                                 std::to_string(embedding_dim) + ")");
+  checked_nbytes({num_embeddings, embedding_dim}, DType::Float32, "Embedding");
   NoGradGuard no_grad;
   Tensor w = empty({num_embeddings, embedding_dim});
   normal_(w, 0, 1, gen);

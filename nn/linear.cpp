@@ -15,6 +15,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
     throw std::invalid_argument("Linear: in_features and out_features must be >= 0, got (" +
                                 std::to_string(in_features) + ", " + std::to_string(out_features) +
                                 ")");
+  checked_nbytes({out_features, in_features}, DType::Float32, "Linear");
   NoGradGuard no_grad;  // nn.init runs under torch.no_grad()
   Tensor w = empty({out_features, in_features});
   // The bound is computed in Python's double order (rng.h), which can sit 1 ulp below 1/sqrt(in).

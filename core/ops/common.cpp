@@ -41,6 +41,14 @@ DType promote(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+bool broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t da = a[a.size() - i], db = b[b.size() - i];
+    if (da != db && da != 1 && db != 1) return false;
+  }
+  return true;
+}
+
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -52,6 +60,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
            int64_t(i) - int64_t(n), ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
+  checked_numel(out, op);  // [2^32, 1] with [1, 2^32] broadcasts past int64
   return out;
 }
 

@@ -52,6 +52,8 @@ decltype(auto) dispatch_float(const char* op, DType dt, F&& f) {
   fail(op, "expected a floating-point tensor, got ", dtype_name(dt));
 }
 
+bool broadcastable(const Shape& a, const Shape& b);
+// The broadcast shape, refused (naming op) when a and b do not broadcast or it overflows int64.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // The strides that read `t` as if it had `shape` (0 on broadcast dims); t must broadcast to it.
 Shape broadcast_strides(const TensorImpl& t, const Shape& shape);
@@ -96,6 +98,12 @@ std::shared_ptr<TensorImpl> materialize(const TensorImpl& t, DType to);
 void copy_into(TensorImpl& dst, const TensorImpl& src);
 
 inline Tensor wrap(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
+
+// An op's fresh (uninitialised) output: a shape that overflows or memory that cannot be had is
+// refused naming the op, where tg::empty would say "empty".
+inline Tensor empty_for(const char* op, const Shape& shape, DType dtype) {
+  return wrap(new_impl(shape, dtype, op));
+}
 
 // Bumps the version of t's storage: call after every in-place write.
 inline void bump_version(const Tensor& t) { ++t.impl()->storage->version; }

@@ -23,7 +23,7 @@ Tensor as_dtype(const Tensor& t, DType d) {
 template <class T, class Out, class F>
 Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType out_dtype, F f) {
   const Shape shape = detail::broadcast_shapes(op, a.shape(), b.shape());
-  auto out = new_impl(shape, out_dtype);
+  auto out = new_impl(shape, out_dtype, op);
   const Shape sa = detail::broadcast_strides(*a.impl(), shape);
   const Shape sb = detail::broadcast_strides(*b.impl(), shape);
   const T* pa = a.data<T>();
@@ -49,7 +49,7 @@ template <class F>
 Tensor unary_map(const char* op, const Tensor& a, F f) {
   detail::check_defined(op, a);
   const Tensor x = is_floating(a.dtype()) ? a : as_dtype(a, DType::Float32);
-  auto out = new_impl(x.shape(), x.dtype());
+  auto out = new_impl(x.shape(), x.dtype(), op);
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
     if constexpr (std::is_floating_point_v<T>) {

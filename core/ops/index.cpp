@@ -1,6 +1,7 @@
 // masked_fill (and in place), tril/triu, cat, stack and embedding.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
@@ -180,10 +181,13 @@ Tensor cat_impl(const char* op, const std::vector<Tensor>& ts, int64_t dim, Shap
     if (!ok)
       fail(op, "tensor ", i, " has shape ", shape_str(t.shape()), " but tensor 0 has shape ",
            shape_str(first.shape()), "; they must match except in dim ", d);
-    shape[d] += t.shape()[d];
+    if (__builtin_add_overflow(shape[d], t.shape()[d], &shape[d]))
+      fail(op, "the sizes along dim ", d, " add up to more than ",
+           std::numeric_limits<int64_t>::max(), " at tensor ", i, " (shape ", shape_str(t.shape()),
+           ")");
     sizes_out->push_back(t.shape()[d]);
   }
-  Tensor out = empty(shape, dt);
+  Tensor out = detail::empty_for(op, shape, dt);
   int64_t at = 0;
   for (const Tensor& t : ts) {
     Shape sub = shape;
@@ -262,7 +266,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
                               shape_str(weight.shape()) + ")");
   Shape shape = ids.shape();
   shape.push_back(D);
-  Tensor out = empty(shape, weight.dtype());
+  Tensor out = detail::empty_for("embedding", shape, weight.dtype());
   const Tensor w = weight.detach().contiguous();
   dispatch(weight.dtype(), [&](auto z) {
     using T = decltype(z);

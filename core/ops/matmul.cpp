@@ -65,6 +65,9 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
     fail(op, "expected floating-point operands, got ", dtype_name(a.dtype()));
 }
 
+// t as rows of its last dim: reshape({-1, C}) says the same but cannot infer -1 when C is 0.
+Tensor as_rows(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2); }
+
 }  // namespace
 
 // --- matmul ---
@@ -81,20 +84,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     fail("matmul", "cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()));
   const Shape ab(a2.shape().begin(), a2.shape().end() - 2),
       bb(b2.shape().begin(), b2.shape().end() - 2);
-  Shape full;
-  try {
-    full = detail::broadcast_shapes("matmul", ab, bb);
-  } catch (const std::invalid_argument&) {
+  if (!detail::broadcastable(ab, bb))
     fail("matmul", "cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()),
          " (batch dims do not broadcast)");
-  }
+  Shape full = detail::broadcast_shapes("matmul", ab, bb);
   full.push_back(a2.shape()[a2.dim() - 2]);
   full.push_back(b2.shape().back());
   Shape out_shape = full;  // without the dims that 1-D operands added
   if (b.dim() == 1) out_shape.pop_back();
   if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
   // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed
-  Tensor out = empty(out_shape, a.dtype());
+  Tensor out = detail::empty_for("matmul", out_shape, a.dtype());
   Tensor out2 = out.view(full);  // the same buffer, seen with the 1-D operands' dims
   batched_gemm(a2, b2, out2, false);
 
@@ -142,24 +142,24 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       fail("linear", "bias of shape ", shape_str(b.shape()), " does not match weight of shape ",
            shape_str(w.shape()));
   }
-  const int64_t in = w.shape()[1], outf = w.shape()[0];
-  const Tensor x2 = x.detach().reshape({-1, in});
+  const int64_t outf = w.shape()[0];
+  const Tensor x2 = as_rows(x.detach());
   Shape out_shape = x.shape();
   out_shape.back() = outf;
-  Tensor y = b.defined() ? b.detach().expand(out_shape).contiguous()
-                         : empty(out_shape, x.dtype());  // beta = 0 below
-  Tensor y2 = y.view({x2.shape()[0], outf});             // the same buffer, as rows
+  Tensor y = detail::empty_for("linear", out_shape, x.dtype());  // beta = 0 below without b
+  if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
+  Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows
   batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
 
   if (any_requires_grad({&x, &w, &b})) {
     const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
                                     : (b.defined() ? "ViewBackward0" : "UnsafeViewBackward0");
     record(name, {x, w, b}, {save_for(w, x), save_for(x, w)},
-           [in, outf, sx = x.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
-             const Tensor g2 = g.reshape({-1, outf});
+           [outf, sx = x.shape()](Node& n, const Tensor& g) -> std::vector<Tensor> {
+             const Tensor g2 = as_rows(g);
              Tensor gx, gw, gb;
              if (n.needs(0)) gx = matmul(g2, n.saved_tensor(1)).reshape(sx);
-             if (n.needs(1)) gw = matmul(g2.T(), n.saved_tensor(0).reshape({-1, in}));
+             if (n.needs(1)) gw = matmul(g2.T(), as_rows(n.saved_tensor(0)));
              if (n.needs(2)) {  // Σ over rows of a contiguous (rows, out) gradient
                const Tensor gc = g2.contiguous();
                gb = empty({outf}, gc.dtype());

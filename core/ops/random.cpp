@@ -57,14 +57,14 @@ Tensor& normal_(Tensor& t, double mean, double std, Generator* gen) {
 Tensor rand(const Shape& shape, Generator* gen, DType dtype) {
   if (!is_floating(dtype))
     detail::fail("rand", "expected a floating-point dtype, got ", dtype_name(dtype));
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty_for("rand", shape, dtype);
   return uniform_(t, 0, 1, gen);
 }
 
 Tensor randn(const Shape& shape, Generator* gen, DType dtype) {
   if (!is_floating(dtype))
     detail::fail("randn", "expected a floating-point dtype, got ", dtype_name(dtype));
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty_for("randn", shape, dtype);
   return normal_(t, 0, 1, gen);
 }
 

@@ -29,6 +29,7 @@ Tensor make_view(const Tensor& a, const Shape& shape, const Shape& strides, int6
 Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape& from) {
   Shape out = shape;
   int64_t known = 1, infer = -1;
+  bool too_big = false;  // the given dims multiply past int64: no input has that many
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       if (infer >= 0) fail(op, "shape ", shape_str(shape), " has more than one -1");
@@ -36,11 +37,15 @@ Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape
     } else if (out[i] < 0) {
       fail(op, "shape ", shape_str(shape), " has a negative dimension");
     } else {
-      known *= out[i];
+      too_big = too_big || __builtin_mul_overflow(known, out[i], &known);
     }
   }
-  if (infer >= 0 && known != 0 && numel % known == 0) out[infer] = numel / known;
-  if (numel_of(out) != numel || (infer >= 0 && known == 0))
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {  // 0 elements, however large
+    known = 0;
+    too_big = false;
+  }
+  if (infer >= 0 && !too_big && known != 0 && numel % known == 0) out[infer] = numel / known;
+  if (too_big || (infer >= 0 && out[infer] == -1) || checked_numel(out, op) != numel)
     fail(op, "shape ", shape_str(shape), " is invalid for input of size ", numel, " (shape ",
          shape_str(from), ")");
   return out;
@@ -260,9 +265,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   end = wrap_dim("flatten", end, dim());
   if (start > end) fail("flatten", "start dim ", start, " comes after end dim ", end);
   Shape s(shape().begin(), shape().begin() + start);
-  int64_t n = 1;
-  for (int64_t i = start; i <= end; ++i) n *= shape()[i];
-  s.push_back(n);
+  s.push_back(checked_numel(Shape(shape().begin() + start, shape().begin() + end + 1), "flatten"));
   s.insert(s.end(), shape().begin() + end + 1, shape().end());
   return reshape(s);
 }
@@ -293,6 +296,7 @@ Tensor Tensor::expand(const Shape& shape_in) const {
            " (dim ", i, ": ", have, " is not 1)");
     }
   }
+  checked_numel(s, "expand");
   return make_view(*this, s, st, offset(), "ExpandBackward0",
                    [from = shape()](Node&, const Tensor& g) -> std::vector<Tensor> {
                      return {sum_to(g, from)};
