@@ -264,6 +264,43 @@ TEST_CASE("ops on zero-size tensors give PyTorch's results") {
   CHECK(what_of([&] { x.max(); }) == "max: cannot reduce an empty tensor (shape [2, 0, 8])");
 }
 
+// What torch 1.13 gives for the same calls (shown beside each).
+TEST_CASE("more ops on zero-size tensors, forward and backward, as torch 1.13") {
+  manual_seed(0);
+  CHECK(std::isnan(cross_entropy(randn({0, 5}), zeros({0}, DType::Int64)).item()));  // nan
+  CHECK(layer_norm(randn({0, 8}), ones({8}), zeros({8})).shape() == Shape{0, 8});
+  const std::vector<float> two_nans = randn({2, 0}).var(1).to_vector<float>();  // [nan, nan]
+  CHECK((two_nans.size() == 2 && std::isnan(two_nans[0]) && std::isnan(two_nans[1])));
+  CHECK(randn({0, 3}).max(1).first.shape() == Shape{0});  // values=tensor([])
+  CHECK(what_of([] {
+          randn({2, 0}).max(1);
+        }) == "max: cannot reduce an empty dim (shape [2, 0], dim 1)");
+  CHECK(what_of([] {
+          randn({2, 0}).argmax(1);
+        }) == "argmax: cannot reduce an empty dim (shape [2, 0], dim 1)");
+  CHECK(what_of([] {
+          randn({0, 3}).argmax();
+        }) == "argmax: cannot reduce an empty tensor (shape [0, 3])");
+  CHECK(stack({zeros({0}), zeros({0})}, 0).shape() == Shape{2, 0});
+  CHECK(ones({0, 0}).tril().shape() == Shape{0, 0});
+
+  Tensor a = randn({0, 3}).requires_grad_(true), b = randn({3, 4}).requires_grad_(true);
+  matmul(a, b).sum().backward();
+  CHECK(a.grad().shape() == Shape{0, 3});
+  CHECK(b.grad().to_vector<float>() == std::vector<float>(12, 0.f));  // no rows, no gradient
+  Tensor w = randn({5, 3}).requires_grad_(true);
+  const Tensor e = embedding(zeros({2, 0}, DType::Int64), w);
+  CHECK(e.shape() == Shape{2, 0, 3});
+  e.sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(15, 0.f));
+  Tensor s = randn({2, 0, 8}).requires_grad_(true);
+  softmax(s, -1).sum().backward();
+  CHECK(s.grad().shape() == Shape{2, 0, 8});
+  Tensor m = randn({2, 0}).requires_grad_(true), k = randn({1}).requires_grad_(true);
+  (m * k).sum().backward();
+  CHECK(k.grad().to_vector<float>() == std::vector<float>{0.f});
+}
+
 TEST_CASE("nn::Linear(0, 8) gives its bias broadcast; backward reaches every parameter") {
   manual_seed(123);
   nn::Linear layer(0, 8);

@@ -236,10 +236,11 @@ Tensor mean(const Tensor& a) {
 }
 
 // --- max along a dim: the gradient goes to the (first) position of each row's maximum ---
-std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
-  Rows r = to_rows("max", a, {dim}, keepdim);
+namespace {
+std::pair<Tensor, Tensor> max_along(const char* op, const Tensor& a, int64_t dim, bool keepdim) {
+  Rows r = to_rows(op, a, {dim}, keepdim);
   if (r.inner == 0)
-    fail("max", "cannot reduce an empty dim (shape ", shape_str(a.shape()), ", dim ", dim, ")");
+    fail(op, "cannot reduce an empty dim (shape ", shape_str(a.shape()), ", dim ", dim, ")");
   Tensor values = empty(r.out_shape, a.dtype());
   Tensor indices = empty(r.out_shape, DType::Int64);
   dispatch(a.dtype(), [&](auto z) {
@@ -294,6 +295,11 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
   }
   return {values, indices};
 }
+}  // namespace
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return max_along("max", a, dim, keepdim);
+}
 
 // --- max over everything: the gradient is shared evenly among the tied maxima ---
 Tensor max(const Tensor& a) {
@@ -324,6 +330,10 @@ Tensor var(const Tensor& a, int64_t dim, bool unbiased, bool keepdim) {
     const T* p = r.data.template data<T>();
     T* o = out.data<T>();
     for (int64_t i = 0; i < r.outer; ++i) {
+      if (n == 0) {  // PyTorch: the variance of nothing is nan, biased or not
+        o[i] = std::numeric_limits<T>::quiet_NaN();
+        continue;
+      }
       const T* row = p + i * n;
       double m = 0;
       for (int64_t j = 0; j < n; ++j) m += row[j];
@@ -353,10 +363,12 @@ Tensor var(const Tensor& a, bool unbiased) {
 // --- argmax: indices only, off the tape ---
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   NoGradGuard ng;
-  return max(a, dim, keepdim).second;
+  return max_along("argmax", a, dim, keepdim).second;
 }
 Tensor argmax(const Tensor& a) {
   detail::check_defined("argmax", a);
+  if (a.numel() == 0)
+    fail("argmax", "cannot reduce an empty tensor (shape ", shape_str(a.shape()), ")");
   NoGradGuard ng;
   return max(a.reshape({-1}), 0, false).second;
 }
