@@ -63,6 +63,12 @@ TEST_CASE("shapes whose element or byte count overflows int64 are refused naming
        },
        "zeros: shape [1048576, 1048576, 1048576, 1048576] has 1208925819614629174706176 elements, "
        "more than 9223372036854775807"},
+      {"zeros 10^19 (zero limbs in the count)",
+       [] {
+         zeros({1000000000, 1000000000, 10});
+       },
+       "zeros: shape [1000000000, 1000000000, 10] has 10000000000000000000 elements, more than "
+       "9223372036854775807"},
       {"empty 2^64 bytes",
        [] {
          empty({int64_t(1) << 31, int64_t(1) << 31});
@@ -95,6 +101,11 @@ TEST_CASE("shapes whose element or byte count overflows int64 are refused naming
          ones({2, -3});
        },
        "ones: negative dimension in shape [2, -3]"},
+      {"expand to a negative dim",
+       [] {
+         zeros({1, 3}).expand({-2, 3});
+       },
+       "expand: negative dimension in shape [-2, 3]"},
       {"expand",
        [] {
          zeros({1, 1}).expand({k32, k32});
