@@ -29,7 +29,7 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    if (i > 0) acc *= std::max<int64_t>(s[i], 1);  // the first dim's extent is no stride
   }
   return st;
 }
