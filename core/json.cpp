@@ -294,4 +294,22 @@ std::string number(double v) {
   return buf;
 }
 
+ObjectWriter& ObjectWriter::add_raw(std::string_view key, const std::string& json) {
+  body_ += (body_.empty() ? "" : ", ") + quote(key) + ": " + json;
+  return *this;
+}
+ObjectWriter& ObjectWriter::add_string(std::string_view key, std::string_view v) {
+  return add_raw(key, quote(v));
+}
+ObjectWriter& ObjectWriter::add_number(std::string_view key, double v) {
+  return add_raw(key, number(v));
+}
+ObjectWriter& ObjectWriter::add_int(std::string_view key, int64_t v) {
+  return add_raw(key, std::to_string(v));
+}
+ObjectWriter& ObjectWriter::add_bool(std::string_view key, bool v) {
+  return add_raw(key, v ? "true" : "false");
+}
+std::string ObjectWriter::str() const { return "{" + body_ + "}"; }
+
 }  // namespace tg::json

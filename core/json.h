@@ -1,6 +1,6 @@
 // JSON (RFC 8259): one strict reader for every file tapegrad reads (GPT-2's encoder.json,
 // safetensors headers, checkpoint metadata, GPT configs, --log lines), and the two writers its
-// own files need (a quoted string, a number).
+// own files need (a quoted string, a number, an object of them).
 //
 // Strict means the reader refuses what RFC 8259 refuses (comments, single quotes, trailing
 // commas, leading zeros, raw control characters in strings, invalid UTF-8, anything after the
@@ -60,5 +60,20 @@ Value parse(std::string_view text);
 std::string quote(std::string_view s);
 // v with 17 significant digits, so it reads back to the same double; NaN and infinities as null.
 std::string number(double v);
+
+// An object written member by member, in order: {"a": 1, "b": "x"} (", " and ": " between,
+// as GPTConfig::str writes). Keys are the caller's and not checked for repeats.
+class ObjectWriter {
+ public:
+  ObjectWriter& add_string(std::string_view key, std::string_view v);
+  ObjectWriter& add_number(std::string_view key, double v);  // number(v)
+  ObjectWriter& add_int(std::string_view key, int64_t v);
+  ObjectWriter& add_bool(std::string_view key, bool v);
+  std::string str() const;
+
+ private:
+  ObjectWriter& add_raw(std::string_view key, const std::string& json);
+  std::string body_;
+};
 
 }  // namespace tg::json

@@ -283,6 +283,7 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
   Dir d;
   const std::string dir = make_checkpoint(d, "ck", false);
   const std::string resumed = d / "resume-options";
+  const std::string ckpt = resumed + "/checkpoint.safetensors";
   struct Bad {
     std::string key, value, needle;
   };
@@ -298,16 +299,20 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
   for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
   // Stored options: the field's text replaced in the options JSON.
   const std::vector<Bad> options = {
-      {"lr", "\"nan\"", "checkpoint option 'lr' must be a number"},
-      {"lr", "null", "checkpoint option 'lr' must be a number"},
-      {"seed", "-1", "checkpoint option 'seed' must be >= 0, got -1"},
-      {"context_length", "0", resumed + ": checkpoint option 'context_length' must be >= 2, got 0"},
+      {"lr", "\"nan\"", "checkpoint option 'lr' expects a number >= 0, got \"nan\""},
+      {"lr", "null", "checkpoint option 'lr' expects a number >= 0, got null"},
+      {"seed", "-1", "checkpoint option 'seed' expects an integer >= 0, got -1"},
+      {"context_length", "0",
+       ckpt + ": checkpoint option 'context_length' expects an integer from 2 to 1048576, got 0"},
       {"preset", "\"gpt9\"",
        resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'"},
       {"tokenizer", "\"bpe:abc\"",
        resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer"},
-      {"min_lr", "-1", resumed + ": checkpoint option 'min_lr' must be a number >= 0"},
-      {"epochs", "1.5", "checkpoint option 'epochs' must be an integer, got 1.5"},
+      {"min_lr", "-1", ckpt + ": checkpoint option 'min_lr' expects a number >= 0, got -1"},
+      {"epochs", "1.5", "checkpoint option 'epochs' expects an integer from 0 to 1000000, got 1.5"},
+      {"cosine", "0", "checkpoint option 'cosine' expects true or false, got 0"},
+      {"attention", "\"flash\"",
+       "checkpoint option 'attention' expects fused or book, got \"flash\""},
   };
   for (const Bad& b : options)
     check_refused(resume_with(d, dir, "options", options_with(dir, b.key, b.value)), "train",

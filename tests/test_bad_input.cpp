@@ -14,6 +14,7 @@
 
 #include "data/cli.h"
 #include "tests/temp_dir.h"
+#include "train/cli_options.h"
 #include "train/commands.h"
 
 namespace fs = std::filesystem;
@@ -100,44 +101,133 @@ const std::string kNotRegular = ": not a regular file (a FIFO, device or socket)
 
 }  // namespace
 
+// One convention for every command: -h and --help print the table's help on stdout; --name=VALUE
+// is --name VALUE; an unknown option and a malformed number are one exact line and exit 2.
+TEST_CASE("every command: -h, --help, --name=VALUE, unknown options and bad numbers alike") {
+  struct Command {
+    std::string name, help;
+    std::string number;  // an option taking a number ("" : none), and its range text
+    std::string range;
+  };
+  const std::vector<Command> commands = {
+      {"train", tg::cli::help_text(tg::train::train_command()), "epochs",
+       "an integer from 0 to 1000000"},
+      {"generate", tg::cli::help_text(tg::cli::generate_command()), "max-new-tokens",
+       "an integer from 0 to 100000"},
+      {"chapter3", tg::cli::help_text(tg::cli::chapter3_command()), "cell",
+       "an integer from 2 to 38"},
+  };
+  for (const Command& c : commands) {
+    INFO("command: ", c.name);
+    auto go = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), c.name);
+      return c.name == "tokenize" ? run_tokenize(args) : run(args);
+    };
+    for (const char* h : {"-h", "--help"}) {
+      for (const auto& args : std::vector<std::vector<std::string>>{{h}, {"--bogus", h}}) {
+        const Result r = go(args);
+        CHECK(r.rc == 0);
+        CHECK(r.out == c.help);
+        CHECK(r.err.empty());
+      }
+    }
+    const std::string prefix = "tapegrad " + c.name + ": ";
+    for (const auto& args : std::vector<std::vector<std::string>>{{"--bogus"}, {"--bogus=1"}}) {
+      const Result r = go(args);
+      CHECK(r.rc == 2);
+      CHECK(r.err == prefix + "unknown option '--bogus' (try --help)\n");
+      CHECK(r.out.empty());
+    }
+    if (c.number.empty()) continue;
+    for (const std::string bad : {"ten", "+5", " 5", "5 ", "5x", "", "0x10", "1e3",
+                                  "99999999999999999999", "-99999999999999999999"}) {
+      INFO("value: '", bad, "'");
+      const std::string line =
+          prefix + "--" + c.number + " expects " + c.range + ", got '" + bad + "'\n";
+      for (const auto& args : std::vector<std::vector<std::string>>{
+               {"--" + c.number, bad}, {"--" + c.number + "=" + bad}}) {
+        const Result r = go(args);
+        CHECK(r.rc == 2);
+        CHECK(r.err == line);
+        CHECK(r.out.empty());
+      }
+    }
+  }
+}
+
+// --name=VALUE and --name VALUE read the same value, in every parser.
+TEST_CASE("every command: --name=VALUE reads as --name VALUE") {
+  auto argv_of = [](std::vector<std::string>& args) {
+    std::vector<char*> v;
+    for (auto& a : args) v.push_back(a.data());
+    return v;
+  };
+  std::vector<std::string> a = {"train", "--epochs", "3", "--lr", "0.5", "--attention", "book"},
+                           b = {"train", "--epochs=3", "--lr=0.5", "--attention=book"};
+  bool help = false;
+  const auto ta = tg::cli::parse_train_args(int(a.size()), argv_of(a).data(), help);
+  const auto tb = tg::cli::parse_train_args(int(b.size()), argv_of(b).data(), help);
+  CHECK(tg::train::options_json(ta) == tg::train::options_json(tb));
+  CHECK(ta.explicit_flags == tb.explicit_flags);
+  a = {"generate", "--checkpoint", "c", "--temperature", "0.5", "--top-k", "4"};
+  b = {"generate", "--checkpoint=c", "--temperature=0.5", "--top-k=4"};
+  const auto ga = tg::cli::parse_generate_args(int(a.size()), argv_of(a).data());
+  const auto gb = tg::cli::parse_generate_args(int(b.size()), argv_of(b).data());
+  CHECK((ga.checkpoint == gb.checkpoint && ga.temperature == gb.temperature && ga.top_k == 4 &&
+         gb.top_k == 4));
+  a = {"chapter3", "--notebook", "mha", "--cell", "5"};
+  b = {"chapter3", "--notebook=mha", "--cell=5"};
+  const auto ca = tg::cli::parse_chapter3_args(int(a.size()), argv_of(a).data());
+  const auto cb = tg::cli::parse_chapter3_args(int(b.size()), argv_of(b).data());
+  CHECK((ca.notebook == "mha" && cb.notebook == "mha" && ca.only == 5 && cb.only == 5));
+}
+
 TEST_CASE("bad input table: tapegrad train") {
   check_table({
-      {{"train", "--context", "0"}, 2, "--context must be from 2 to 1048576, got 0"},
-      {{"train", "--context", "-3"}, 2, "--context must be from 2 to 1048576, got -3"},
-      {{"train", "--max-steps", "-1"}, 2, "--max-steps must be >= 1, got -1"},
-      {{"train", "--min-lr", "-1"}, 2, "--min-lr must be a number >= 0"},
-      {{"train", "--min-lr", "nan"}, 2, "--min-lr must be a number >= 0"},
+      {{"train", "--context", "0"}, 2, "--context expects an integer from 2 to 1048576, got '0'"},
+      {{"train", "--context", "-3"}, 2, "--context expects an integer from 2 to 1048576, got '-3'"},
+      {{"train", "--max-steps", "-1"},
+       2,
+       "--max-steps expects an integer from 1 to 1099511627776, got '-1'"},
+      {{"train", "--min-lr", "-1"}, 2, "--min-lr expects a number >= 0, got '-1'"},
+      {{"train", "--min-lr", "nan"}, 2, "--min-lr expects a number >= 0, got 'nan'"},
       {{"train", "--text", ""}, 2, "--text is empty"},
       {{"train", "--out", ""}, 2, "--out is empty"},
       {{"train", "--start-context", ""}, 2, "--start-context is empty"},
       {{"train", "--epochs", "4611686018427387904", "--cosine"},
        2,
-       "--epochs must be <= 1000000, got 4611686018427387904"},
-      {{"train", "--epochs", "-1"}, 2, "--epochs must be >= 0, got -1"},
+       "--epochs expects an integer from 0 to 1000000, got '4611686018427387904'"},
+      {{"train", "--epochs", "-1"}, 2, "--epochs expects an integer from 0 to 1000000, got '-1'"},
       {{"train", "--sample-tokens", "99999999999"},
        2,
-       "--sample-tokens must be <= 100000, got 99999999999"},
+       "--sample-tokens expects an integer from 0 to 100000, got '99999999999'"},
       {{"train", "--lr", "1", "--lr", "2"}, 2, "--lr is given twice"},
       {{"train", "--cosine", "--cosine"}, 2, "--cosine is given twice"},
       {{"train", "--epochs=2", "--epochs", "3"}, 2, "--epochs is given twice"},
-      {{"train", "--epochs", "ten"}, 2, "--epochs expects an integer, got 'ten'"},
+      {{"train", "--epochs", "ten"}, 2, "--epochs expects an integer from 0 to 1000000, got 'ten'"},
       {{"train", "--epochs", "99999999999999999999"},
        2,
-       "--epochs expects an integer, got '99999999999999999999'"},
-      {{"train", "--lr", "abc"}, 2, "--lr expects a number, got 'abc'"},
-      {{"train", "--lr", "nan"}, 2, "--lr must be a number >= 0"},
-      {{"train", "--lr", "inf"}, 2, "--lr must be a number >= 0"},
+       "--epochs expects an integer from 0 to 1000000, got '99999999999999999999'"},
+      {{"train", "--lr", "abc"}, 2, "--lr expects a number >= 0, got 'abc'"},
+      {{"train", "--lr", "nan"}, 2, "--lr expects a number >= 0, got 'nan'"},
+      {{"train", "--lr", "inf"}, 2, "--lr expects a number >= 0, got 'inf'"},
       {{"train", "--lr"}, 2, "--lr needs a value"},
       {{"train", "--cosine=1"}, 2, "--cosine takes no value"},
-      {{"train", "--frobnicate"}, 2, "unknown option --frobnicate (see --help)"},
-      {{"train", "extra"}, 2, "unexpected argument 'extra' (options start with --)"},
-      {{"train", "--threads", "0"}, 2, "--threads must be from 1 to 1024, got 0"},
-      {{"train", "--seed", "-1"}, 2, "--seed must be >= 0, got -1"},
-      {{"train", "--batch-size", "0"}, 2, "--batch-size must be >= 1, got 0"},
-      {{"train", "--eval-freq", "0"}, 2, "--eval-freq must be >= 1, got 0"},
-      {{"train", "--warmup-steps", "-5"}, 2, "--warmup-steps must be >= 0, got -5"},
-      {{"train", "--clip-grad", "-1"}, 2, "--clip-grad must be a number >= 0"},
-      {{"train", "--attention", "flash"}, 2, "--attention must be fused or book, got 'flash'"},
+      {{"train", "--frobnicate"}, 2, "unknown option '--frobnicate' (try --help)"},
+      {{"train", "extra"}, 2, "unexpected argument 'extra' (try --help)"},
+      {{"train", "--threads", "0"}, 2, "--threads expects an integer from 1 to 1024, got '0'"},
+      {{"train", "--seed", "-1"}, 2, "--seed expects an integer >= 0, got '-1'"},
+      {{"train", "--batch-size", "0"},
+       2,
+       "--batch-size expects an integer from 1 to 1048576, got '0'"},
+      {{"train", "--eval-freq", "0"},
+       2,
+       "--eval-freq expects an integer from 1 to 1099511627776, got '0'"},
+      {{"train", "--warmup-steps", "-5"},
+       2,
+       "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'"},
+      {{"train", "--clip-grad", "-1"}, 2, "--clip-grad expects a number >= 0, got '-1'"},
+      {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
       {{"train", "--tokenizer", "bpe:abc"},
        2,
        "--tokenizer names an unknown tokenizer 'bpe:abc' (known: gpt2, bpe:N with 256 <= N <= "
@@ -198,29 +288,33 @@ TEST_CASE("bad input table: tapegrad generate") {
       {{"generate", "--checkpoint", "a", "--checkpoint", "b"}, 2, "--checkpoint is given twice"},
       {{"generate", "--checkpoint", "c", "--temperature", "inf"},
        2,
-       "--temperature must be 0 (greedy) or from 0.001 to 1000, got inf"},
+       "--temperature expects 0 (greedy) or a number from 0.001 to 1000, got 'inf'"},
       {{"generate", "--checkpoint", "c", "--temperature", "1e-45"},
        2,
-       "--temperature must be 0 (greedy) or from 0.001 to 1000, got 1e-45"},
+       "--temperature expects 0 (greedy) or a number from 0.001 to 1000, got '1e-45'"},
       {{"generate", "--checkpoint", "c", "--temperature", "-1"},
        2,
-       "--temperature must be 0 (greedy) or from 0.001 to 1000, got -1"},
+       "--temperature expects 0 (greedy) or a number from 0.001 to 1000, got '-1'"},
       {{"generate", "--checkpoint", "c", "--temperature", "nan"},
        2,
-       "--temperature must be 0 (greedy) or from 0.001 to 1000, got nan"},
+       "--temperature expects 0 (greedy) or a number from 0.001 to 1000, got 'nan'"},
       {{"generate", "--checkpoint", "c", "--max-new-tokens", "99999999999999"},
        2,
-       "--max-new-tokens must be from 0 to 100000, got 99999999999999"},
+       "--max-new-tokens expects an integer from 0 to 100000, got '99999999999999'"},
       {{"generate", "--checkpoint", "c", "--max-new-tokens", "-1"},
        2,
-       "--max-new-tokens must be from 0 to 100000, got -1"},
-      {{"generate", "--checkpoint", "c", "--top-k", "-1"}, 2, "--top-k must be >= 0"},
-      {{"generate", "--checkpoint", "c", "--seed", "-5"}, 2, "--seed must be >= 0"},
+       "--max-new-tokens expects an integer from 0 to 100000, got '-1'"},
+      {{"generate", "--checkpoint", "c", "--top-k", "-1"},
+       2,
+       "--top-k expects an integer >= 0, got '-1'"},
+      {{"generate", "--checkpoint", "c", "--seed", "-5"},
+       2,
+       "--seed expects an integer >= 0, got '-5'"},
       {{"generate", "--checkpoint", "c", "--prompt", ""}, 2, "--prompt is empty"},
       {{"generate", "--checkpoint", "c", "--eos=1"}, 2, "--eos takes no value"},
       {{"generate", "--checkpoint", "c", "--threads", "2000"},
        2,
-       "--threads must be from 1 to 1024, got 2000"},
+       "--threads expects an integer from 1 to 1024, got '2000'"},
       {{"generate", "--checkpoint", "{d}/none"}, 1, "{d}/none: no such checkpoint"},
       {{"generate", "--checkpoint", "{d}/emptydir"},
        1,
@@ -282,14 +376,14 @@ TEST_CASE("bad input table: tapegrad tokenize, bpe-train and chapter3") {
       {{"bpe-train", "--vocab-size", "300", "-o", "{d}/emptydir", "{d}/junk"},
        1,
        "{d}/emptydir: is a directory, not a file"},
-      {{"chapter3", "--cell", "99"}, 2, "--cell expects a number from 2 to 38, got '99'"},
-      {{"chapter3", "--cell", ""}, 2, "--cell expects a number from 2 to 38, got ''"},
+      {{"chapter3", "--cell", "99"}, 2, "--cell expects an integer from 2 to 38, got '99'"},
+      {{"chapter3", "--cell", ""}, 2, "--cell expects an integer from 2 to 38, got ''"},
       {{"chapter3", "--cell"}, 2, "--cell needs a value"},
       {{"chapter3", "--cell", "3", "--cell", "4"}, 2, "--cell is given twice"},
-      {{"chapter3", "--cell=39"}, 2, "--cell expects a number from 2 to 38, got '39'"},
-      {{"chapter3", "--cell= 5"}, 2, "--cell expects a number from 2 to 38, got ' 5'"},
-      {{"chapter3", "--cell", "+5"}, 2, "--cell expects a number from 2 to 38, got '+5'"},
-      {{"chapter3", "--bogus=1"}, 2, "unknown option '--bogus=1' (try --help)"},
+      {{"chapter3", "--cell=39"}, 2, "--cell expects an integer from 2 to 38, got '39'"},
+      {{"chapter3", "--cell= 5"}, 2, "--cell expects an integer from 2 to 38, got ' 5'"},
+      {{"chapter3", "--cell", "+5"}, 2, "--cell expects an integer from 2 to 38, got '+5'"},
+      {{"chapter3", "--bogus=1"}, 2, "unknown option '--bogus' (try --help)"},
       {{"chapter3", "--cell=3", "--cell", "4"}, 2, "--cell is given twice"},
       {{"chapter3", "--notebook", "ch04"}, 2, "--notebook expects ch03 or mha, got 'ch04'"},
       {{"chapter3", "--bogus"}, 2, "unknown option '--bogus' (try --help)"},

@@ -429,27 +429,27 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
   }
   SUBCASE("bad numbers and unknown flags") {
     check_one_line_error(run_cli(cli::train_main, {"train", "--epochs", "ten"}),
-                         "--epochs expects an integer", 2);
+                         "--epochs expects an integer from 0 to 1000000, got 'ten'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--frobnicate"}),
-                         "unknown option --frobnicate", 2);
+                         "unknown option '--frobnicate' (try --help)", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--threads", "4294967297"}),
-                         "--threads must be from 1 to 1024, got 4294967297", 2);
+                         "--threads expects an integer from 1 to 1024, got '4294967297'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--clip-grad", "nan"}),
-                         "--clip-grad must be a number >= 0", 2);
+                         "--clip-grad expects a number >= 0, got 'nan'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--weight-decay", "inf"}),
-                         "--weight-decay must be a number >= 0", 2);
+                         "--weight-decay expects a number >= 0, got 'inf'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--warmup-steps", "-5"}),
-                         "--warmup-steps must be >= 0", 2);
+                         "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--max-steps", "0"}),
-                         "--max-steps must be >= 1", 2);
+                         "--max-steps expects an integer from 1 to 1099511627776, got '0'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--attention", "flash"}),
-                         "--attention must be fused or book, got 'flash'", 2);
+                         "--attention expects fused or book, got 'flash'", 2);
     check_one_line_error(run_cli(cli::train_main, {"train", "--log", s / "no-such-dir/log.jsonl",
                                                    "--text", text, "--out", out}),
                          "cannot write log file");
     check_one_line_error(
         run_cli(cli::generate_main, {"generate", "--threads", "100000", "--checkpoint", out}),
-        "--threads must be from 1 to 1024", 2);
+        "--threads expects an integer from 1 to 1024, got '100000'", 2);
     check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required",
                          2);
     check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
@@ -637,4 +637,50 @@ TEST_CASE("safetensors: round trip, metadata, and errors naming the file") {
   int files = 0;
   for (const auto& e : fs::directory_iterator(s.dir)) files += e.is_regular_file();
   CHECK(files == 2);
+}
+
+TEST_CASE("stored options: the JSON checkpoints have always held, read back; older ones too") {
+  train::TrainOptions o;
+  o.text_path = "t.txt";
+  o.tokenizer = "bpe:512";
+  o.context_length = 64;
+  o.start_context = "Every \"effort\"";
+  o.clip_grad = 1;
+  o.warmup_steps = 3;
+  o.cosine = true;
+  o.initial_lr = 1e-5;
+  o.min_lr = 4e-5;
+  // The bytes options_json wrote before the table (its hand-assembled stream, run on these).
+  const std::string before =
+      "{\"text\": \"t.txt\", \"preset\": \"tiny\", \"tokenizer\": \"bpe:512\", \"context_length\": "
+      "64, \"epochs\": 10, \"batch_size\": 2, \"lr\": 0.00040000000000000002, \"weight_decay\": "
+      "0.10000000000000001, \"eval_freq\": 5, \"eval_iter\": 5, \"seed\": 123, \"start_context\": "
+      "\"Every \\\"effort\\\"\", \"sample_tokens\": 50, \"clip_grad\": 1, \"warmup_steps\": 3, "
+      "\"cosine\": true, \"initial_lr\": 1.0000000000000001e-05, \"min_lr\": "
+      "4.0000000000000003e-05, \"attention\": \"fused\"}";
+  CHECK(train::options_json(o) == before);
+  train::TrainOptions r;
+  r.resume_dir = "ck";
+  train::merge_resume_options(r, json::parse(before), "ck");
+  CHECK(train::options_json(r) == before);
+  // Before the fused route a checkpoint had no "attention": it ran the book's.
+  const size_t cut = before.find(", \"attention\"");
+  train::TrainOptions old;
+  old.resume_dir = "ck";
+  train::merge_resume_options(old, json::parse(before.substr(0, cut) + "}"), "ck");
+  CHECK(old.attention == "book");
+  CHECK(old.min_lr == 4e-5);
+  // A given data-pipeline option must match; a given rate may change.
+  train::TrainOptions given;
+  given.batch_size = 4;
+  given.lr = 1e-3;
+  given.explicit_flags = {"batch-size"};
+  CHECK_THROWS_WITH_AS(train::merge_resume_options(given, json::parse(before), "ck"),
+                       "--batch-size 4 does not match the checkpoint ck (trained with 2); a "
+                       "checkpoint from another config",
+                       train::UsageError);
+  given.explicit_flags = {"lr"};
+  train::merge_resume_options(given, json::parse(before), "ck");
+  CHECK(given.lr == 1e-3);
+  CHECK(given.batch_size == 2);
 }

@@ -128,7 +128,7 @@ namespace {
 int run_chapter3(const cli::Chapter3Options& o) {
   const int only = o.only;
   std::ostream null_stream(nullptr);  // swallows the output of cells not asked for
-  if (o.mha_notebook) return replay_mha_notebook(only, null_stream);
+  if (o.notebook == "mha") return replay_mha_notebook(only, null_stream);
   int last_printed = 0;
   // The notebook's cell N: returns where its print() calls go.
   auto cell = [&](int n) -> std::ostream& {
@@ -337,14 +337,10 @@ int chapter3_main(int argc, char** argv) {
   try {
     const Chapter3Options o = parse_chapter3_args(argc, argv);
     if (o.help)
-      std::cout << "usage: tapegrad chapter3 [--notebook ch03|mha] [--cell N]\n\n"
-                   "Replays the chapter-3 notebook's code cells In [2]..In [38] (or the "
-                   "multihead-attention notebook's In [2]..In [8]) and prints their output as "
-                   "PyTorch does.\n  --cell N   print only cell N (the earlier cells still run, "
-                   "silently)\n";
+      std::cout << help_text(chapter3_command());
     else
       rc = run_chapter3(o);
-  } catch (const train::UsageError& e) {
+  } catch (const UsageError& e) {
     std::cerr << "tapegrad chapter3: " << e.what() << "\n";
     return 2;
   }

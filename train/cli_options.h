@@ -1,15 +1,13 @@
-// The command lines of `tapegrad train`, `generate` and `chapter3`, parsed and range-checked
-// without running anything (so tests and the fuzzer in fuzz/ can call them). Every refusal is a
-// UsageError naming the flag: the CLI prints it as one line and exits with status 2.
-//
-// Conventions, the same for every tapegrad command: --name VALUE or --name=VALUE; a flag given
-// twice is refused (no silent "last one wins"); numbers must parse whole and lie in the range
-// the help text states.
+// The command lines of `tapegrad train`, `generate` and `chapter3`: a table each (core/options.h;
+// train's is train_command() in train/train_options.h), parsed and range-checked without running
+// anything, so tests and the fuzzer in fuzz/ can call them. Every refusal is a cli::UsageError
+// naming the flag: the command prints it as one line and exits with status 2.
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "train/trainer.h"
+#include "core/options.h"
+#include "train/train_options.h"
 
 namespace tg::cli {
 
@@ -21,23 +19,25 @@ struct GenerateOptions {
   bool eos = false, help = false;
 };
 
-// Upper bounds of counts (each keeps a run finite: a huge count would run for ever silently).
+// Upper bound of --max-new-tokens (a huge count would run for ever silently).
 inline constexpr int64_t kMaxNewTokens = 100000;
-inline constexpr int64_t kMaxEpochs = 1000000;
 // --temperature is 0 (greedy) or in this range: below it logits / T overflow to inf.
 inline constexpr double kMinTemperature = 1e-3, kMaxTemperature = 1e3;
 
-// argv[0] is the subcommand's name. `help` is set for --help (nothing else is checked then).
+// argv[0] is the subcommand's name. `help` is set for -h/--help (nothing else is checked then).
 train::TrainOptions parse_train_args(int argc, char** argv, bool& help);
 GenerateOptions parse_generate_args(int argc, char** argv);
+const Command<GenerateOptions>& generate_command();
 
 // tapegrad chapter3 [--notebook ch03|mha] [--cell N]: the notebooks' code cells In [2]..In [38]
 // (ch03) and In [2]..In [8] (mha).
 inline constexpr int kChapter3FirstCell = 2, kChapter3LastCell = 38, kMhaLastCell = 8;
 struct Chapter3Options {
   int only = 0;  // the one cell to print; 0: every cell
-  bool mha_notebook = false, help = false;
+  std::string notebook = "ch03";
+  bool help = false;
 };
 Chapter3Options parse_chapter3_args(int argc, char** argv);
+const Command<Chapter3Options>& chapter3_command();
 
 }  // namespace tg::cli

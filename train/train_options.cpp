@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <sstream>
 
 #include "train/checkpoint.h"
+#include "train/safetensors.h"
 
 namespace tg::train {
 
@@ -32,151 +32,45 @@ bool is_explicit(const TrainOptions& o, const std::string& name) {
   return false;
 }
 
-std::string options_json(const TrainOptions& o) {
-  std::ostringstream os;
-  os << "{\"text\": " << json::quote(o.text_path) << ", \"preset\": " << json::quote(o.preset)
-     << ", \"tokenizer\": " << json::quote(o.tokenizer)
-     << ", \"context_length\": " << o.context_length << ", \"epochs\": " << o.epochs
-     << ", \"batch_size\": " << o.batch_size << ", \"lr\": " << json::number(o.lr)
-     << ", \"weight_decay\": " << json::number(o.weight_decay) << ", \"eval_freq\": " << o.eval_freq
-     << ", \"eval_iter\": " << o.eval_iter << ", \"seed\": " << o.seed
-     << ", \"start_context\": " << json::quote(o.start_context)
-     << ", \"sample_tokens\": " << o.sample_tokens
-     << ", \"clip_grad\": " << json::number(o.clip_grad) << ", \"warmup_steps\": " << o.warmup_steps
-     << ", \"cosine\": " << (o.cosine ? "true" : "false")
-     << ", \"initial_lr\": " << json::number(o.initial_lr)
-     << ", \"min_lr\": " << json::number(o.min_lr)
-     << ", \"attention\": " << json::quote(o.attention) << "}";
-  return os.str();
-}
+std::string options_json(const TrainOptions& o) { return cli::stored_json(train_command(), o); }
 
-// Fills the options the user did not give from the checkpoint's; refuses explicit ones that
-// would change the data or the model. Each stored value must have its type (a string "nan" is
-// not a learning rate of 0); check_options then checks the ranges as for flags.
 void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::string& path) {
-  using Kind = json::Value::Kind;
-  auto field = [&](const char* k, Kind kind, const char* want) -> const json::Value& {
-    const json::Value* v = saved.find(k);
-    if (!v) throw TrainError(path + ": checkpoint options lack '" + std::string(k) + "'");
-    if (v->kind != kind) throw TrainError(path + ": checkpoint option '" + k + "' must be " + want);
-    return *v;
-  };
-  auto str = [&](const char* k) { return field(k, Kind::String, "a string").str; };
-  auto num = [&](const char* k) { return field(k, Kind::Number, "a number").num; };
-  auto integer = [&](const char* k) {
-    const json::Value& v = field(k, Kind::Number, "an integer");
-    try {
-      return v.as_int();
-    } catch (const json::Error&) {
-      throw TrainError(path + ": checkpoint option '" + k + "' must be an integer, got " + v.str);
-    }
-  };
-  auto conflict = [&](const char* flag, const std::string& mine, const std::string& theirs) {
-    throw UsageError("--" + std::string(flag) + " " + mine + " does not match the checkpoint " +
-                     path + " (trained with " + theirs + "); a checkpoint from another config");
-  };
-  auto take_str = [&](const char* flag, const char* key, std::string& field) {
-    const std::string saved_v = str(key);
-    if (is_explicit(o, flag) && field != saved_v) conflict(flag, field, saved_v);
-    field = saved_v;
-  };
-  auto take_int = [&](const char* flag, const char* key, int64_t& field, bool must_match) {
-    const int64_t saved_v = integer(key);
-    if (!is_explicit(o, flag))
-      field = saved_v;
-    else if (must_match && field != saved_v)
-      conflict(flag, std::to_string(field), std::to_string(saved_v));
-  };
-  auto take_double = [&](const char* flag, const char* key, double& field) {
-    if (!is_explicit(o, flag)) field = num(key);
-  };
-  take_str("preset", "preset", o.preset);
-  take_str("tokenizer", "tokenizer", o.tokenizer);
-  take_int("context", "context_length", o.context_length, true);
-  take_int("batch-size", "batch_size", o.batch_size, true);
-  if (!is_explicit(o, "text")) o.text_path = str("text");
-  take_int("epochs", "epochs", o.epochs, false);
-  take_double("lr", "lr", o.lr);
-  take_double("weight-decay", "weight_decay", o.weight_decay);
-  take_int("eval-freq", "eval_freq", o.eval_freq, false);
-  take_int("eval-iter", "eval_iter", o.eval_iter, false);
-  if (!is_explicit(o, "seed")) {
-    const int64_t seed = integer("seed");
-    if (seed < 0)
-      throw TrainError(path + ": checkpoint option 'seed' must be >= 0, got " +
-                       std::to_string(seed));
-    o.seed = uint64_t(seed);
+  try {
+    cli::merge_stored(train_command(), o, o.explicit_flags, saved, path);
+  } catch (const cli::StoredOptionError& e) {
+    throw TrainError(e.what());
   }
-  if (!is_explicit(o, "start-context")) o.start_context = str("start_context");
-  take_int("sample-tokens", "sample_tokens", o.sample_tokens, false);
-  take_double("clip-grad", "clip_grad", o.clip_grad);
-  take_int("warmup-steps", "warmup_steps", o.warmup_steps, false);
-  if (!is_explicit(o, "cosine")) o.cosine = field("cosine", Kind::Bool, "true or false").b;
-  take_double("initial-lr", "initial_lr", o.initial_lr);
-  take_double("min-lr", "min_lr", o.min_lr);
-  // The attention route changes no result beyond rounding, so it may differ from the
-  // checkpoint's; resuming on the same route keeps a resumed run bit-exact. Checkpoints from
-  // before the fused route ran the book's.
-  if (!is_explicit(o, "attention"))
-    o.attention = saved.find("attention") ? str("attention") : "book";
 }
 
 namespace {
 
 // A value out of range: a UsageError naming the flag when the user gave it, else a TrainError
 // naming the checkpoint it came from (the user never typed that flag).
-[[noreturn]] void bad_option(const TrainOptions& o, const char* flag, const std::string& what) {
-  if (is_explicit(o, flag) || o.resume_dir.empty())
-    throw UsageError("--" + std::string(flag) + " " + what);
-  std::string key = flag == std::string("context") ? "context_length" : flag;
-  for (char& c : key)
-    if (c == '-') c = '_';
-  throw TrainError(o.resume_dir + ": checkpoint option '" + key + "' " + what);
-}
-
-void in_range(const TrainOptions& o, const char* flag, int64_t v, int64_t lo, int64_t hi) {
-  if (v < lo)
-    bad_option(o, flag, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
-  if (v > hi)
-    bad_option(o, flag, "must be <= " + std::to_string(hi) + ", got " + std::to_string(v));
-}
-
-void finite_at_least_0(const TrainOptions& o, const char* flag, double v) {
-  if (!(v >= 0) || !std::isfinite(v)) bad_option(o, flag, "must be a number >= 0");
+[[noreturn]] void bad_option(const TrainOptions& o, const std::string& flag,
+                             const std::string& what) {
+  if (is_explicit(o, flag) || o.resume_dir.empty()) throw UsageError("--" + flag + " " + what);
+  for (const auto& row : train_command().options)
+    if (row.spec.name == flag)
+      throw TrainError(o.resume_dir + ": checkpoint option '" + cli::stored_key(row.spec) + "' " +
+                       what);
+  throw TrainError(o.resume_dir + ": option --" + flag + " " + what);
 }
 
 // gpt2 or bpe:N with 256 <= N <= 100000 (the session's make_tokenizer builds it).
 bool valid_tokenizer_spec(const std::string& spec) {
   if (spec == "gpt2") return true;
-  if (spec.rfind("bpe:", 0) != 0 || spec.size() < 7 || spec.size() > 10) return false;
-  const std::string n = spec.substr(4);
-  if (n.find_first_not_of("0123456789") != std::string::npos) return false;
-  const long v = std::stol(n);
-  return v >= 256 && v <= 100000;
+  const std::optional<int64_t> n =
+      spec.rfind("bpe:", 0) == 0 ? cli::parse_int(spec.substr(4)) : std::nullopt;
+  return n && *n >= 256 && *n <= 100000;
 }
 
 }  // namespace
 
 void check_options(const TrainOptions& opt) {
-  constexpr int64_t kBig = int64_t(1) << 40;  // counts beyond this are typing errors
-  in_range(opt, "epochs", opt.epochs, 0, 1000000);
-  in_range(opt, "batch-size", opt.batch_size, 1, 1 << 20);
-  in_range(opt, "eval-freq", opt.eval_freq, 1, kBig);
-  in_range(opt, "eval-iter", opt.eval_iter, 1, kBig);
-  in_range(opt, "sample-tokens", opt.sample_tokens, 0, 100000);
-  in_range(opt, "warmup-steps", opt.warmup_steps, 0, kBig);
-  finite_at_least_0(opt, "lr", opt.lr);
-  finite_at_least_0(opt, "weight-decay", opt.weight_decay);
-  finite_at_least_0(opt, "clip-grad", opt.clip_grad);
-  finite_at_least_0(opt, "initial-lr", opt.initial_lr);
-  // -1 and 0 are "not given" markers; a value from the command line or a checkpoint is real.
-  const bool given_min_lr = is_explicit(opt, "min-lr") || !opt.resume_dir.empty();
-  if (given_min_lr) finite_at_least_0(opt, "min-lr", opt.min_lr);
-  if (opt.context_length != 0 || is_explicit(opt, "context") || !opt.resume_dir.empty())
-    in_range(opt, "context", opt.context_length, 2, int64_t(1) << 20);
-  if (opt.max_steps != -1) in_range(opt, "max-steps", opt.max_steps, 1, kBig);
-  if (opt.attention != "fused" && opt.attention != "book")
-    bad_option(opt, "attention", "must be fused or book, got '" + show_bytes(opt.attention) + "'");
+  // A "not given" marker (context 0, min_lr -1, ...) is no value to check.
+  const auto [row, why] = cli::first_refusal(
+      train_command(), opt, [](const cli::Spec& s, auto v) { return s.none && v.num == *s.none; });
+  if (row) bad_option(opt, row->name, why);
   if (!opt.tokenizer.empty() && !valid_tokenizer_spec(opt.tokenizer))
     bad_option(opt, "tokenizer",
                "names an unknown tokenizer '" + show_bytes(opt.tokenizer) +

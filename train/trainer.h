@@ -27,18 +27,9 @@
 #include "data/gpt_dataset.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
+#include "train/train_options.h"
 
 namespace tg::train {
-
-// A one-line user error (missing file, bad checkpoint, short text, NaN loss): the CLI prints
-// "tapegrad train: <what()>" and exits with status 1.
-struct TrainError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// A bad command line (unknown, repeated or malformed flag, a value out of range): status 2.
-struct UsageError : TrainError {
-  using TrainError::TrainError;
-};
 
 // cross_entropy(logits.flatten(0, 1), target_batch.flatten())
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model);
@@ -123,39 +114,6 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
                         const data::Tokenizer& tokenizer, TrainLoop& loop);
 
 // --- the `tapegrad train` session -----------------------------------------------------------
-
-struct TrainOptions {
-  std::string text_path;        // empty: the bundled sample (data/sample/sample.txt)
-  std::string preset = "tiny";  // gpt2-124m | tiny
-  std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
-  std::string attention = nn::GPTConfig().attention;  // fused | book (GPTConfig::attention)
-  int64_t context_length = 0;                         // 0: the preset's
-  int64_t epochs = 10, batch_size = 2;
-  double lr = 4e-4, weight_decay = 0.1;
-  int64_t eval_freq = 5, eval_iter = 5;
-  uint64_t seed = 123;
-  int threads = 0;              // 0: leave the pool as it is (TAPEGRAD_THREADS or all cores)
-  std::string out_dir = "out";  // checkpoint.safetensors and loss.svg go here
-  std::string log_path;         // JSON lines, one per evaluation
-  std::string resume_dir;       // continue from DIR/checkpoint.safetensors
-  std::string start_context = "Every effort moves you";
-  int64_t sample_tokens = 50;
-  double clip_grad = 0;      // max gradient norm; 0: no clipping
-  int64_t warmup_steps = 0;  // > 0 or cosine: appendix D's schedule
-  bool cosine = false;
-  double initial_lr = 0, min_lr = -1;  // min_lr < 0: 0.1 * lr
-  int64_t max_steps = -1;              // stop (and save) after this many steps in this run
-  int progress = -1;  // 1: progress line on stderr, 0: never, -1: when stderr is a tty
-  // A fresh run refuses an out_dir that already holds a checkpoint unless this is set.
-  bool overwrite = false;
-  // Names of the options given explicitly; on --resume the checkpoint supplies the others, and
-  // explicit data-pipeline options (preset, tokenizer, context, batch size, text) must match it.
-  std::vector<std::string> explicit_flags;
-  // Library use (tests, benches): these dims instead of a preset's ("custom" in the checkpoint);
-  // vocab_size still follows the tokenizer.
-  std::optional<nn::GPTConfig> config;
-  std::function<void(int64_t global_step)> on_step;  // after each optimizer step (tests)
-};
 
 struct TrainResult {
   std::vector<EvalPoint> evals;      // every evaluation so far, resumed runs included
