@@ -5,37 +5,37 @@
 //   tapegrad bpe-train --vocab-size N -o FILE [--special TOKEN]... [--format tapegrad|tiktoken]
 //   TEXT
 //
-// argv[0] is the command name ("tokenize"); it is skipped. Every error is one line on stderr and
-// a non-zero exit (2: usage, 1: input or file problems). Each option at most once (--special
-// may repeat, with distinct tokens).
+// Each command is a table (core/options.h), so their options follow every tapegrad command's
+// convention. argv[0] is the command name ("tokenize"); it is skipped. Every error is one line on
+// stderr and a non-zero exit (2: usage, a cli::UsageError; 1: input or file problems). Each
+// option at most once (--special may repeat, with distinct tokens).
 //
 // Not here: batch or parallel tokenization, JSON output, other encodings than gpt2.
 #pragma once
+#include <cstdint>
 #include <iosfwd>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/options.h"
+
 namespace tg::data {
 
-// A bad command line: exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The parsed command lines (the parsers throw UsageError; tests and fuzz/ call them directly).
+// The parsed command lines (the parsers throw cli::UsageError; tests and fuzz/ call them).
 struct TokenizeArgs {
   std::string encoding, tokenizer_file, input;  // input "" or "-": stdin
   bool decode = false, ordinary = false, help = false;
 };
 struct BpeTrainArgs {
-  long long vocab_size = -1;
+  int64_t vocab_size = -1;
   std::string output, input, format = "tapegrad";
   std::vector<std::string> specials;
   bool help = false;
 };
 TokenizeArgs parse_tokenize_args(int argc, char** argv);
 BpeTrainArgs parse_bpe_train_args(int argc, char** argv);
+const cli::Command<TokenizeArgs>& tokenize_command();
+const cli::Command<BpeTrainArgs>& bpe_train_command();
 
 // Texts read by tokenize and bpe-train (files or stdin) beyond this are refused.
 inline constexpr unsigned long long kMaxInputBytes = 1ull << 30;
