@@ -241,6 +241,8 @@ TEST_CASE("bad input table: tapegrad train") {
        "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'"},
       {{"train", "--clip-grad", "-1"}, 2, "--clip-grad expects a number >= 0, got '-1'"},
       {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
+      {{"train", "--drop-rate", "1"}, 2, "--drop-rate expects a number in [0, 1), got '1'"},
+      {{"train", "--drop-rate=-0.1"}, 2, "--drop-rate expects a number in [0, 1), got '-0.1'"},
       {{"train", "--tokenizer", "bpe:abc"},
        2,
        "--tokenizer names an unknown tokenizer 'bpe:abc' (known: gpt2, bpe:N with 256 <= N <= "

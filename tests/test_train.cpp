@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "nn/gpt.h"
 #include "tests/train_testing.h"
+#include "train/cli_options.h"
 #include "train/commands.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
@@ -658,15 +659,21 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
       "\"Every \\\"effort\\\"\", \"sample_tokens\": 50, \"clip_grad\": 1, \"warmup_steps\": 3, "
       "\"cosine\": true, \"initial_lr\": 1.0000000000000001e-05, \"min_lr\": "
       "4.0000000000000003e-05, \"attention\": \"fused\"}";
-  CHECK(train::options_json(o) == before);
+  // --drop-rate came after: its member is the last, so the old bytes are the new ones' start.
+  o.drop_rate = 0.25;
+  const std::string now = before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25}";
+  CHECK(train::options_json(o) == now);
   train::TrainOptions r;
   r.resume_dir = "ck";
-  train::merge_resume_options(r, json::parse(before), "ck");
-  CHECK(train::options_json(r) == before);
-  // Before the fused route a checkpoint had no "attention": it ran the book's.
-  const size_t cut = before.find(", \"attention\"");
+  train::merge_resume_options(r, json::parse(now), "ck");
+  CHECK(train::options_json(r) == now);
+  // Before the fused route a checkpoint had no "attention": it ran the book's; before
+  // --drop-rate none had "drop_rate": its config's rate.
   train::TrainOptions old;
   old.resume_dir = "ck";
+  train::merge_resume_options(old, json::parse(before), "ck");
+  CHECK(old.drop_rate == -1);
+  const size_t cut = before.find(", \"attention\"");
   train::merge_resume_options(old, json::parse(before.substr(0, cut) + "}"), "ck");
   CHECK(old.attention == "book");
   CHECK(old.min_lr == 4e-5);
@@ -683,4 +690,25 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
   train::merge_resume_options(given, json::parse(before), "ck");
   CHECK(given.lr == 1e-3);
   CHECK(given.batch_size == 2);
+}
+
+TEST_CASE("--drop-rate: the preset's unless given, in the model's config and the checkpoint") {
+  train::TrainOptions o;
+  CHECK(train::resolve_model_config(o, nullptr, "").drop_rate == 0.1);
+  CHECK(o.drop_rate == 0.1);  // stored as the rate the run used
+  std::vector<std::string> args = {"train", "--drop-rate", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  bool help = false;
+  train::TrainOptions given = cli::parse_train_args(int(argv.size()), argv.data(), help);
+  CHECK(train::resolve_model_config(given, nullptr, "").drop_rate == 0);
+  // A resumed run's dropout is the checkpoint's: given again, it must match.
+  train::TrainOptions again;
+  again.drop_rate = 0.2;
+  again.explicit_flags = {"drop-rate"};
+  CHECK_THROWS_WITH_AS(
+      train::merge_resume_options(again, json::parse(train::options_json(given)), "ck"),
+      "--drop-rate 0.2 does not match the checkpoint ck (trained with 0); a checkpoint from "
+      "another config",
+      train::UsageError);
 }

@@ -106,6 +106,8 @@ nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
                      " is outside what preset " + opt.preset + " allows (2.." +
                      std::to_string(max_ctx) + ")");
   cfg.context_length = opt.context_length;
+  if (opt.drop_rate < 0) opt.drop_rate = cfg.drop_rate;
+  cfg.drop_rate = opt.drop_rate;
   cfg.attention = opt.attention;
   if (opt.tokenizer.empty()) opt.tokenizer = opt.preset == "tiny" ? "bpe:512" : "gpt2";
   if (opt.tokenizer != "gpt2" && opt.tokenizer.rfind("bpe:", 0) != 0)

@@ -37,6 +37,7 @@ struct TrainOptions {
   std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
   std::string attention = nn::GPTConfig().attention;  // fused | book (GPTConfig::attention)
   int64_t context_length = 0;                         // 0: the preset's
+  double drop_rate = -1;                              // < 0: the preset's
   int64_t epochs = 10, batch_size = 2;
   double lr = 4e-4, weight_decay = 0.1;
   int64_t eval_freq = 5, eval_iter = 5;
@@ -122,6 +123,11 @@ inline const cli::Command<TrainOptions>& train_command() {
                       "fused: one scaled_dot_product_attention per block; book: the\n"
                       "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
               .stored(Resume::MayChange, "", "\"book\""),
+          cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
+              .half_open()
+              .none(-1)
+              .shown_default("the preset's, 0.1")
+              .stored(Resume::MustMatch, "", "-1"),  // before it: the config's
           cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool")
               .none(0)
               .shown_default("TAPEGRAD_THREADS or all cores"),
@@ -159,8 +165,9 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
 void check_options(const TrainOptions& o);
 
 struct SafeTensors;
-// The model's config: the preset's (or o.config, or a "custom" checkpoint's) with --context;
-// fills the defaults that depend on it (context, tokenizer, text, min_lr) into `o`.
+// The model's config: the preset's (or o.config, or a "custom" checkpoint's) with --context and
+// --drop-rate; fills the defaults that depend on it (context, drop rate, tokenizer, text,
+// min_lr) into `o`.
 nn::GPTConfig resolve_model_config(TrainOptions& o, const SafeTensors* ckpt,
                                    const std::string& ckpt_path);
 
