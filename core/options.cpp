@@ -170,32 +170,26 @@ std::string refusal(const Spec& s, const json::Value& v) {
 
 namespace detail {
 
-json::Value number_value(int64_t v) {
+namespace {
+
+json::Value value_of(json::Value::Kind kind, double num, std::string str, bool b) {
   json::Value j;
-  j.kind = json::Value::Kind::Number;
-  j.num = double(v);
-  j.str = std::to_string(v);
+  j.kind = kind, j.num = num, j.str = std::move(str), j.b = b;
   return j;
+}
+
+}  // namespace
+
+json::Value number_value(int64_t v) {
+  return value_of(json::Value::Kind::Number, double(v), std::to_string(v), false);
 }
 json::Value real_value(double v) {
-  json::Value j;
-  j.kind = json::Value::Kind::Number;
-  j.num = v;
-  j.str = format_real(v);
-  return j;
+  return value_of(json::Value::Kind::Number, v, format_real(v), false);
 }
 json::Value string_value(std::string v) {
-  json::Value j;
-  j.kind = json::Value::Kind::String;
-  j.str = std::move(v);
-  return j;
+  return value_of(json::Value::Kind::String, 0, std::move(v), false);
 }
-json::Value bool_value(bool v) {
-  json::Value j;
-  j.kind = json::Value::Kind::Bool;
-  j.b = v;
-  return j;
-}
+json::Value bool_value(bool v) { return value_of(json::Value::Kind::Bool, 0, "", v); }
 
 Scanned scan(const std::vector<const Spec*>& rows, const Spec* operand, int argc, char** argv) {
   Scanned out;

@@ -159,38 +159,44 @@ TEST_CASE("every command: -h, --help, --name=VALUE, unknown options and bad numb
 }
 
 // --name=VALUE and --name VALUE read the same value, in every parser.
-TEST_CASE("every command: --name=VALUE reads as --name VALUE") {
-  auto argv_of = [](std::vector<std::string>& args) {
+// The parser on two command lines: (parse(a), parse(b)).
+template <class Parse>
+auto parse_both(std::vector<std::string> a, std::vector<std::string> b, Parse parse) {
+  auto one = [&](std::vector<std::string>& args) {
     std::vector<char*> v;
-    for (auto& a : args) v.push_back(a.data());
-    return v;
+    for (auto& x : args) v.push_back(x.data());
+    return parse(int(v.size()), v.data());
   };
-  std::vector<std::string> a = {"train", "--epochs", "3", "--lr", "0.5", "--attention", "book"},
-                           b = {"train", "--epochs=3", "--lr=0.5", "--attention=book"};
-  bool help = false;
-  const auto ta = tg::cli::parse_train_args(int(a.size()), argv_of(a).data(), help);
-  const auto tb = tg::cli::parse_train_args(int(b.size()), argv_of(b).data(), help);
+  return std::make_pair(one(a), one(b));
+}
+
+TEST_CASE("every command: --name=VALUE reads as --name VALUE") {
+  namespace cli = tg::cli;
+  const auto [ta, tb] = parse_both({"train", "--epochs", "3", "--lr", "0.5", "--attention", "book"},
+                                   {"train", "--epochs=3", "--lr=0.5", "--attention=book"},
+                                   [](int argc, char** argv) {
+                                     bool help = false;
+                                     return cli::parse_train_args(argc, argv, help);
+                                   });
   CHECK(tg::train::options_json(ta) == tg::train::options_json(tb));
   CHECK(ta.explicit_flags == tb.explicit_flags);
-  a = {"generate", "--checkpoint", "c", "--temperature", "0.5", "--top-k", "4"};
-  b = {"generate", "--checkpoint=c", "--temperature=0.5", "--top-k=4"};
-  const auto ga = tg::cli::parse_generate_args(int(a.size()), argv_of(a).data());
-  const auto gb = tg::cli::parse_generate_args(int(b.size()), argv_of(b).data());
+  const auto [ga, gb] = parse_both(
+      {"generate", "--checkpoint", "c", "--temperature", "0.5", "--top-k", "4"},
+      {"generate", "--checkpoint=c", "--temperature=0.5", "--top-k=4"}, cli::parse_generate_args);
   CHECK((ga.checkpoint == gb.checkpoint && ga.temperature == gb.temperature && ga.top_k == 4 &&
          gb.top_k == 4));
-  a = {"chapter3", "--notebook", "mha", "--cell", "5"};
-  b = {"chapter3", "--notebook=mha", "--cell=5"};
-  const auto ca = tg::cli::parse_chapter3_args(int(a.size()), argv_of(a).data());
-  const auto cb = tg::cli::parse_chapter3_args(int(b.size()), argv_of(b).data());
+  const auto [ca, cb] =
+      parse_both({"chapter3", "--notebook", "mha", "--cell", "5"},
+                 {"chapter3", "--notebook=mha", "--cell=5"}, cli::parse_chapter3_args);
   CHECK((ca.notebook == "mha" && cb.notebook == "mha" && ca.only == 5 && cb.only == 5));
-  a = {"tokenize", "--encoding", "gpt2", "f"};
-  b = {"tokenize", "--encoding=gpt2", "f"};
-  CHECK(tg::data::parse_tokenize_args(int(b.size()), argv_of(b).data()).encoding == "gpt2");
-  CHECK(tg::data::parse_tokenize_args(int(a.size()), argv_of(a).data()).encoding == "gpt2");
-  a = {"bpe-train", "--vocab-size", "300", "-o", "v", "--special", "<|x|>", "t"};
-  b = {"bpe-train", "--vocab-size=300", "--output=v", "--special=<|x|>", "t"};
-  const auto ba = tg::data::parse_bpe_train_args(int(a.size()), argv_of(a).data());
-  const auto bb = tg::data::parse_bpe_train_args(int(b.size()), argv_of(b).data());
+  const auto [ka, kb] =
+      parse_both({"tokenize", "--encoding", "gpt2", "f"}, {"tokenize", "--encoding=gpt2", "f"},
+                 tg::data::parse_tokenize_args);
+  CHECK((ka.encoding == "gpt2" && kb.encoding == "gpt2"));
+  const auto [ba, bb] =
+      parse_both({"bpe-train", "--vocab-size", "300", "-o", "v", "--special", "<|x|>", "t"},
+                 {"bpe-train", "--vocab-size=300", "--output=v", "--special=<|x|>", "t"},
+                 tg::data::parse_bpe_train_args);
   CHECK((ba.vocab_size == 300 && bb.vocab_size == 300 && ba.output == bb.output &&
          ba.specials == bb.specials));
 }

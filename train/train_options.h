@@ -66,89 +66,90 @@ struct TrainOptions {
 };
 
 // The table, in the order of the checkpoint's stored options (and of --help).
-inline const cli::Command<TrainOptions>& train_command() {
-  using O = TrainOptions;
-  using cli::Resume;
-  static const cli::Command<O> c{
-      "tapegrad train [options]",
-      "Pretrains a GPT on a text as the book's train_model_simple (chapter 5) and prints its log.",
-      {
-          cli::path("text", &O::text_path, "FILE", "training text")
-              .shown_default("the bundled data/sample/sample.txt")
-              .stored(Resume::MayChange),
-          cli::text("preset", &O::preset, "NAME", "gpt2-124m | tiny").stored(Resume::MustMatch),
-          cli::text("tokenizer", &O::tokenizer, "SPEC",
-                    "gpt2 | bpe:N, a BPE of N tokens trained on the text")
-              .shown_default("tiny: bpe:512, gpt2-124m: gpt2")
-              .stored(Resume::MustMatch),
-          cli::integer("context", &O::context_length, 2, 1 << 20, "N", "context length")
-              .none(0)
-              .shown_default("the preset's, 256 / 64")
-              .stored(Resume::MustMatch, "context_length"),
-          cli::integer("epochs", &O::epochs, 0, kMaxEpochs, "N", "passes over the training text")
-              .stored(Resume::MayChange),
-          cli::integer("batch-size", &O::batch_size, 1, 1 << 20, "N", "windows per step")
-              .stored(Resume::MustMatch),
-          cli::real("lr", &O::lr, 0, cli::kInf, "X", "AdamW's learning rate")
-              .stored(Resume::MayChange),
-          cli::real("weight-decay", &O::weight_decay, 0, cli::kInf, "X", "AdamW's weight decay")
-              .stored(Resume::MayChange),
-          cli::integer("eval-freq", &O::eval_freq, 1, kMaxCount, "N", "evaluate every N steps")
-              .stored(Resume::MayChange),
-          cli::integer("eval-iter", &O::eval_iter, 1, kMaxCount, "N", "batches per evaluation")
-              .stored(Resume::MayChange),
-          cli::integer("seed", &O::seed, 0, cli::kNoMax, "N", "torch.manual_seed of the run")
-              .stored(Resume::MayChange),
-          cli::text("start-context", &O::start_context, "TXT", "the prompt of each epoch's sample")
-              .stored(Resume::MayChange),
-          cli::integer("sample-tokens", &O::sample_tokens, 0, kMaxSampleTokens, "N",
-                       "tokens in each epoch's greedy sample")
-              .stored(Resume::MayChange),
-          cli::real("clip-grad", &O::clip_grad, 0, cli::kInf, "X",
-                    "clip the gradient norm to X; 0: no clipping")
-              .stored(Resume::MayChange),
-          cli::integer("warmup-steps", &O::warmup_steps, 0, kMaxCount, "N",
-                       "linear warmup steps of appendix D's schedule")
-              .stored(Resume::MayChange),
-          cli::flag("cosine", &O::cosine, "warmup + cosine decay (appendix D)")
-              .stored(Resume::MayChange),
-          cli::real("initial-lr", &O::initial_lr, 0, cli::kInf, "X", "the warmup's first rate")
-              .stored(Resume::MayChange),
-          cli::real("min-lr", &O::min_lr, 0, cli::kInf, "X", "the cosine's last rate")
-              .none(-1)
-              .shown_default("0.1 * lr")
-              .stored(Resume::MayChange),
-          // Checkpoints from before the fused route ran the book's.
-          cli::choice("attention", &O::attention, {"fused", "book"},
-                      "fused: one scaled_dot_product_attention per block; book: the\n"
-                      "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
-              .stored(Resume::MayChange, "", "\"book\""),
-          cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
-              .half_open()
-              .none(-1)
-              .shown_default("the preset's, 0.1")
-              .stored(Resume::MustMatch, "", "-1"),  // before it: the config's
-          cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool")
-              .none(0)
-              .shown_default("TAPEGRAD_THREADS or all cores"),
-          cli::path("out", &O::out_dir, "DIR",
-                    "checkpoint.safetensors and loss.svg go here; a DIR that holds a\n"
-                    "checkpoint is refused unless --resume or --overwrite is given"),
-          cli::flag("overwrite", &O::overwrite, "replace the checkpoint in --out with a fresh run"),
-          cli::path("log", &O::log_path, "FILE", "append one JSON line per evaluation"),
-          cli::path("resume", &O::resume_dir, "DIR", "continue from DIR's checkpoint"),
-          cli::integer("max-steps", &O::max_steps, 1, kMaxCount, "N",
-                       "stop (and save) after N steps of this run")
-              .none(-1),
-          cli::flag("progress", &O::progress, "the progress line on stderr, tty or not")
-              .flag_value(1),
-          cli::flag("no-progress", &O::progress, "no progress line").flag_value(0),
-      },
-      std::nullopt,
-      "Exit status: 0 done, 1 bad input or failure, 2 bad command line.\n"
-      "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130).\n"};
-  return c;
-}
+namespace table {
+using O = TrainOptions;
+using cli::Resume;
+inline const cli::Command<O> kTrain{
+    "tapegrad train [options]",
+    "Pretrains a GPT on a text as the book's train_model_simple (chapter 5) and prints its log.",
+    {
+        cli::path("text", &O::text_path, "FILE", "training text")
+            .shown_default("the bundled data/sample/sample.txt")
+            .stored(Resume::MayChange),
+        cli::text("preset", &O::preset, "NAME", "gpt2-124m | tiny").stored(Resume::MustMatch),
+        cli::text("tokenizer", &O::tokenizer, "SPEC",
+                  "gpt2 | bpe:N, a BPE of N tokens trained on the text")
+            .shown_default("tiny: bpe:512, gpt2-124m: gpt2")
+            .stored(Resume::MustMatch),
+        cli::integer("context", &O::context_length, 2, 1 << 20, "N", "context length")
+            .none(0)
+            .shown_default("the preset's, 256 / 64")
+            .stored(Resume::MustMatch, "context_length"),
+        cli::integer("epochs", &O::epochs, 0, kMaxEpochs, "N", "passes over the training text")
+            .stored(Resume::MayChange),
+        cli::integer("batch-size", &O::batch_size, 1, 1 << 20, "N", "windows per step")
+            .stored(Resume::MustMatch),
+        cli::real("lr", &O::lr, 0, cli::kInf, "X", "AdamW's learning rate")
+            .stored(Resume::MayChange),
+        cli::real("weight-decay", &O::weight_decay, 0, cli::kInf, "X", "AdamW's weight decay")
+            .stored(Resume::MayChange),
+        cli::integer("eval-freq", &O::eval_freq, 1, kMaxCount, "N", "evaluate every N steps")
+            .stored(Resume::MayChange),
+        cli::integer("eval-iter", &O::eval_iter, 1, kMaxCount, "N", "batches per evaluation")
+            .stored(Resume::MayChange),
+        cli::integer("seed", &O::seed, 0, cli::kNoMax, "N", "torch.manual_seed of the run")
+            .stored(Resume::MayChange),
+        cli::text("start-context", &O::start_context, "TXT", "the prompt of each epoch's sample")
+            .stored(Resume::MayChange),
+        cli::integer("sample-tokens", &O::sample_tokens, 0, kMaxSampleTokens, "N",
+                     "tokens in each epoch's greedy sample")
+            .stored(Resume::MayChange),
+        cli::real("clip-grad", &O::clip_grad, 0, cli::kInf, "X",
+                  "clip the gradient norm to X; 0: no clipping")
+            .stored(Resume::MayChange),
+        cli::integer("warmup-steps", &O::warmup_steps, 0, kMaxCount, "N",
+                     "linear warmup steps of appendix D's schedule")
+            .stored(Resume::MayChange),
+        cli::flag("cosine", &O::cosine, "warmup + cosine decay (appendix D)")
+            .stored(Resume::MayChange),
+        cli::real("initial-lr", &O::initial_lr, 0, cli::kInf, "X", "the warmup's first rate")
+            .stored(Resume::MayChange),
+        cli::real("min-lr", &O::min_lr, 0, cli::kInf, "X", "the cosine's last rate")
+            .none(-1)
+            .shown_default("0.1 * lr")
+            .stored(Resume::MayChange),
+        // Checkpoints from before the fused route ran the book's.
+        cli::choice("attention", &O::attention, {"fused", "book"},
+                    "fused: one scaled_dot_product_attention per block; book: the\n"
+                    "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
+            .stored(Resume::MayChange, "", "\"book\""),
+        cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
+            .half_open()
+            .none(-1)
+            .shown_default("the preset's, 0.1")
+            .stored(Resume::MustMatch, "", "-1"),  // before it: the config's
+        cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool")
+            .none(0)
+            .shown_default("TAPEGRAD_THREADS or all cores"),
+        cli::path("out", &O::out_dir, "DIR",
+                  "checkpoint.safetensors and loss.svg go here; a DIR that holds a\n"
+                  "checkpoint is refused unless --resume or --overwrite is given"),
+        cli::flag("overwrite", &O::overwrite, "replace the checkpoint in --out with a fresh run"),
+        cli::path("log", &O::log_path, "FILE", "append one JSON line per evaluation"),
+        cli::path("resume", &O::resume_dir, "DIR", "continue from DIR's checkpoint"),
+        cli::integer("max-steps", &O::max_steps, 1, kMaxCount, "N",
+                     "stop (and save) after N steps of this run")
+            .none(-1),
+        cli::flag("progress", &O::progress, "the progress line on stderr, tty or not")
+            .flag_value(1),
+        cli::flag("no-progress", &O::progress, "no progress line").flag_value(0),
+    },
+    std::nullopt,
+    "Exit status: 0 done, 1 bad input or failure, 2 bad command line.\n"
+    "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130).\n"};
+}  // namespace table
+
+inline const cli::Command<TrainOptions>& train_command() { return table::kTrain; }
 
 // Whether --name was on the command line (TrainOptions::explicit_flags).
 bool is_explicit(const TrainOptions& o, const std::string& name);
