@@ -2,6 +2,7 @@
 // the help text and the stored JSON.
 #include "core/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,22 @@ std::optional<double> parse_real(std::string_view s) {
   const auto [end, err] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || err != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t min,
+                                    int64_t max) {
+  std::vector<int64_t> out;
+  for (size_t p = 0; p <= text.size();) {
+    const size_t q = std::min(text.find(',', p), text.size());
+    const std::optional<int64_t> v = parse_int(std::string_view(text).substr(p, q - p));
+    if (!v || *v < min || *v > max)
+      throw UsageError(option + " expects integers from " + std::to_string(min) + " to " +
+                       std::to_string(max) + " separated by commas, got '" + show_bytes(text) +
+                       "'");
+    out.push_back(*v);
+    p = q + 1;
+  }
+  return out;
 }
 
 std::string format_real(double v) {

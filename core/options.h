@@ -27,6 +27,7 @@
 //     const Opts o = cli::parse_or_exit(kCmd, "bench_matmul", argc, argv);  // help: exit 0
 //   }
 // A number list ("--threads 1,2,4") is a text row read with parse_int_list.
+// A refusal outside parse() (a value checked later, across options) is a UsageError too.
 //
 // Not here: bundled short flags (-xvf), abbreviations, "--" ending the options, negatable
 // --no-X generated for flags (a table lists such a row itself).
@@ -63,6 +64,10 @@ struct StoredOptionError : std::runtime_error {
 std::optional<int64_t> parse_int(std::string_view s);
 // The whole of s as a decimal number, "nan" and "inf" included (a range refuses them).
 std::optional<double> parse_real(std::string_view s);
+// "1,2,4": each a whole integer in [min, max], or a UsageError naming `option` ("--threads")
+// and the range. For a benchmark's list of sizes or thread counts, read from a text row.
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t min,
+                                    int64_t max);
 // v as the shortest text that reads back to it (4e-4 as "0.0004").
 std::string format_real(double v);
 

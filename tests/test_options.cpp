@@ -91,6 +91,15 @@ TEST_CASE("options: one whole-value number parser") {
     CHECK(!cli::parse_real(bad));
   }
   CHECK(cli::format_real(4e-4) == "0.0004");
+  CHECK(cli::parse_int_list("--threads", "1,2,4", 1, 8) == std::vector<int64_t>{1, 2, 4});
+  for (const char* bad : {"", "1,", ",1", "1,,2", "1, 2", "1,9", "0", "+1"}) {
+    INFO("text: '", bad, "'");
+    CHECK_THROWS_WITH_AS(cli::parse_int_list("--threads", bad, 1, 8),
+                         ("--threads expects integers from 1 to 8 separated by commas, got '" +
+                          std::string(bad) + "'")
+                             .c_str(),
+                         cli::UsageError);
+  }
 }
 
 TEST_CASE("options: --name VALUE and --name=VALUE, short names, lists, the operand") {
