@@ -224,3 +224,26 @@ TEST_CASE("json::ObjectWriter: members in order, as GPTConfig::str writes them")
   CHECK(w.str() == R"({"s": "a\"b", "x": 0.10000000000000001, "i": -7, "b": true})");
   CHECK(json::ObjectWriter().str() == "{}");
 }
+
+TEST_CASE("options: the header's example for a benchmark's main") {
+  struct Opts {
+    int64_t reps = 5;
+    std::string json_file;
+    bool quick = false;
+  };
+  const cli::Command<Opts> kCmd{
+      "bench_matmul [options]",
+      "Times sgemm per table.",
+      {
+          cli::integer("reps", &Opts::reps, 1, 1000, "N", "best of N runs"),
+          cli::path("json-file", &Opts::json_file, "FILE", "also write the table as JSON"),
+          cli::flag("quick", &Opts::quick, "the small shapes only"),
+      }};
+  std::vector<std::string> args = {"bench_matmul", "--reps=3", "--quick"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const Opts o = cli::parse_or_exit(kCmd, "bench_matmul", int(argv.size()), argv.data());
+  CHECK(o.reps == 3);
+  CHECK(o.quick);
+  CHECK(o.json_file.empty());
+}
