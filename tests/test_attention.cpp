@@ -104,6 +104,19 @@ TEST_CASE("sdpa gradcheck (float64): L != S, bool and additive masks, broadcast 
   GRADCHECK_N(
       0, [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
       rand64({2, 5, 4}, 19), rand64({2, 9, 4}, 20), rand64({2, 9, 3}, 21), rand64({5, 9}, 22));
+  // broadcast masks that need their gradient, one with a row no key reaches (its gradient is 0)
+  Tensor dead_row = zeros({5, 1}, DType::Float64);
+  dead_row[3].fill_(-kInf);
+  GRADCHECK_N(
+      0,
+      [&](const Inputs& x) {
+        return scaled_dot_product_attention(x[0], x[1], x[2], x[3] + dead_row);
+      },
+      rand64({2, 5, 4}, 30), rand64({2, 9, 4}, 31), rand64({2, 9, 3}, 32), rand64({1, 9}, 33));
+  GRADCHECK_N(
+      0, [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+      rand64({2, 3, 5, 4}, 34), rand64({2, 3, 9, 4}, 35), rand64({2, 3, 9, 3}, 36),
+      rand64({2, 1, 5, 1}, 37));
   // an explicit scale
   GRADCHECK_N(
       0,
@@ -206,6 +219,58 @@ TEST_CASE("sdpa: a row that no key reaches gives 0 and zero gradients (PyTorch 2
   }
 }
 
+TEST_CASE("sdpa: a mask that needs its gradient, rows no key reaches: the fused route's values") {
+  // The composite route (mask.requires_grad) against the fused one (the same mask without):
+  // out 0 on the dead rows, equal finite gradients, and the mask's gradient 0 on those rows.
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (const Shape& ms : {Shape{4, 6}, Shape{4, 1}, Shape{2, 4, 1}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(shape_str(ms));
+      manual_seed(8);
+      const Tensor q0 = randn({2, 4, 5}).to(dt), k0 = randn({2, 6, 5}).to(dt),
+                   v0 = randn({2, 6, 3}).to(dt);
+      Tensor mask = randn(ms).to(dt);
+      mask.narrow(-2, 1, 1).fill_(-kInf);  // query row 1: no key
+      Tensor outs[2], grads[2][3];
+      for (int route = 0; route < 2; ++route) {
+        Tensor q = q0.detach(), k = k0.detach(), v = v0.detach(), m = mask.detach();
+        q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), m.requires_grad_(route == 1);
+        outs[route] = scaled_dot_product_attention(q, k, v, m);
+        CHECK((outs[route].grad_fn_name() == "ScaledDotProductFlashAttentionForCpuBackward0") ==
+              (route == 0));
+        (outs[route] * outs[route]).sum().backward();
+        grads[route][0] = q.grad(), grads[route][1] = k.grad(), grads[route][2] = v.grad();
+        if (route == 0) continue;
+        const Tensor dm = m.grad();
+        REQUIRE(dm.shape() == ms);
+        for (double x : dm.to_vector<double>()) CHECK(std::isfinite(x));
+        for (double x : dm.narrow(-2, 1, 1).to_vector<double>()) CHECK(x == 0);
+      }
+      const double rel = dt == DType::Float32 ? 1e-5 : 1e-12;
+      for (int i = 0; i < 3; ++i)
+        for (double x : grads[1][i].to_vector<double>()) CHECK(std::isfinite(x));
+      for (double x : outs[1].narrow(-2, 1, 1).to_vector<double>()) CHECK(x == 0);
+      check_rel(outs[1], outs[0], rel, "out");
+      check_rel(grads[1][0], grads[0][0], rel, "dq");
+      check_rel(grads[1][1], grads[0][1], rel, "dk");
+      check_rel(grads[1][2], grads[0][2], rel, "dv");
+    }
+  }
+  // No key at all (S = 0): every row is 0 on both routes (the composite's max over the keys
+  // threw "cannot reduce an empty dim"; found by fuzz/fuzz_attention.cpp)
+  for (bool grad : {false, true}) {
+    CAPTURE(grad);
+    Tensor q = randn({2, 4, 5}), m = randn({4, 1});
+    q.requires_grad_(), m.requires_grad_(grad);
+    const Tensor out = scaled_dot_product_attention(q, zeros({2, 0, 5}), zeros({2, 0, 3}), m);
+    REQUIRE(out.shape() == Shape{2, 4, 3});
+    out.sum().backward();
+    for (double x : out.to_vector<double>()) CHECK(x == 0);
+    for (double x : q.grad().to_vector<double>()) CHECK(x == 0);
+    if (grad) CHECK(m.grad().shape() == Shape{4, 1});
+  }
+}
+
 TEST_CASE("sdpa: one node with PyTorch's name; the result laid out like the query") {
   manual_seed(1);
   Tensor x = randn({2, 7, 12});
@@ -229,26 +294,31 @@ TEST_CASE("sdpa: one node with PyTorch's name; the result laid out like the quer
   CHECK_THROWS_WITH(y.sum().backward(), doctest::Contains("was modified by an in-place operation"));
 }
 
-TEST_CASE("sdpa is bit-identical for 1, 2 and 3 threads, forward and gradients") {
+TEST_CASE("sdpa is bit-identical for 1, 2 and 3 threads: causal or padding mask, with gradients") {
   const int before = num_threads();
   manual_seed(9);
   const Tensor q0 = randn({2, 6, 150, 64}), k0 = randn({2, 6, 150, 64}),
                v0 = randn({2, 6, 150, 64});
-  std::vector<std::vector<float>> first;
+  const Tensor padding = gt(rand({2, 1, 1, 150}), 0.2);
+  std::vector<std::vector<std::vector<float>>> first;
   for (int nt : {1, 2, 3}) {
     CAPTURE(nt);
     set_num_threads(nt);
     Tensor q = q0.detach(), k = k0.detach(), v = v0.detach();
     q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
-    manual_seed(4);
-    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.2, true);
-    (out * out).sum().backward();
-    const std::vector<std::vector<float>> now = {
-        out.contiguous().to_vector<float>(), q.grad().contiguous().to_vector<float>(),
-        k.grad().contiguous().to_vector<float>(), v.grad().contiguous().to_vector<float>()};
-    if (first.empty()) first = now;
-    for (size_t i = 0; i < now.size(); ++i)
-      CHECK(std::memcmp(now[i].data(), first[i].data(), now[i].size() * 4) == 0);
+    for (int masked = 0; masked < 2; ++masked) {  // causal, or a padding mask (B, 1, 1, S)
+      manual_seed(4);
+      const Tensor out =
+          scaled_dot_product_attention(q, k, v, masked ? padding : Tensor(), 0.2, masked == 0);
+      (out * out).sum().backward();
+      const std::vector<std::vector<float>> now = {
+          out.contiguous().to_vector<float>(), q.grad().contiguous().to_vector<float>(),
+          k.grad().contiguous().to_vector<float>(), v.grad().contiguous().to_vector<float>()};
+      q.zero_grad(), k.zero_grad(), v.zero_grad();
+      if (first.size() <= size_t(masked)) first.push_back(now);
+      for (size_t i = 0; i < now.size(); ++i)
+        CHECK(std::memcmp(now[i].data(), first[size_t(masked)][i].data(), now[i].size() * 4) == 0);
+    }
   }
   set_num_threads(before);
 }
@@ -302,6 +372,39 @@ TEST_CASE("sdpa errors name the op and the shapes") {
        },
        p + "attn_mask of shape [3, 5, 6] does not broadcast to the attention weights' shape [2, 5, "
            "6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({6, 5}));
+       },
+       p + "attn_mask of shape [6, 5] does not broadcast to the attention weights' shape [2, 5, "
+           "6]"},
+      {[&] { return scaled_dot_product_attention(q, k, v, zeros({5})); },
+       p + "attn_mask of shape [5] does not broadcast to the attention weights' shape [2, 5, 6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({6, 1}, DType::Bool));
+       },
+       p + "attn_mask of shape [6, 1] does not broadcast to the attention weights' shape [2, 5, "
+           "6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({1, 2, 5, 6}));
+       },
+       p + "attn_mask of shape [1, 2, 5, 6] does not broadcast to the attention weights' shape [2, "
+           "5, 6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({2, 1, 1, 6}));
+       },
+       p + "attn_mask of shape [2, 1, 1, 6] does not broadcast to the attention weights' shape [2, "
+           "5, 6]"},
+      {[&] {
+         return scaled_dot_product_attention(q, k, v, zeros({0, 6}));
+       },
+       p + "attn_mask of shape [0, 6] does not broadcast to the attention weights' shape [2, 5, "
+           "6]"},
+      {[&] {
+         return scaled_dot_product_attention(zeros({2, 3, 5, 4}), zeros({2, 3, 6, 4}),
+                                             zeros({2, 3, 6, 3}), zeros({3, 1, 1, 6}));
+       },
+       p + "attn_mask of shape [3, 1, 1, 6] does not broadcast to the attention weights' shape [2, "
+           "3, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({5, 6}, DType::Int64));
        },

@@ -53,20 +53,28 @@ struct TileCase {
   bool mask, causal, keep;
   int64_t diag;
   float scale = 0.37f;  // 30: scores down to -240 below the max, past exp's flush to 0
+  int64_t mask_cs = 1;  // 0: one mask value per row for every key (a broadcast last dim)
 };
 
 TEST_CASE("attention tile steps: every path against the scalar reference") {
   std::mt19937 g(7);
-  const TileCase cases[] = {{1, 1, false, false, false, 0},    {5, 7, false, true, false, 0},
-                            {8, 16, true, false, false, 0},    {17, 33, true, true, true, -3},
-                            {66, 64, false, true, true, 0},    {64, 64, true, true, false, 5},
-                            {3, 9, true, false, true, 0},      {12, 40, false, true, false, -20},
-                            {9, 70, true, true, true, 2, 30.f}};
+  const TileCase cases[] = {{1, 1, false, false, false, 0},
+                            {5, 7, false, true, false, 0},
+                            {8, 16, true, false, false, 0},
+                            {17, 33, true, true, true, -3},
+                            {66, 64, false, true, true, 0},
+                            {64, 64, true, true, false, 5},
+                            {3, 9, true, false, true, 0},
+                            {12, 40, false, true, false, -20},
+                            {9, 70, true, true, true, 2, 30.f},
+                            {8, 16, true, false, false, 0, 0.37f, 0},
+                            {17, 33, true, true, true, -3, 0.37f, 0}};
   for (const TileCase& c : cases) {
     CAPTURE(c.rows);
     CAPTURE(c.cols);
     CAPTURE(c.causal);
     CAPTURE(c.diag);
+    CAPTURE(c.mask_cs);
     const int64_t ld = c.cols + 3;
     const std::vector<float> s0 = randv(g, c.rows * ld, -4.f, 4.f);
     std::vector<float> mask = randv(g, c.rows * c.cols, -2.f, 2.f);
@@ -75,7 +83,8 @@ TEST_CASE("attention tile steps: every path against the scalar reference") {
     for (auto& b : keep) b = uint8_t(g() % 3 != 0);
     k::AttnTile t;
     t.rows = c.rows, t.cols = c.cols, t.ld = ld, t.scale = c.scale;
-    if (c.mask) t.mask = mask.data(), t.mask_ld = c.cols;
+    if (c.mask)
+      t.mask = mask.data(), t.mask_ld = c.mask_cs == 0 ? 1 : c.cols, t.mask_cs = c.mask_cs;
     t.causal = c.causal, t.diag = c.diag;
     if (c.keep) t.keep = keep.data(), t.keep_ld = c.cols, t.keep_scale = 1.25f;
     // Running statistics as a second tile would see them: some rows fresh (-inf, 0).
@@ -122,7 +131,9 @@ struct Shape5 {
 };
 
 // One problem set in memory: q, k, v in strided layouts (rows padded by 5, matrices not in
-// order), an optional additive mask, optional dropout bits.
+// order), an optional additive mask, optional dropout bits. Masks, as the op broadcasts them:
+// 1 one [L, S] for every problem, 2 one row per problem (ld 0), 3 one column per problem (an
+// [L, 1] mask: column stride 0), 4 one value for everything (ld 0, column stride 0).
 struct Problem {
   Shape5 d;
   std::vector<float> q, k, v, mask;
@@ -156,6 +167,15 @@ struct Problem {
       mask = randv(g, s.batch * s.S, -3.f, 0.f);
       for (int64_t n = 0; n < s.batch; ++n) mo.push_back(n * s.S);
       p.mask = {mask.data(), 0, mo.data()};
+    } else if (mask_kind == 3) {  // one value per query row, some rows removed entirely
+      mask = randv(g, s.batch * s.L, -3.f, 3.f);
+      for (size_t i = 1; i < mask.size(); i += 3) mask[i] = -kInf;
+      for (int64_t n = 0; n < s.batch; ++n) mo.push_back(n * s.L);
+      p.mask = {mask.data(), 1, mo.data()}, p.mask_cs = 0;
+    } else if (mask_kind == 4) {
+      mask = {-1.5f};
+      mo.assign(size_t(s.batch), 0);
+      p.mask = {mask.data(), 0, mo.data()}, p.mask_cs = 0;
     }
     if (dropout) {
       bits.assign(size_t((s.batch * s.L * s.S + 63) / 64), 0);
@@ -211,9 +231,9 @@ TEST_CASE("fused attention matches the reference: block edges, masks, dropout, s
                            {1, 65, 65, 80, 16},  {2, 129, 129, 64, 64}, {1, 300, 300, 8, 24},
                            {2, 70, 130, 16, 33}, {1, 130, 70, 64, 64},  {1, 5, 0, 4, 4}};
   for (const Shape5& s : shapes)
-    for (int variant = 0; variant < 5; ++variant) {
-      const bool causal = variant == 1 || variant == 4, dropout = variant >= 3;
-      const int mask_kind = variant == 2 ? 1 : variant == 3 ? 2 : 0;
+    for (int variant = 0; variant < 7; ++variant) {
+      const bool causal = variant == 1 || variant == 4, dropout = variant >= 3 && variant != 5;
+      const int mask_kind = variant == 2 ? 1 : variant == 3 ? 2 : variant >= 5 ? variant - 2 : 0;
       CAPTURE(s.batch);
       CAPTURE(s.L);
       CAPTURE(s.S);

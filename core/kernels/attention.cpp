@@ -139,7 +139,8 @@ AttnTile make_tile(const AttnProblem<float>& p, int64_t n, int64_t i0, int64_t j
                    int64_t cols, int64_t ld, uint8_t* keep) {
   AttnTile tl;
   tl.rows = rows, tl.cols = cols, tl.ld = ld, tl.scale = p.scale;
-  if (p.mask.base != nullptr) tl.mask = p.mask.at(n, i0) + j0, tl.mask_ld = p.mask.ld;
+  if (p.mask.base != nullptr)
+    tl.mask = p.mask.at(n, i0) + j0 * p.mask_cs, tl.mask_ld = p.mask.ld, tl.mask_cs = p.mask_cs;
   tl.causal = p.causal, tl.diag = i0 - j0;
   if (p.keep_bits != nullptr) {
     for (int64_t r = 0; r < rows; ++r)

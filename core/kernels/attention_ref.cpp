@@ -39,7 +39,7 @@ double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<dou
     double dot = 0;
     for (int64_t e = 0; e < p.E; ++e) dot += double(q[e]) * double(k[e]);
     double v = double(p.scale) * dot;
-    if (p.mask.base != nullptr) v += double(p.mask.at(n, i)[j]);
+    if (p.mask.base != nullptr) v += double(p.mask.at(n, i)[j * p.mask_cs]);
     x[size_t(j)] = v;
     mx = std::isnan(v) || std::isnan(mx) ? std::numeric_limits<double>::quiet_NaN()
                                          : std::max(mx, v);
@@ -128,7 +128,7 @@ void backward_t(const AttnProblem<T>& p, AttnOperand<const T> out, AttnOperand<c
 float tile_score(const AttnTile& t, const float* s, int64_t r, int64_t c) {
   if (t.causal && c > r + t.diag) return -std::numeric_limits<float>::infinity();
   float x = t.scale * s[r * t.ld + c];
-  if (t.mask != nullptr) x += t.mask[r * t.mask_ld + c];
+  if (t.mask != nullptr) x += t.mask[r * t.mask_ld + c * t.mask_cs];
   return x;
 }
 float tile_keep(const AttnTile& t, int64_t r, int64_t c) {

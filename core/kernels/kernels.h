@@ -218,7 +218,9 @@ void sum_cols(int64_t rows, int64_t cols, const double* x, double* out);
 // any thread count. Block sizes depend on the shapes and the ISA's micro-tile only.
 //
 // Operands: matrix n of a batch starts at base + off[n], its rows are ld elements apart and its
-// columns adjacent. The mask may have ld == 0 (one row for all queries) and off[n] == 0.
+// columns adjacent. The mask is read through strides, as PyTorch broadcasts attn_mask to
+// (..., L, S): off[n] may repeat (batch dims it broadcasts over), ld may be 0 (one row for every
+// query), and its columns are mask_cs apart, 1 or 0 (one value per row for every key).
 template <class T>
 struct AttnOperand {
   T* base = nullptr;
@@ -233,6 +235,7 @@ struct AttnProblem {
   bool causal = false;
   AttnOperand<const T> q, k, v;
   AttnOperand<const T> mask;  // base == nullptr: no mask
+  int64_t mask_cs = 1;
   // Dropout: bit (n·L + i)·S + j of keep_bits (bit b in word b / 64, from the least significant
   // bit) set = kept, as the composite's mask drawn over a [batch, L, S] tensor; nullptr: none.
   const uint64_t* keep_bits = nullptr;

@@ -446,11 +446,13 @@ alignas(64) constexpr float kLaneIndex[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 
 static_assert(V::W <= 16, "kLaneIndex covers 16 lanes");
 
 // Scores x = scale·s + mask of lanes [c, c + cnt) of tile row r, -inf in lanes past cnt and in
-// those the causal mask removes (as the reference: a multiply, then an add).
+// those the causal mask removes (as the reference: a multiply, then an add). mr: the row's mask,
+// its one value for every key when kMaskCol (t.mask_cs == 0: a mask whose last dim broadcasts).
+template <bool kMaskCol>
 inline V::T attn_scores(const AttnTile& t, int64_t r, const float* sr, const float* mr, int64_t c,
                         int64_t cnt) {
   V::T x = V::mul(V::set1(t.scale), load_n(sr + c, cnt));
-  if (mr != nullptr) x = V::add(x, load_n(mr + c, cnt));
+  if (mr != nullptr) x = V::add(x, kMaskCol ? V::set1(*mr) : load_n(mr + c, cnt));
   int64_t visible = cnt;
   if (t.causal) {
     const int64_t last = r + t.diag + 1 - c;  // lanes [0, last) are on or left of the diagonal
@@ -465,7 +467,10 @@ inline V::T attn_keep(const AttnTile& t, const uint8_t* kr, int64_t c, int64_t c
   return V::select(mask_n(kr + c, cnt), V::set1(t.keep_scale), V::set1(0.f));
 }
 
-void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* alpha) {
+// The tile steps are compiled twice: with the mask's keys adjacent (or no mask), and with one
+// mask value per row; the choice is made once per tile.
+template <bool kMaskCol>
+void attn_fwd_tile_v(const AttnTile& t, float* s, float* m, float* l, float* alpha) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < t.rows; ++r) {
     float* sr = s + r * t.ld;
@@ -473,7 +478,7 @@ void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* 
     const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
     V::T vmax = V::set1(m[r]);
     for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {  // scores in place, and their max
-      const V::T x = attn_scores(t, r, sr, mr, c, cnt);
+      const V::T x = attn_scores<kMaskCol>(t, r, sr, mr, c, cnt);
       store_n(sr + c, x, cnt);
       vmax = V::max(vmax, x);
     });
@@ -497,7 +502,13 @@ void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* 
   }
 }
 
-void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse, const float* D) {
+void attn_fwd_tile_simd(const AttnTile& t, float* s, float* m, float* l, float* alpha) {
+  if (t.mask != nullptr && t.mask_cs == 0) return attn_fwd_tile_v<true>(t, s, m, l, alpha);
+  attn_fwd_tile_v<false>(t, s, m, l, alpha);
+}
+
+template <bool kMaskCol>
+void attn_bwd_tile_v(const AttnTile& t, float* s, float* dp, const float* lse, const float* D) {
   const V::T vscale = V::set1(t.scale);
   for (int64_t r = 0; r < t.rows; ++r) {
     float* sr = s + r * t.ld;
@@ -511,7 +522,7 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
     const uint8_t* kr = t.keep != nullptr ? t.keep + r * t.keep_ld : nullptr;
     const V::T vl = V::set1(lse[r]), vd = V::set1(D[r]);
     for_each_vec(t.cols, [&](int64_t c, int64_t cnt) {
-      const V::T P = exp_nonpos_v(V::sub(attn_scores(t, r, sr, mr, c, cnt), vl));
+      const V::T P = exp_nonpos_v(V::sub(attn_scores<kMaskCol>(t, r, sr, mr, c, cnt), vl));
       V::T g = load_n(dr + c, cnt), pk = P;
       if (kr != nullptr) {
         const V::T kf = attn_keep(t, kr, c, cnt);
@@ -521,6 +532,11 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
       store_n(sr + c, pk, cnt);
     });
   }
+}
+
+void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse, const float* D) {
+  if (t.mask != nullptr && t.mask_cs == 0) return attn_bwd_tile_v<true>(t, s, dp, lse, D);
+  attn_bwd_tile_v<false>(t, s, dp, lse, D);
 }
 
 // The vector part of a KernelTable, filled by name with this ISA's copies.

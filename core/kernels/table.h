@@ -40,13 +40,14 @@ struct GemmBlocking {
 
 // ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp)
 // --------- One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 +
-// r and keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c], and -inf where
-// causal and c > r + diag (diag = i0 − j0).
+// r and keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c·mask_cs], and
+// -inf where causal and c > r + diag (diag = i0 − j0). mask_ld may be 0 (one mask row for every
+// query) and mask_cs is 1 or 0 (one value per query row for every key: a broadcast last dim).
 struct AttnTile {
   int64_t rows = 0, cols = 0, ld = 0;
   float scale = 1;
   const float* mask = nullptr;  // additive; nullptr: none
-  int64_t mask_ld = 0;
+  int64_t mask_ld = 0, mask_cs = 1;
   bool causal = false;
   int64_t diag = 0;
   const uint8_t* keep = nullptr;  // dropout: keep[r·keep_ld + c] != 0 keeps (× keep_scale)

@@ -74,8 +74,10 @@ Dims check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
   return d;
 }
 
-// The mask as the kernel reads it: additive, in the query's dtype, last dim unit-strided.
-// A bool mask keeps True (0) and removes False (-inf), as PyTorch's.
+// The mask as the kernel reads it: additive, in the query's dtype, of its own shape (the kernel
+// broadcasts it to (..., L, S) through strides, see mask_operand), its keys adjacent or all one
+// value (a last dim of size 1 or stride 0); any other last-dim stride (a transposed mask) is
+// copied. A bool mask keeps True (0) and removes False (-inf), as PyTorch's.
 Tensor additive_mask(const Tensor& mask, const Tensor& q, const Dims& d) {
   if (mask.dtype() != DType::Bool && mask.dtype() != q.dtype())
     fail(kOp, "attn_mask must be bool or have the query's dtype ", dtype_name(q.dtype()), ", got ",
@@ -87,25 +89,20 @@ Tensor additive_mask(const Tensor& mask, const Tensor& q, const Dims& d) {
   } catch (const std::invalid_argument&) {
     b.clear();
   }
-  if (b != full || mask.dim() < 1)
+  if (b != full)
     fail(kOp, "attn_mask of shape ", shape_str(mask.shape()),
          " does not broadcast to the attention weights' shape ", shape_str(full));
   Tensor m = mask.detach();
   if (mask.dtype() == DType::Bool)
     m = where(m, zeros({}, q.dtype()),
               tg::full({}, -std::numeric_limits<double>::infinity(), q.dtype()));
-  if (m.dim() < 2 || m.strides().back() != 1) {  // e.g. a broadcast column: spell out (L, S)
-    Shape lead = m.dim() > 2 ? leading(m.shape()) : Shape{};
-    m = m.expand(with_last2(lead, d.L, d.S)).contiguous();
-  }
+  if (m.dim() > 0 && m.size(-1) > 1 && m.strides().back() > 1) m = m.contiguous();  // transposed
   return m;
 }
 
-// Offsets (in elements from t's first element) of the batch's matrices of t, whose leading dims
-// broadcast to `batch`.
-std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
-  const Shape full = with_last2(batch, t.size(-2), t.size(-1));
-  const Tensor e = t.expand(full);
+// Offsets (in elements from e's first element) of the matrices of e, whose leading dims are
+// `batch` (0 strides on those it broadcasts over).
+std::vector<int64_t> batch_offsets(const Tensor& e, const Shape& batch) {
   const int64_t nb = int64_t(batch.size());
   std::vector<int64_t> off(size_t(numel_of(batch)), 0);
   Shape idx(size_t(nb), 0);
@@ -132,8 +129,18 @@ struct Operand {
 template <class T>
 Operand<T> operand(const Tensor& x, const Shape& batch) {
   Tensor t = x.strides().back() == 1 || x.size(-1) == 1 ? x.detach() : x.detach().contiguous();
-  std::vector<int64_t> off = batch_offsets(t, batch);
+  std::vector<int64_t> off =
+      batch_offsets(t.expand(with_last2(batch, t.size(-2), t.size(-1))), batch);
   return {t, std::move(off)};
+}
+// The additive mask broadcast to batch + (L, S) by strides: the view's row stride is 0 where the
+// mask has one row, its column stride (cs) 0 where it has one column, else 1 (additive_mask).
+template <class T>
+Operand<const T> mask_operand(const Tensor& mask, const Dims& d, int64_t& cs) {
+  const Tensor e = mask.expand(with_last2(d.batch, d.L, d.S));
+  cs = d.S > 1 ? e.strides().back() : 1;
+  std::vector<int64_t> off = batch_offsets(e, d.batch);
+  return {e, std::move(off)};
 }
 
 // A result of shape batch + (rows, cols), laid out as `like` is (PyTorch's CPU flash kernel does
@@ -163,14 +170,17 @@ std::shared_ptr<std::vector<uint64_t>> draw_keep_bits(int64_t n, double p, Gener
   return bits;  // p == 1: nothing kept, nothing drawn (F.dropout returns x * 0)
 }
 
-// The composite route, for a mask that needs its gradient. A row that no key reaches gives 0, as
-// the fused route (and PyTorch's _safe_softmax) does.
+// The composite route, for a mask that needs its gradient. A row that no key reaches gives 0 and
+// passes no gradient back, as the fused route (and PyTorch's _safe_softmax) does: its scores are
+// replaced by 0 before the softmax, whose weights and gradient would be NaN on a row of -inf
+// (NaN · 0 is NaN, so zeroing its weights afterwards alone would not stop that gradient).
 Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double p,
                  double scale, Generator* gen) {
-  Tensor x = matmul(q, k.transpose(-2, -1)) * scale + mask;
+  const Tensor x = matmul(q, k.transpose(-2, -1)) * scale + mask;
+  if (x.size(-1) == 0) return matmul(x, v);  // no key at all: every row is an empty sum, 0
   const Tensor none =
       eq(std::get<0>(max(x.detach(), -1, true)), -std::numeric_limits<double>::infinity());
-  Tensor w = where(none, zeros({}, x.dtype()), softmax(x, -1));
+  const Tensor w = softmax(x.masked_fill(none, 0.0), -1).masked_fill(none, 0.0);
   return matmul(dropout(w, p, true, gen), v);
 }
 
@@ -181,6 +191,7 @@ struct Prepared {
   bool causal = false;
   double scale = 1;
   Operand<const T> q, k, v, mask;  // mask.t undefined: none
+  int64_t mask_cs = 1;
   std::shared_ptr<std::vector<uint64_t>> bits;
   T keep_scale = 1;
 
@@ -189,7 +200,7 @@ struct Prepared {
     p.batch = numel_of(d.batch), p.L = d.L, p.S = d.S, p.E = d.E, p.Ev = d.Ev;
     p.scale = T(scale), p.causal = causal;
     p.q = q.view(), p.k = k.view(), p.v = v.view();
-    if (mask.t.defined()) p.mask = mask.view();
+    if (mask.t.defined()) p.mask = mask.view(), p.mask_cs = mask_cs;
     if (bits) p.keep_bits = bits->data(), p.keep_scale = keep_scale;
     return p;
   }
@@ -203,7 +214,7 @@ Prepared<T> prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
   pr.q = operand<const T>(q, d.batch);
   pr.k = operand<const T>(k, d.batch);
   pr.v = operand<const T>(v, d.batch);
-  if (mask.defined()) pr.mask = operand<const T>(mask, d.batch);
+  if (mask.defined()) pr.mask = mask_operand<T>(mask, d, pr.mask_cs);
   return pr;
 }
 
