@@ -20,6 +20,7 @@ int tg_fuzz_gpt2_files(const uint8_t* data, size_t size);
 int tg_fuzz_tokenizer_files(const uint8_t* data, size_t size);
 int tg_fuzz_encode(const uint8_t* data, size_t size);
 int tg_fuzz_cli(const uint8_t* data, size_t size);
+int tg_fuzz_attention(const uint8_t* data, size_t size);
 
 namespace fs = std::filesystem;
 
@@ -71,3 +72,6 @@ TEST_CASE("fuzz corpus: encode/decode round trip") {
   CHECK(replay("encode", tg_fuzz_encode) > 5);
 }
 TEST_CASE("fuzz corpus: command-line parsers") { CHECK(replay("cli", tg_fuzz_cli) > 5); }
+TEST_CASE("fuzz corpus: scaled_dot_product_attention's arguments") {
+  CHECK(replay("attention", tg_fuzz_attention) > 5);
+}
