@@ -142,6 +142,14 @@ std::vector<std::pair<int, int>> bpe_train_merges(std::string_view text, int voc
     }
     const int a = left_of(top.pair), b = right_of(top.pair);
     const int t = static_cast<int>(256 + merges.size());
+    // A vocabulary file may not hold such a token (Tokenizer::from_merges refuses it on load).
+    if (token_len[a] + token_len[b] > static_cast<int64_t>(kMaxTokenBytes))
+      throw std::invalid_argument(
+          "merge " + std::to_string(merges.size()) + " would make a token of " +
+          std::to_string(token_len[a] + token_len[b]) + " bytes, more than the " +
+          std::to_string(kMaxTokenBytes) +
+          " a token may have (the text has a run of letters, digits, punctuation or spaces that "
+          "long)");
     merges.emplace_back(a, b);
     token_len.push_back(token_len[a] + token_len[b]);
     const std::vector<int> affected(found->second.words.begin(), found->second.words.end());

@@ -48,6 +48,17 @@ int print_usage(std::ostream& out, const std::string& usage) {
   return 0;
 }
 
+// bpe_train, whose refusals (a token too long) name the text's file.
+Tokenizer train_or_name_the_text(const std::string& text, int vocab_size,
+                                 const std::vector<std::string>& specials, BpeTrainStats& st,
+                                 const std::string& input) {
+  try {
+    return bpe_train(text, vocab_size, specials, &st);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error((input == "-" ? "stdin" : input) + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 const cli::Command<TokenizeArgs>& tokenize_command() {
@@ -164,11 +175,13 @@ int bpe_train_main(int argc, char** argv, std::ostream& out, std::ostream& err) 
     const int64_t vocab_size = t.vocab_size;
     const std::string &output = t.output, &input = t.input, &format = t.format;
     const std::vector<std::string>& specials = t.specials;
+    const std::string clash = find_clobbered({{input, "the text"}}, {{output, "-o"}});
+    if (!clash.empty()) throw UsageError(clash);
     const std::string text = slurp(input, std::cin);
     if (text.empty()) throw std::runtime_error(input + ": empty input, nothing to train on");
     const auto t0 = std::chrono::steady_clock::now();
     BpeTrainStats st;
-    const Tokenizer tok = bpe_train(text, static_cast<int>(vocab_size), specials, &st);
+    const Tokenizer tok = train_or_name_the_text(text, int(vocab_size), specials, st, input);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (format == "tiktoken") {

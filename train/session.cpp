@@ -78,8 +78,11 @@ size_t utf8_length(const std::string& s) {
   return n;
 }
 
+// bpe:N is trained on the text: a text that runs out of pairs first gets fewer tokens, said on
+// `err` as bpe-train says it; a refusal names the text's file.
 std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
-                                                const std::string& train_text) {
+                                                const std::string& train_text,
+                                                const std::string& text_path, std::ostream& err) {
   if (spec == "gpt2") {
     try {
       return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
@@ -95,8 +98,18 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
       throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
     // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
     // bytes (no merges).
-    return std::make_unique<data::Tokenizer>(
-        data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
+    data::BpeTrainStats st;
+    std::unique_ptr<data::Tokenizer> tok;
+    try {
+      tok = std::make_unique<data::Tokenizer>(
+          data::bpe_train(train_text, int(v), {"<|endoftext|>"}, &st));
+    } catch (const std::invalid_argument& e) {
+      throw TrainError(text_path + ": " + e.what());
+    }
+    if (256 + st.merges < size_t(v))
+      err << "warning: the training text of " << text_path << " ran out of pairs; tokenizer "
+          << spec << " has " << 256 + st.merges << " tokens, not " << v << "\n";
+    return tok;
   }
   throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
 }
@@ -183,6 +196,7 @@ class Session final : public TrainHooks {
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
+  void claim_outputs();
   void open_output_dir();
   void refuse_overwrite() const;
 
@@ -200,7 +214,19 @@ class Session final : public TrainHooks {
   void write_plot();
   void show_progress(double loss);
 
+  // The output folder: made by this run (removed again if left empty), locked while it runs.
+  struct OutputDir {
+    std::string path;
+    bool created = false;
+    DirLock lock;
+    ~OutputDir() {
+      lock.release();
+      if (created) ::rmdir(path.c_str());  // fails, as it should, unless the run wrote nothing
+    }
+  };
+
   const Clock::time_point t_start_ = Clock::now();
+  OutputDir out_dir_;
   TrainOptions opt_;
   std::ostream& out_;
   std::ostream& err_;
@@ -229,10 +255,9 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   resuming_ = !opt_.resume_dir.empty();
   if (resuming_) resume_options();
   check_options(opt_);
-  refuse_overwrite();
   if (opt_.threads > 0) set_num_threads(opt_.threads);
-  check_log_writable(opt_.log_path);
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
+  claim_outputs();
   load_text_and_tokenizer();
   make_loaders();
   make_model();
@@ -266,7 +291,7 @@ void Session::load_text_and_tokenizer() {
       throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
                        " was trained on");
   } else {
-    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_);
+    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_, opt_.text_path, err_);
   }
   if (opt_.preset == "tiny" || opt_.preset == "custom") cfg_.vocab_size = tokenizer_->n_vocab();
   if (tokenizer_->n_vocab() > cfg_.vocab_size)
@@ -304,6 +329,50 @@ void Session::make_model() {
   seconds_before_ = pos_.seconds;
 }
 
+// Before any work, and before anything is written: no output is an input or another output,
+// one run per --out (a lock held until the run ends), and every output can be written.
+void Session::claim_outputs() {
+  const fs::path dir(opt_.out_dir);
+  ckpt_out_ = (dir / kCheckpointFile).string();
+  plot_out_ = (dir / "loss.svg").string();
+  const std::vector<NamedPath> outputs = {{ckpt_out_, "the checkpoint"},
+                                          {plot_out_, "the plot"},
+                                          {opt_.log_path, "--log"},
+                                          {(dir / DirLock::kFileName).string(), "the lock file"}};
+  std::vector<NamedPath> inputs = {{opt_.text_path, "--text"}};
+  // The checkpoint --resume reads may be the one this run replaces: it is read whole first.
+  const std::vector<NamedPath> resumed = {{ckpt_in_, "--resume"}};
+  if (resuming_ && find_clobbered(resumed, {outputs[0]}).empty()) inputs.push_back(resumed[0]);
+  refuse_clobbered(inputs, outputs);
+
+  std::error_code ec;
+  out_dir_.path = opt_.out_dir;
+  out_dir_.created = !fs::is_directory(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
+                     ")");
+  long holder = 0;
+  bool locked = false;
+  try {
+    locked = out_dir_.lock.acquire(opt_.out_dir, holder);
+  } catch (const std::exception& e) {
+    throw TrainError("--out " + std::string(e.what()));
+  }
+  if (!locked)
+    throw TrainError("--out " + opt_.out_dir + " is in use by another run (PID " +
+                     (holder > 0 ? std::to_string(holder) : std::string("unknown")) +
+                     "); wait for it to end or choose another --out");
+  refuse_overwrite();
+  try {
+    check_writable(ckpt_out_);
+    check_writable(plot_out_);
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  check_log_writable(opt_.log_path);
+}
+
 // A fresh run never replaces a checkpoint silently (hours of training may be in it); found
 // before any work is done.
 void Session::refuse_overwrite() const {
@@ -316,14 +385,6 @@ void Session::refuse_overwrite() const {
 }
 
 void Session::open_output_dir() {
-  std::error_code ec;
-  fs::create_directories(opt_.out_dir, ec);
-  if (ec || !fs::is_directory(opt_.out_dir))
-    throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
-                     ")");
-  ckpt_out_ = (fs::path(opt_.out_dir) / kCheckpointFile).string();
-
-  plot_out_ = (fs::path(opt_.out_dir) / "loss.svg").string();
   last_good_ = resuming_ ? ckpt_in_ : "";
   options_ = options_json(opt_);
   hash_ = text_hash(text_data_);
@@ -457,6 +518,11 @@ void Session::write_plot() {
 }
 
 }  // namespace
+
+void refuse_clobbered(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  const std::string clash = find_clobbered(inputs, outputs);
+  if (!clash.empty()) throw UsageError(clash);
+}
 
 TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   return Session(opt, out, err).run();

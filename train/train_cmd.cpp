@@ -68,6 +68,8 @@ int generate_main(int argc, char** argv) {
       return 0;
     }
     if (g.threads > 0) set_num_threads(g.threads);
+    train::refuse_clobbered({{train::checkpoint_path(g.checkpoint), "--checkpoint"}},
+                            {{g.logits, "--logits"}});
     train::LoadedModel lm = train::load_checkpoint_model(g.checkpoint);
     const std::vector<int64_t> ids = train::text_to_token_ids(g.prompt, *lm.tokenizer);
     if (ids.empty()) throw train::UsageError("--prompt is empty");

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "data/bpe_tokenizer.h"
@@ -135,6 +136,10 @@ void keep_freed_memory();
 
 // Set by the SIGINT handler the CLI installs: the trainer finishes the step, saves and returns.
 std::atomic<bool>& stop_requested();
+
+// UsageError "ROLE PATH is the same file as ROLE PATH ..." for an output that would destroy an
+// input or another output (core/file_io.h find_clobbered), before anything is written.
+void refuse_clobbered(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 // --- checkpoints ------------------------------------------------------------------------------
 
