@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -45,6 +46,40 @@ void keep_freed_memory() {
 std::atomic<bool>& stop_requested() {
   static std::atomic<bool> flag{false};
   return flag;
+}
+
+std::atomic<int>& stop_signal() {
+  static std::atomic<int> sig{0};
+  return sig;
+}
+
+namespace {
+
+void on_stop_signal(int sig) {
+  stop_signal().store(sig);
+  stop_requested().store(true);
+  std::signal(sig, SIG_DFL);  // a second one stops at once
+}
+
+// "SIGTERM" for the stop messages; a stop requested without a signal (tests) is Ctrl-C's.
+std::string stop_signal_name() { return stop_signal().load() == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+}  // namespace
+
+void install_stop_handlers() {
+  stop_signal().store(0);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+void remove_stop_handlers() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+int stop_exit_status(const TrainResult& r) {
+  if (!r.interrupted || !stop_requested().load()) return 0;
+  return 128 + (stop_signal().load() == SIGTERM ? SIGTERM : SIGINT);
 }
 
 namespace {
@@ -193,6 +228,7 @@ class Session final : public TrainHooks {
 
  private:
   void resume_options();
+  void refuse_new_seed(const json::Value& saved) const;
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
@@ -210,6 +246,7 @@ class Session final : public TrainHooks {
   bool after_step(double loss) override;
   bool after_epoch(const std::string& sample) override;
 
+  void stop_if_stdout_lost();
   void save();
   void write_plot();
   void show_progress(double loss);
@@ -272,12 +309,37 @@ void Session::resume_options() {
   if (!fs::exists(ckpt_in_)) throw TrainError(ckpt_in_ + ": no checkpoint to resume from");
   ckpt_ = read_checkpoint(ckpt_in_);
   const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
+  refuse_new_seed(saved);
   merge_resume_options(opt_, saved, ckpt_in_);
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
 }
 
+// The generator's state comes from the checkpoint: a --seed that differs would be recorded in
+// the new checkpoint without having changed a single draw.
+void Session::refuse_new_seed(const json::Value& saved) const {
+  const json::Value* s = saved.find("seed");
+  if (!is_explicit(opt_, "seed") || !s || s->kind != json::Value::Kind::Number) return;
+  int64_t theirs = -1;
+  try {
+    theirs = s->as_int();
+  } catch (const json::Error&) {
+    return;  // merge_resume_options names the bad value
+  }
+  if (theirs != int64_t(opt_.seed))
+    throw UsageError("--seed " + std::to_string(opt_.seed) + " does not match the checkpoint " +
+                     ckpt_in_ + " (trained with " + std::to_string(theirs) +
+                     "); a resumed run continues the checkpoint's random generator");
+}
+
 void Session::load_text_and_tokenizer() {
-  text_data_ = read_text_file(opt_.text_path);
+  try {
+    text_data_ = read_text_file(opt_.text_path);
+  } catch (const TrainError& e) {
+    // A relative path stored by the run that wrote the checkpoint is relative to where it ran.
+    if (!resuming_ || is_explicit(opt_, "text") || fs::path(opt_.text_path).is_absolute()) throw;
+    throw TrainError(std::string(e.what()) + " (the --text stored in " + ckpt_in_ +
+                     ", relative to the folder that run started in; give --text)");
+  }
   if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
   std::tie(train_text_, val_text_) = split_text(text_data_);
   if (resuming_) {
@@ -386,7 +448,12 @@ void Session::refuse_overwrite() const {
 
 void Session::open_output_dir() {
   last_good_ = resuming_ ? ckpt_in_ : "";
-  options_ = options_json(opt_);
+  // The text's absolute path, so that --resume from another folder finds it.
+  TrainOptions stored = opt_;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(opt_.text_path, ec);
+  if (!ec) stored.text_path = abs.lexically_normal().string();
+  options_ = options_json(stored);
   hash_ = text_hash(text_data_);
 }
 
@@ -469,14 +536,31 @@ bool Session::after_step(double loss) {
   ++steps_this_run_;
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
+  stop_if_stdout_lost();
   if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
     return false;
   before_print();
   save();
   write_plot();
-  err_ << "stopped after step " << pos_.global_step << "; checkpoint " << ckpt_out_
+  err_ << "stopped " << (stop_requested().load() ? "by " + stop_signal_name() + " " : "")
+       << "after step " << pos_.global_step << "; checkpoint " << ckpt_out_
        << " (continue with --resume " << opt_.out_dir << ")\n";
   return true;
+}
+
+// The log cannot be printed any more (`tapegrad train | head -2`, a full disk): the run stops at
+// this step boundary with its checkpoint saved, in one line, rather than train unseen or die of
+// SIGPIPE (the CLI ignores it) without a checkpoint.
+void Session::stop_if_stdout_lost() {
+  if (out_) return;
+  before_print();
+  save();
+  write_plot();
+  throw TrainError(
+      "cannot write the output to stdout (disk full or pipe closed?); stopped after "
+      "step " +
+      std::to_string(pos_.global_step) + " with checkpoint " + ckpt_out_ +
+      " (continue with --resume " + opt_.out_dir + ")");
 }
 
 // Every epoch ends with a checkpoint and the plot; Ctrl-C during it stops here.
@@ -484,8 +568,10 @@ bool Session::after_epoch(const std::string& sample) {
   result_.samples.push_back(sample);
   save();
   write_plot();
+  stop_if_stdout_lost();
   if (!stop_requested().load()) return false;
-  err_ << "stopped after epoch " << pos_.epoch << "; checkpoint " << ckpt_out_ << "\n";
+  err_ << "stopped by " << stop_signal_name() << " after epoch " << pos_.epoch << "; checkpoint "
+       << ckpt_out_ << "\n";
   return true;
 }
 

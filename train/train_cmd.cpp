@@ -18,10 +18,6 @@ namespace tg::cli {
 
 namespace {
 
-void on_sigint(int) {
-  train::stop_requested().store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
-}
 
 // Output lost (a full disk, a closed pipe) is a failure, not a silent exit 0.
 void check_written(std::ostream& os) {
@@ -48,13 +44,13 @@ int train_main(int argc, char** argv) {
       return 0;
     }
     train::keep_freed_memory();
-    std::signal(SIGINT, on_sigint);
+    train::install_stop_handlers();
     const train::TrainResult r = train::run_training(o, std::cout, std::cerr);
-    std::signal(SIGINT, SIG_DFL);
+    train::remove_stop_handlers();
     check_written(std::cout);
-    return r.interrupted && train::stop_requested().load() ? 130 : 0;
+    return train::stop_exit_status(r);
   } catch (const std::exception& e) {
-    std::signal(SIGINT, SIG_DFL);
+    train::remove_stop_handlers();
     return report("train", e);
   }
 }

@@ -134,8 +134,16 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostrea
 // step's large buffers (logits, gradients). Call once at start-up; a no-op elsewhere.
 void keep_freed_memory();
 
-// Set by the SIGINT handler the CLI installs: the trainer finishes the step, saves and returns.
+// Set by the SIGINT and SIGTERM handlers the CLI installs: the trainer finishes the step, saves
+// and returns.
 std::atomic<bool>& stop_requested();
+// The signal that set it (0: none, or set directly).
+std::atomic<int>& stop_signal();
+// The CLI's handlers for SIGINT and SIGTERM (a second one of either stops at once), and back.
+void install_stop_handlers();
+void remove_stop_handlers();
+// 0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM), as a shell reports it.
+int stop_exit_status(const TrainResult& r);
 
 // UsageError "ROLE PATH is the same file as ROLE PATH ..." for an output that would destroy an
 // input or another output (core/file_io.h find_clobbered), before anything is written.
