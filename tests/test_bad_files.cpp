@@ -300,8 +300,37 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
       {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
       {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
       {"history", "{}", "checkpoint's 'history' is not a list"},
+      // Counters checked against each other and the run's options (issue 23).
+      {"epoch", "1000000000",
+       "checkpoint's 'epoch' is 1000000000, past the 1 epochs of the run that wrote it"},
+      {"global_step", "1000000000000000",
+       "checkpoint's 'global_step' is 1000000000000000, but epoch 1 and batch 0 of 30 per epoch "
+       "make it 29"},
+      {"optimizer_step", "0", "checkpoint's 'optimizer_step' is 0, but global_step 29 makes it 30"},
+      {"optimizer_step", "4611686018427387904",
+       "checkpoint's 'optimizer_step' is 4611686018427387904, but global_step 29 makes it 30"},
+      {"tokens_seen", "1921",
+       "checkpoint's 'tokens_seen' is 1921, but 30 steps of 64 tokens make it 1920"},
+      {"history", "[{\"epoch\": 1, \"step\": 99, \"tokens_seen\": 0}]",
+       "checkpoint's history has an evaluation at step 99, epoch 1, after the checkpoint's step 29 "
+       "(epoch 1)"},
+      // Each fact once: a second copy (checkpoints before issue 23) must agree with the first.
+      {"tokenizer", "gpt2",
+       "checkpoint's metadata 'tokenizer' is 'gpt2' but its options say 'bpe:256' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"preset", "tiny",
+       "checkpoint's metadata 'preset' is 'tiny' but its options say 'custom' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"step", "7", "checkpoint's 'step' is '7' but its optimizer_step is 30"},
   };
   for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
+  // A new checkpoint holds preset, tokenizer and the step count once; one from before, with the
+  // copies agreeing, still resumes.
+  const train::SafeTensors fresh = train::load_safetensors(dir + "/checkpoint.safetensors");
+  for (const char* key : {"preset", "tokenizer", "step"}) CHECK(fresh.metadata.count(key) == 0);
+  CHECK(resume_with(d, dir, "tokenizer", "bpe:256").rc == 0);
+  CHECK(resume_with(d, dir, "preset", "custom").rc == 0);
+  CHECK(resume_with(d, dir, "step", "30").rc == 0);
   // Stored options: the field's text replaced in the options JSON.
   const std::vector<Bad> options = {
       {"lr", "\"nan\"", "checkpoint option 'lr' expects a number >= 0, got \"nan\""},

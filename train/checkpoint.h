@@ -27,8 +27,7 @@ inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
 // What the run was made from, recorded beside the tensors.
 struct RunRecipe {
   const nn::GPTConfig& cfg;
-  const std::string& preset;
-  const std::string& options_json;    // TrainOptions as JSON, read back on --resume
+  const std::string& options_json;    // TrainOptions as JSON (preset and tokenizer included)
   const std::string& tokenizer_spec;  // gpt2 | bpe:N
   const data::Tokenizer& tokenizer;
   const std::string& text_hash;  // text_hash() of the whole text

@@ -589,7 +589,7 @@ void Session::show_progress(double loss) {
 void Session::save() {
   RunPosition at = pos_;
   at.seconds = seconds();
-  const RunRecipe recipe{cfg_, opt_.preset, options_, opt_.tokenizer, *tokenizer_, hash_};
+  const RunRecipe recipe{cfg_, options_, opt_.tokenizer, *tokenizer_, hash_};
   save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
   last_good_ = ckpt_out_;
   result_.checkpoint = ckpt_out_;
