@@ -342,6 +342,8 @@ void Session::load_text_and_tokenizer() {
   }
   if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
   std::tie(train_text_, val_text_) = split_text(text_data_);
+  hash_ = text_hash(text_data_);
+  std::string().swap(text_data_);  // the splits hold it; a large text is not kept three times
   if (resuming_) {
     tokenizer_ = tokenizer_from_checkpoint(ckpt_, ckpt_in_);
     // Before the vocabulary sizes a model: a corrupt tokenizer entry must not allocate one.
@@ -349,7 +351,7 @@ void Session::load_text_and_tokenizer() {
       throw TrainError(ckpt_in_ + ": checkpoint tokenizer has " +
                        std::to_string(tokenizer_->n_vocab()) +
                        " tokens, more than its model's vocab_size");
-    if (ckpt_.metadata["text_hash"] != text_hash(text_data_))
+    if (ckpt_.metadata["text_hash"] != hash_)
       throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
                        " was trained on");
   } else {
@@ -371,6 +373,9 @@ void Session::make_loaders() {
                         opt_.batch_size, /*shuffle=*/true, /*drop_last=*/true, gen);
   val_loader_.emplace(make_dataset(*tokenizer_, val_text_, "validation", T, opt_.text_path),
                       opt_.batch_size, /*shuffle=*/false, /*drop_last=*/false, gen);
+  // The loaders hold the token ids; the text is not needed any more.
+  std::string().swap(train_text_);
+  std::string().swap(val_text_);
   if (train_loader_->size() == 0)
     throw TrainError("text too short: " + std::to_string(train_loader_->dataset().size()) +
                      " training windows of " + std::to_string(T) +
@@ -454,7 +459,6 @@ void Session::open_output_dir() {
   const fs::path abs = fs::absolute(opt_.text_path, ec);
   if (!ec) stored.text_path = abs.lexically_normal().string();
   options_ = options_json(stored);
-  hash_ = text_hash(text_data_);
 }
 
 TrainResult Session::run() {
