@@ -5,7 +5,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := demo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+# apt-get waits this long (seconds) for another package manager that holds apt's or dpkg's lock
+# (an unattended upgrade on a new machine), saying what it waits for (tools/apt_get.sh).
+APT_LOCK_TIMEOUT ?= 600
+APT := $(SUDO) $(CURDIR)/tools/apt_get.sh $(APT_LOCK_TIMEOUT)
 RELEASE := build/release
 TESTDIR := build/test
 ASANDIR := build/asan

@@ -565,3 +565,73 @@ TEST_CASE("one run per --out: a second is refused at once naming the holder; --s
                                             "2", "--no-progress"});
   CHECK(same.rc == 0);
 }
+
+TEST_CASE("make's apt-get waits for another package manager's lock, saying so, within a bound") {
+  Dir d;
+  // A stand-in apt-get: fails `fails` times with MODE's message, then succeeds.
+  spit(d / "apt-get",
+       "#!/bin/sh\n"
+       "echo \"$*\" >> " +
+           (d / "args") +
+           "\n"
+           "n=$(cat " +
+           (d / "count") + " 2>/dev/null || echo 0); echo $((n + 1)) > " + (d / "count") +
+           "\n"
+           "[ \"$n\" -ge \"$FAILS\" ] && exit 0\n"
+           "case $MODE in\n"
+           "lists) echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 42 "
+           "(unattended-upgr)' >&2; echo 'E: Unable to lock directory /var/lib/apt/lists/' >&2;;\n"
+           "dpkg) echo 'Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It "
+           "is held by process 7 (apt)...' >&2; echo 'E: Unable to acquire the dpkg frontend lock "
+           "(/var/lib/dpkg/lock-frontend), is another process using it?' >&2;;\n"
+           "*) echo 'E: Unable to locate package nosuch' >&2;;\n"
+           "esac\n"
+           "exit 100\n");
+  fs::permissions(d / "apt-get", fs::perms::owner_all);
+  struct Case {
+    std::string mode;
+    int fails, timeout, rc;
+    std::vector<std::string> lines;  // stderr of the wrapper itself ("make: ...")
+  };
+  const std::string lists =
+      "make: waiting for /var/lib/apt/lists/lock, held by process 42 "
+      "(unattended-upgr); up to ";
+  const std::string dpkg =
+      "make: waiting for /var/lib/dpkg/lock-frontend, held by process 7 (apt); up to ";
+  const std::vector<Case> cases = {
+      {"lists", 0, 600, 0, {}},
+      {"lists", 2, 600, 0, {lists, lists}},
+      {"dpkg", 1, 600, 0, {dpkg}},
+      {"other", 1, 600, 100, {}},
+      {"lists",
+       99,
+       0,
+       100,
+       {"make: gave up after 0 s waiting for /var/lib/apt/lists/lock, held by process 42 "
+        "(unattended-upgr) (raise APT_LOCK_TIMEOUT, or run make again once that package manager "
+        "is done)"}},
+  };
+  for (const Case& c : cases) {
+    fs::remove(d / "count");
+    fs::remove(d / "args");
+    const std::string cmd = "PATH=" + d.dir + ":$PATH MODE=" + c.mode +
+                            " FAILS=" + std::to_string(c.fails) + " APT_RETRY_SECONDS=0 " +
+                            TG_SOURCE_ROOT + "/tools/apt_get.sh " + std::to_string(c.timeout) +
+                            " install -y -q x > /dev/null 2> " + (d / "err");
+    const int status = std::system(cmd.c_str());
+    INFO("mode ", c.mode, ", fails ", c.fails, ", timeout ", c.timeout);
+    CHECK(WEXITSTATUS(status) == c.rc);
+    std::vector<std::string> mine;
+    std::istringstream err(slurp(d / "err"));
+    for (std::string line; std::getline(err, line);)
+      if (line.rfind("make: ", 0) == 0) mine.push_back(line);
+    REQUIRE(mine.size() == c.lines.size());
+    for (size_t i = 0; i < mine.size(); ++i) CHECK(mine[i].rfind(c.lines[i], 0) == 0);
+    // apt-get itself waits for dpkg's lock, for what is left of the bound.
+    const std::string args = slurp(d / "args");
+    REQUIRE(args.rfind("-o DPkg::Lock::Timeout=", 0) == 0);
+    const int left = std::atoi(args.c_str() + 23);
+    CHECK(left <= c.timeout);
+    CHECK(left >= c.timeout - 2);
+  }
+}
