@@ -512,6 +512,15 @@ TEST_CASE("a closed stdout (train | head -1) stops with a saved checkpoint and o
                            (d / "terr")) == 1);
   CHECK(last_line(d / "terr").first ==
         "tapegrad tokenize: cannot write the output to stdout (disk full or pipe closed?)");
+  // Appending the ids to the text being read.
+  spit(d / "t.txt", "some text");
+  const std::string append =
+      exe + " tokenize " + (d / "t.txt") + " >> " + (d / "t.txt") + " 2> " + (d / "aerr");
+  CHECK(WEXITSTATUS(std::system(append.c_str())) == 2);
+  CHECK(slurp(d / "aerr") == "tapegrad tokenize: stdout is the same file as the text " +
+                                 (d / "t.txt") +
+                                 " (refused: writing one would destroy the other) (try --help)\n");
+  CHECK(slurp(d / "t.txt") == "some text");
   CHECK(with_stdout_closed(exe + " generate --checkpoint " + (d / "o") + " 2> " + (d / "gerr")) ==
         1);
   CHECK(last_line(d / "gerr").first ==
