@@ -1,8 +1,6 @@
 // tokenize and bpe-train commands; see cli.h.
 #include "data/cli.h"
 
-#include <sys/stat.h>
-
 #include <cctype>
 #include <chrono>
 #include <functional>
@@ -90,14 +88,11 @@ void for_each_block(const std::string& path, std::istream& in,
   read_regular_file_blocks(path, kMaxInputBytes, "text", kBlockBytes, consume);
 }
 
-// stdout (a shell's `>> FILE`) is the input file itself.
+// stdout (a shell's `>> FILE`) is the input file itself: the ids would be appended to the text
+// being read.
 void refuse_stdout_is(const std::string& input) {
-  struct stat out_st {
-  }, in_st{};
-  if (::fstat(1, &out_st) == 0 && S_ISREG(out_st.st_mode) && ::stat(input.c_str(), &in_st) == 0 &&
-      out_st.st_dev == in_st.st_dev && out_st.st_ino == in_st.st_ino)
-    throw UsageError("stdout is the same file as the text " + input +
-                " (refused: writing one would destroy the other)");
+  const std::string clash = find_clobbered({{input, "the text"}}, {{"/dev/stdout", "stdout"}});
+  if (!clash.empty()) throw UsageError(clash);
 }
 
 // Output written a block at a time: an input that fails within its first MiB of output writes

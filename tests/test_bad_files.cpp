@@ -517,7 +517,7 @@ TEST_CASE("a closed stdout (train | head -1) stops with a saved checkpoint and o
   const std::string append =
       exe + " tokenize " + (d / "t.txt") + " >> " + (d / "t.txt") + " 2> " + (d / "aerr");
   CHECK(WEXITSTATUS(std::system(append.c_str())) == 2);
-  CHECK(slurp(d / "aerr") == "tapegrad tokenize: stdout is the same file as the text " +
+  CHECK(slurp(d / "aerr") == "tapegrad tokenize: stdout /dev/stdout is the same file as the text " +
                                  (d / "t.txt") +
                                  " (refused: writing one would destroy the other) (try --help)\n");
   CHECK(slurp(d / "t.txt") == "some text");
@@ -555,6 +555,14 @@ TEST_CASE("one run per --out: a second is refused at once naming the holder; --s
   const Result f = run(cli::train_main, fresh);  // the holder is gone: the run goes ahead
   CHECK(f.rc == 0);
   CHECK(!fs::exists(d / "f/tapegrad.lock"));
+  // A procfs text (stat size 0) is read, not called empty: too short for a window of 1024.
+  const Result proc = run(
+      cli::train_main, {"train", "--text", "/proc/self/status", "--context", "1024", "--preset",
+                        "gpt2-124m", "--tokenizer", "bpe:256", "--out", d / "p", "--no-progress"});
+  CHECK(proc.rc == 1);
+  CHECK(proc.err.rfind("tapegrad train: text too short: the validation split of "
+                       "'/proc/self/status' has ",
+                       0) == 0);
   // bpe:N on a text with fewer pairs says so, as bpe-train does.
   std::vector<std::string> big = fresh;
   big[4] = "bpe:100000";

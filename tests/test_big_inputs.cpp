@@ -159,7 +159,12 @@ TEST_CASE("tapegrad tokenize: peak memory of a 50 MB text stays under 64 MiB") {
   CHECK(report[0] == 0);
   const long peak_kib = report[1];
   MESSAGE("tokenize of 50 MB: peak RSS ", peak_kib / 1024, " MiB");
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's shadow memory and its quarantine of freed blocks (up to 256 MiB) are not tokenize's.
+  (void)peak_kib;
+#else
   CHECK(peak_kib < 64 * 1024);  // before streaming: 191 MiB
+#endif
   // The ids are all there: one line, ending where the text's last number does.
   const std::string ids = slurp(d / "ids.txt");
   CHECK(ids.size() > 40'000'000);
