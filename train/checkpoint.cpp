@@ -425,7 +425,10 @@ void check_counters(const SafeTensors& st, const std::string& path, const RunPos
   if (pos.epoch > epochs || (pos.epoch == epochs && pos.batch > 0))
     bad_counter(path, "epoch", pos.epoch,
                 "past the " + std::to_string(epochs) + " epochs of the run that wrote it");
-  const int64_t steps = pos.epoch * n_batches + pos.batch;  // <= 10^6 * 2^31: no overflow
+  int64_t steps = 0;  // an epoch count stored beside an explicit --epochs is unchecked: guarded
+  if (__builtin_mul_overflow(pos.epoch, n_batches, &steps) ||
+      __builtin_add_overflow(steps, pos.batch, &steps))
+    bad_counter(path, "epoch", pos.epoch, "past any run's length");
   if (pos.global_step != steps - 1)
     bad_counter(path, "global_step", pos.global_step,
                 "but epoch " + std::to_string(pos.epoch) + " and batch " +
@@ -439,12 +442,14 @@ void check_counters(const SafeTensors& st, const std::string& path, const RunPos
   if (old != st.metadata.end() && old->second != std::to_string(steps))
     throw TrainError(path + ": checkpoint's 'step' is '" + show_bytes(old->second) +
                      "' but its optimizer_step is " + std::to_string(steps));
-  const int64_t per_step =
-      stored_option(st, path, "batch_size") * stored_option(st, path, "context_length");
-  if (per_step <= 0 || pos.tokens_seen % per_step != 0 || pos.tokens_seen / per_step != steps)
+  int64_t per_step = 0, tokens = 0;
+  if (__builtin_mul_overflow(stored_option(st, path, "batch_size"),
+                             stored_option(st, path, "context_length"), &per_step) ||
+      per_step <= 0 || __builtin_mul_overflow(steps, per_step, &tokens) ||
+      pos.tokens_seen != tokens)
     bad_counter(path, "tokens_seen", pos.tokens_seen,
                 "but " + std::to_string(steps) + " steps of " + std::to_string(per_step) +
-                    " tokens make it " + std::to_string(steps * per_step));
+                    " tokens make it " + std::to_string(tokens));
   // EvalPoint::epoch counts from 1, the epoch in progress included.
   const int64_t last_epoch = pos.epoch + (pos.batch > 0 ? 1 : 0);
   for (const EvalPoint& p : pos.history)
