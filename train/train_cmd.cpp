@@ -18,7 +18,6 @@ namespace tg::cli {
 
 namespace {
 
-
 // Output lost (a full disk, a closed pipe) is a failure, not a silent exit 0.
 void check_written(std::ostream& os) {
   os.flush();
