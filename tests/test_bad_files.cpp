@@ -576,8 +576,8 @@ TEST_CASE("one run per --out: a second is refused at once naming the holder; --s
   const Result s = run(cli::train_main, {"train", "--resume", dir, "--seed", "7", "--epochs", "2"});
   CHECK(s.rc == 2);
   CHECK(s.err == "tapegrad train: --seed 7 does not match the checkpoint " + dir +
-                     "/checkpoint.safetensors (trained with 123); a resumed run continues the "
-                     "checkpoint's random generator\n");
+                     "/checkpoint.safetensors (trained with 123); a checkpoint from another "
+                     "config\n");
   const Result same = run(cli::train_main, {"train", "--resume", dir, "--seed", "123", "--epochs",
                                             "2", "--no-progress"});
   CHECK(same.rc == 0);

@@ -228,7 +228,6 @@ class Session final : public TrainHooks {
 
  private:
   void resume_options();
-  void refuse_new_seed(const json::Value& saved) const;
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
@@ -309,26 +308,8 @@ void Session::resume_options() {
   if (!fs::exists(ckpt_in_)) throw TrainError(ckpt_in_ + ": no checkpoint to resume from");
   ckpt_ = read_checkpoint(ckpt_in_);
   const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
-  refuse_new_seed(saved);
   merge_resume_options(opt_, saved, ckpt_in_);
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
-}
-
-// The generator's state comes from the checkpoint: a --seed that differs would be recorded in
-// the new checkpoint without having changed a single draw.
-void Session::refuse_new_seed(const json::Value& saved) const {
-  const json::Value* s = saved.find("seed");
-  if (!is_explicit(opt_, "seed") || !s || s->kind != json::Value::Kind::Number) return;
-  int64_t theirs = -1;
-  try {
-    theirs = s->as_int();
-  } catch (const json::Error&) {
-    return;  // merge_resume_options names the bad value
-  }
-  if (theirs != int64_t(opt_.seed))
-    throw UsageError("--seed " + std::to_string(opt_.seed) + " does not match the checkpoint " +
-                     ckpt_in_ + " (trained with " + std::to_string(theirs) +
-                     "); a resumed run continues the checkpoint's random generator");
 }
 
 void Session::load_text_and_tokenizer() {

@@ -97,8 +97,10 @@ inline const cli::Command<O> kTrain{
             .stored(Resume::MayChange),
         cli::integer("eval-iter", &O::eval_iter, 1, kMaxCount, "N", "batches per evaluation")
             .stored(Resume::MayChange),
+        // On --resume the generator's state is the checkpoint's: another seed would change no
+        // draw, only the record.
         cli::integer("seed", &O::seed, 0, cli::kNoMax, "N", "torch.manual_seed of the run")
-            .stored(Resume::MayChange),
+            .stored(Resume::MustMatch),
         cli::text("start-context", &O::start_context, "TXT", "the prompt of each epoch's sample")
             .stored(Resume::MayChange),
         cli::integer("sample-tokens", &O::sample_tokens, 0, kMaxSampleTokens, "N",
@@ -146,7 +148,8 @@ inline const cli::Command<O> kTrain{
     },
     std::nullopt,
     "Exit status: 0 done, 1 bad input or failure, 2 bad command line.\n"
-    "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130).\n"};
+    "Ctrl-C or SIGTERM finishes the current step, saves the checkpoint and exits (status 130,\n"
+    "143); so does a closed stdout (`| head`), with status 1.\n"};
 }  // namespace table
 
 inline const cli::Command<TrainOptions>& train_command() { return table::kTrain; }
