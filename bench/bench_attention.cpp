@@ -37,6 +37,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/settings.h"
 #include "core/autograd.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -123,6 +124,20 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
   }
   std::printf("%.3f %.3f %.9g %ld\n", best_fwd, best_fb, checksum, base);
   return 0;
+}
+
+// --child IMPL B T REPS: one measurement; what stops it (a size too big for memory) is one line
+// and exit status 1, for the parent to report.
+int child_main(char** args) {
+  try {
+    return run_child(args[0], std::atoll(args[1]), std::atoll(args[2]), std::atoi(args[3]));
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bench_attention: out of memory for %s at B=%s T=%s\n", args[0], args[1],
+                 args[2]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_attention: %s\n", e.what());
+  }
+  return 1;
 }
 
 // ---- PyTorch: the same configurations, the book's and the notebook's code ----
@@ -361,9 +376,7 @@ Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--child" && i + 4 < argc)
-      std::exit(run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
-                          std::atoi(argv[i + 4])));
+    if (a == "--child" && i + 4 < argc) std::exit(child_main(argv + i + 1));
     const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
                              a == "--memory" || a == "--json-file";
     if (takes_value && i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
@@ -416,30 +429,40 @@ std::vector<std::string> peer_impls(const Peer& p, bool modules) {
   return im;
 }
 
+// A child that failed stops the benchmark: one line naming it and its error, exit status 1.
+Measure checked(Measure m) {
+  if (m.error.empty()) return m;
+  std::fprintf(stderr, "%s: %s '%s' at B=%lld T=%lld on %d thread(s) failed: %s\n", kProg,
+               m.side.c_str(), m.impl.c_str(), (long long)m.B, (long long)m.T, m.threads,
+               m.error.c_str());
+  std::exit(1);
+}
+
 std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& ours_cmd,
                              const std::vector<Peer>& peers) {
   std::vector<Measure> results;
+  const bool progress = !o.json && isatty(STDERR_FILENO);  // dots on a terminal only
   for (int t : o.threads)
     for (auto [B, T] : o.sizes) {
       for (const std::string& impl : our_impls(o.modules))
-        results.push_back(measure(ours_cmd, kOurs, impl, B, T, t, o.reps));
+        results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, o.reps)));
       for (const Peer& p : peers) {
         if (p.version.empty()) continue;
         std::vector<std::string> cmd = p.launcher;
         cmd.insert(cmd.end(), {"-c", kTorchScript});
         for (const std::string& impl : peer_impls(p, o.modules))
-          results.push_back(measure(cmd, p.version, impl, B, T, t, o.reps));
+          results.push_back(checked(measure(cmd, p.version, impl, B, T, t, o.reps)));
       }
-      if (!o.json) std::cerr << "." << std::flush;
+      if (progress) std::cerr << "." << std::flush;
     }
   // Memory: the fused core against the book's formula, one run each, B = 1.
   for (int T : o.memory_T)
     for (const char* impl : {"core fused", "core book"}) {
-      Measure m = measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1);
+      Measure m = checked(measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1));
       m.side = "memory";
       results.push_back(m);
     }
-  if (!o.json) std::cerr << "\n";
+  if (progress) std::cerr << "\n";
   return results;
 }
 
@@ -490,6 +513,7 @@ void print_report(const Options& o, const std::vector<Peer>& peers,
 
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
+  bench::check_settings(kProg);
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) bench::bad_option(kProg, "cannot find its own executable");

@@ -32,6 +32,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/settings.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
@@ -97,6 +98,22 @@ int run_child(Config c, int64_t steps, const std::string& attention) {
   for (double t : seconds) std::printf(" %.6f", t);
   std::printf("\n");
   return 0;
+}
+
+// --child: a route the model refuses is a bad option (exit 2); what stops a run once it is built
+// (memory) is one line and exit status 1, for the parent to report.
+int child_main(const Config& c, int64_t steps, const std::string& route) {
+  Config checked = c;
+  checked.cfg.attention = route;
+  checked.cfg.validate();  // throws std::invalid_argument: parse_options reports it
+  try {
+    return run_child(c, steps, route);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bench_train: out of memory in %s\n", c.name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+  }
+  return 1;
 }
 
 // One side's runs of one configuration. A side with a failed run reports nothing but the error.
@@ -223,7 +240,7 @@ void parse_option(int argc, char** argv, int& i, Options& o) {
     const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
     const std::string route = next();
     for (const Config& c : configs())
-      if (name == c.name) std::exit(run_child(c, steps, route));
+      if (name == c.name) std::exit(child_main(c, steps, route));
     bench::bad_option("bench_train", "unknown config " + name);
   } else if (a == "--json") {
     o.json = true;
@@ -362,14 +379,15 @@ bool run_config(const Config& c, const Options& o, const std::string& self,
               measure(theirs, torch_command(c, steps, o.threads), o.threads, steps, tokens);
       }
     w.theirs = theirs;
+    // A failed child stops the benchmark: one line naming it, exit status 1.
     if (!w.ours.ok) {
       std::cerr << "bench_train: our " << c.name << " (" << w.route
                 << ") run failed: " << w.ours.error << "\n";
-      ok = false;
+      std::exit(1);
     }
     if (o.torch && !theirs.ok && ri == 0) {  // PyTorch is there but failed: no peer
       std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
-      ok = false;
+      std::exit(1);
     }
     if (o.json)
       json_rows.push_back(json_row(w, o, steps));
@@ -383,6 +401,7 @@ bool run_config(const Config& c, const Options& o, const std::string& self,
 
 int main(int argc, char** argv) {
   Options o = parse_options(argc, argv);
+  bench::check_settings("bench_train");
   const std::string self = self_executable();
   if (!o.isa.empty()) select_isa(o.isa);
   if (o.torch) o.torch = have_torch();

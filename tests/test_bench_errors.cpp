@@ -1,0 +1,156 @@
+// The benchmark programs' bad settings and failed children (issue 23): each case runs a program
+// of bench/ with an environment, and checks its exit status (2: a bad option or TAPEGRAD_*
+// setting, 1: a child that failed) and its exact one-line message on stderr. Every case fails
+// before anything is timed.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "tests/temp_dir.h"
+
+extern char** environ;
+
+namespace {
+
+const std::string kBench = TG_BENCH_DIR;
+
+struct Case {
+  std::vector<std::string> env;   // NAME=VALUE added to the test's environment
+  std::vector<std::string> argv;  // argv[0]: a program of bench/
+  int rc;
+  std::string message;  // the one line on stderr; "{b}" is the bench build directory
+};
+
+struct Result {
+  int rc = -1;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+// Runs bench/<argv[0]> with stdout and stderr in files; returns its exit status and stderr.
+Result run(const Case& c) {
+  tg::testing::TempDir tmp("tg_bench_errors");
+  const std::string out = tmp / "out", err = tmp / "err";
+  std::vector<std::string> args = c.argv, env;
+  args[0] = kBench + "/" + args[0];
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.insert(env.end(), c.env.begin(), c.env.end());  // glibc's getenv takes the first: put first
+  std::rotate(env.begin(), env.end() - long(c.env.size()), env.end());
+  std::vector<char*> argv, envp;
+  for (std::string& a : args) argv.push_back(a.data());
+  for (std::string& e : env) envp.push_back(e.data());
+  argv.push_back(nullptr), envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  Result r;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE_MESSAGE(rc == 0, "cannot run " << args[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string expand(std::string s) {
+  for (size_t at = s.find("{b}"); at != std::string::npos; at = s.find("{b}", at + kBench.size()))
+    s.replace(at, 3, kBench);
+  return s;
+}
+
+// "scalar, avx2, avx512": the paths this binary has, as the kernels' error lists them.
+std::string available() {
+  std::string list;
+  for (const std::string& isa : tg::kernels::available_isas())
+    list += (list.empty() ? "" : ", ") + isa;
+  return list;
+}
+
+std::vector<Case> cases() {
+  const std::string blocking =
+      "TAPEGRAD_GEMM_BLOCKING: '1,2' is not MC,KC,NC: three positive integers (MC and KC at most "
+      "8192, NC at most 65536), e.g. 240,256,1024";
+  const std::string threads =
+      "TAPEGRAD_THREADS='0' is not a thread count: use a positive integer "
+      "such as 2";
+  const std::string unknown =
+      "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, neon";
+  std::vector<Case> v;
+  // The parent checks the settings before it starts a child: bench_attention used to end in an
+  // uncaught exception (SIGABRT) on a bad TAPEGRAD_ISA, and exit 0 after its children aborted on
+  // a bad TAPEGRAD_GEMM_BLOCKING.
+  for (const char* prog : {"bench_matmul", "bench_attention", "bench_train"}) {
+    const std::string p = prog;
+    v.push_back({{"TAPEGRAD_ISA=avx512x"}, {p}, 2, p + ": " + unknown});
+    v.push_back({{"TAPEGRAD_GEMM_BLOCKING=1,2"}, {p}, 2, p + ": " + blocking});
+    v.push_back({{"TAPEGRAD_THREADS=0"}, {p}, 2, p + ": " + threads});
+#if defined(__x86_64__)
+    v.push_back({{"TAPEGRAD_ISA=neon"},
+                 {p},
+                 2,
+                 p +
+                     ": TAPEGRAD_ISA: kernel path 'neon' is not available: this binary is built "
+                     "for x86-64, not aarch64 (available here: " +
+                     available() + ")"});
+#endif
+  }
+  v.push_back({{},
+               {"bench_matmul", "--svg"},
+               2,
+               "bench_matmul: --svg needs a value (usage: bench_matmul [--json] [--quick] [--isa "
+               "NAME] [--threads 1,2] [--reps N] [--shapes square|gpt2|tiny|all] [--blocking "
+               "MC,KC,NC] [--svg FILE])"});
+  v.push_back({{},
+               {"bench_matmul", "--svg", ""},
+               2,
+               "bench_matmul: --svg needs a file name (usage: bench_matmul [--json] [--quick] "
+               "[--isa NAME] [--threads 1,2] [--reps N] [--shapes square|gpt2|tiny|all] "
+               "[--blocking MC,KC,NC] [--svg FILE])"});
+  v.push_back(
+      {{},
+       {"bench_train", "--isa", "avx512x"},
+       2,
+       "bench_train: --isa avx512x is not available on this machine (it has " + available() + ")"});
+  // A child that fails is reported by the parent in one line naming it, and the parent fails:
+  // 824 GB of q, k, v is more than any machine this runs on will give.
+  v.push_back({{"ASAN_OPTIONS=allocator_may_return_null=1"},
+               {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
+               1,
+               "bench_attention: tapegrad 'core fused' at B=4096 T=65536 on 1 thread(s) failed: "
+               "{b}/bench_attention exited with status 1: bench_attention: out of memory for core "
+               "fused at B=4096 T=65536"});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("bench programs: bad settings and failed children give one line and an exit status") {
+  for (const Case& c : cases()) {
+    std::string what;
+    for (const std::string& e : c.env) what += e + " ";
+    for (const std::string& a : c.argv) what += a + " ";
+    CAPTURE(what);
+    const Result r = run(c);
+    CHECK(r.rc == c.rc);
+    CHECK(r.err == expand(c.message) + "\n");
+  }
+}
