@@ -19,9 +19,12 @@
 //
 // usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024]
 //                        [--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]
+//                        [--svg FILE]
+// --svg draws fwd+bwd ms per size, the cores and the modules apart, a panel per thread count.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +41,7 @@
 #include "bench/cli_args.h"
 #include "bench/machine.h"
 #include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/autograd.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -47,6 +51,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
+#include "train/plot.h"
 
 namespace {
 
@@ -188,27 +193,16 @@ for r in range(reps):
 print("%.3f %.3f %.9g %d" % (best_f, best_fb, checksum, base))
 )PY";
 
+// A PyTorch peer, its environment beside our path and the kernels it runs there.
 struct Peer {
-  std::vector<std::string> launcher;  // python, or torch2-python
-  std::string version;                // "torch 1.13.1"; empty: not available
-  std::string why_not;
+  bench::TorchPeer torch;
+  bench::PeerEnv env;
+  std::string kernels;
 };
 
-Peer find_peer(std::vector<std::string> launcher, const std::string& what) {
-  Peer p;
-  p.launcher = launcher;
-  if (access(launcher[0].c_str(), X_OK) != 0) {
-    p.why_not = what + ": " + launcher[0] + " not found";
-    return p;
-  }
-  std::string out, err;
-  long rss = 0;
-  launcher.insert(launcher.end(), {"-c", "import torch; print(torch.__version__)"});
-  if (!bench::run_child(launcher, 1, out, rss, err) || out.empty()) {
-    p.why_not = what + ": no torch there (" + (err.empty() ? "import failed" : err) + ")";
-    return p;
-  }
-  p.version = "torch " + out.substr(0, out.find_first_of("\n+"));
+Peer find_peer(const std::string& launcher, const std::string& what) {
+  Peer p{bench::find_torch({launcher}, what), bench::torch_env(kernels::active_isa()), ""};
+  if (!p.torch.version.empty()) p.kernels = bench::torch_kernels(p.torch, p.env);
   return p;
 }
 
@@ -229,7 +223,8 @@ void parse_child(const std::string& out, Measure& m) {
 }
 
 Measure measure(const std::vector<std::string>& cmd, const std::string& side,
-                const std::string& impl, int64_t B, int64_t T, int threads, int reps) {
+                const std::string& impl, int64_t B, int64_t T, int threads, int reps,
+                const std::vector<bench::EnvChange>& env = {}) {
   Measure m;
   m.side = side, m.impl = impl, m.B = B, m.T = T, m.threads = threads;
   std::vector<std::string> args = cmd;
@@ -239,7 +234,7 @@ Measure measure(const std::vector<std::string>& cmd, const std::string& side,
   if (side != kOurs)
     for (const char* f : {"book_gpt.py", "book_ch03.py"}) args.push_back(read_source(f));
   std::string out;
-  if (bench::run_child(args, threads, out, m.peak_kb, m.error)) parse_child(out, m);
+  if (bench::run_child(args, threads, out, m.peak_kb, m.error, env)) parse_child(out, m);
   return m;
 }
 
@@ -345,11 +340,12 @@ void print_table(const std::vector<Measure>& rs) {
 const char* kProg = "bench_attention";
 const char* kUsage =
     "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
-    "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]";
+    "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH] [--svg FILE]";
 
 struct Options {
   bool json = false, torch = true, modules = true;
   std::string json_file;  // --json-file: the --json output there too, beside the table
+  std::string svg;        // --svg: fwd+bwd ms per size, a chart
   int reps = 3;
   std::vector<int> threads = {1, 2};
   std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
@@ -378,12 +374,15 @@ Options parse_options(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--child" && i + 4 < argc) std::exit(child_main(argv + i + 1));
     const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
-                             a == "--memory" || a == "--json-file";
+                             a == "--memory" || a == "--json-file" || a == "--svg";
     if (takes_value && i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
     if (a == "--json") {
       o.json = true;
     } else if (a == "--json-file") {
       o.json_file = argv[++i];
+    } else if (a == "--svg") {
+      o.svg = argv[++i];
+      if (o.svg.empty()) bench::bad_option(kProg, "--svg needs a file name");
     } else if (a == "--no-torch") {
       o.torch = false;
     } else if (a == "--no-modules") {
@@ -417,7 +416,7 @@ std::vector<std::string> our_impls(bool modules) {
 }
 
 std::vector<std::string> peer_impls(const Peer& p, bool modules) {
-  const bool v1 = p.version.rfind("torch 1.", 0) == 0;
+  const bool v1 = p.torch.version.rfind("torch 1.", 0) == 0;
   std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
                                    : std::vector<std::string>{"core flash", "core math"};
   if (modules) {
@@ -447,11 +446,12 @@ std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& o
       for (const std::string& impl : our_impls(o.modules))
         results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, o.reps)));
       for (const Peer& p : peers) {
-        if (p.version.empty()) continue;
-        std::vector<std::string> cmd = p.launcher;
+        if (p.torch.version.empty()) continue;
+        std::vector<std::string> cmd = p.torch.launcher;
         cmd.insert(cmd.end(), {"-c", kTorchScript});
         for (const std::string& impl : peer_impls(p, o.modules))
-          results.push_back(checked(measure(cmd, p.version, impl, B, T, t, o.reps)));
+          results.push_back(
+              checked(measure(cmd, p.torch.version, impl, B, T, t, o.reps, p.env.changes)));
       }
       if (progress) std::cerr << "." << std::flush;
     }
@@ -467,12 +467,24 @@ std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& o
 }
 
 // The --json header's fields: the machine, our path, the sizes, and why a peer is missing.
-std::string json_header(const Options& o, const std::vector<std::string>& notes) {
+std::string json_header(const Options& o, const std::vector<Peer>& peers,
+                        const std::vector<std::string>& notes) {
   std::ostringstream hdr;
   hdr << "\"cpu\": " << json::quote(bench::cpu_model())
       << ", \"caches\": " << json::quote(bench::cache_sizes())
       << ", \"isa\": " << json::quote(kernels::active_isa()) << ", \"d\": " << kD
-      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"notes\": [";
+      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"peers\": [";
+  bool first = true;
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    hdr << (first ? "" : ", ") << "{\"peer\": " << json::quote(p.torch.version)
+        << ", \"kernels\": " << json::quote(p.kernels) << ", \"env\": [";
+    for (size_t i = 0; i < p.env.notes.size(); ++i)
+      hdr << (i ? ", " : "") << json::quote(p.env.notes[i]);
+    hdr << "]}";
+    first = false;
+  }
+  hdr << "], \"notes\": [";
   for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json::quote(notes[i]);
   hdr << "]";
   return hdr.str();
@@ -499,14 +511,54 @@ void print_report(const Options& o, const std::vector<Peer>& peers,
               (long long)kHeads, (long long)kHeadDim, o.reps);
   std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
               bench::cache_sizes().c_str(), kernels::active_isa().c_str());
-  for (const Peer& p : peers)
-    if (!p.version.empty())
-      std::printf("peer: %s (%s)\n", p.version.c_str(), p.launcher[0].c_str());
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
+                p.kernels.c_str());
+    for (const std::string& n : p.env.notes)
+      std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
+  }
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   print_table(results);
   std::printf(
       "\nmemory rows: B = 1; extra MB = peak RSS minus RSS once the inputs exist (the fused "
       "core's grows with T, the book formula's with T^2)\n");
+}
+
+// --svg: for each thread count a panel of the cores and one of the modules, fwd+bwd ms per size,
+// a bar per side and implementation. A failure is one line; the table is printed either way.
+bool write_svg(const Options& o, const std::vector<Measure>& rs) {
+  std::vector<train::BarPanel> panels;
+  for (int t : o.threads)
+    for (const bool core : {true, false}) {
+      train::BarPanel p;
+      p.title = std::string(core ? "attention core" : "attention modules") + ", " +
+                std::to_string(t) + " thread(s)";
+      p.y_label = "fwd+bwd ms";
+      for (auto [B, T] : o.sizes)
+        p.categories.push_back(std::to_string(B) + "x" + std::to_string(T));
+      for (const Measure& m : rs) {
+        if (m.threads != t || m.side == "memory" || (m.impl.rfind("core ", 0) == 0) != core)
+          continue;
+        const std::string name = m.side + " " + m.impl;
+        auto it = std::find_if(p.bars.begin(), p.bars.end(),
+                               [&](const train::BarSeries& b) { return b.name == name; });
+        if (it == p.bars.end())
+          it = p.bars.insert(p.bars.end(), {name, std::vector<double>(o.sizes.size(), NAN)});
+        for (size_t i = 0; i < o.sizes.size(); ++i)
+          if (o.sizes[i] == std::make_pair(m.B, m.T)) it->values[i] = m.fwdbwd_ms;
+      }
+      if (!p.bars.empty()) panels.push_back(p);
+    }
+  try {
+    train::plot_bars(o.svg,
+                     "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
+                     panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: --svg %s\n", kProg, e.what());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -521,21 +573,22 @@ int main(int argc, char** argv) {
 
   std::vector<Peer> peers;
   if (o.torch) {
-    peers.push_back(find_peer({"/usr/bin/python3"}, "PyTorch 1.13"));
-    peers.push_back(find_peer(
-        {std::string(TAPEGRAD_SOURCE_ROOT) + "/../shared/tools/torch2-python"}, "PyTorch 2"));
+    peers.push_back(find_peer("/usr/bin/python3", "PyTorch 1.13"));
+    peers.push_back(find_peer(bench::torch2_python(TAPEGRAD_SOURCE_ROOT),
+                              "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"));
   }
   std::vector<std::string> notes;
   for (const Peer& p : peers)
-    if (p.version.empty()) notes.push_back("skipped " + p.why_not);
+    if (p.torch.version.empty()) notes.push_back("skipped " + p.torch.why_not);
   if (!o.torch) notes.push_back("no PyTorch peers (--no-torch)");
 
   const std::vector<Measure> results = run_all(o, {self, "--child"}, peers);
   const bool written =
-      o.json_file.empty() || write_json_file(o.json_file, results, json_header(o, notes));
+      o.json_file.empty() || write_json_file(o.json_file, results, json_header(o, peers, notes));
   if (o.json)
-    print_json(std::cout, results, json_header(o, notes));
+    print_json(std::cout, results, json_header(o, peers, notes));
   else
     print_report(o, peers, notes, results);
-  return written ? 0 : 1;
+  const bool drawn = o.svg.empty() || write_svg(o, results);
+  return written && drawn ? 0 : 1;
 }

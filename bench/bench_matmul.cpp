@@ -41,6 +41,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/peer_env.h"
 #include "bench/probes.h"
 #include "bench/settings.h"
 #include "core/json.h"
@@ -396,50 +397,26 @@ int path_child(const Options& o) {
 
 // ---- parent: each path in a child with its peers' environment, then the table ----
 
-// What a path's child runs with: the peers' environment changes and, for the header, each one
-// with why. A variable the user set is changed only when it would put a peer on other kernels
-// than the ones it should face, and the header says so.
-struct PeerEnv {
-  std::vector<bench::EnvChange> changes;
-  std::vector<std::string> notes;
-};
-
-// Sets name to value for the peers (noting a different value the user had), or, with no value,
-// removes the user's setting (noting it); `why` ends the note.
-void peer_var(PeerEnv& e, const std::string& name, const char* value, const std::string& why) {
-  const char* user = std::getenv(name.c_str());
-  if (value == nullptr) {
-    if (user == nullptr) return;
-    e.changes.push_back({name, std::nullopt});
-    e.notes.push_back(name + "=" + user + " from the environment removed for the peers: " + why);
-  } else if (user != nullptr && std::string(user) == value) {
-    e.notes.push_back(name + "=" + user + " kept from the environment: " + why);
-  } else {
-    e.changes.push_back({name, std::string(value)});
-    e.notes.push_back(name + "=" + value +
-                      (user ? std::string(" (the environment had ") + user + ")" : "") + ": " +
-                      why);
-  }
-}
-
 // The peers face each path on kernels of its width: on the avx2 path of a machine with AVX-512,
 // OpenBLAS's Haswell kernels and oneDNN capped at AVX2; on any other path their own best.
-PeerEnv peer_env(const std::string& isa) {
+bench::PeerEnv peer_env(const std::string& isa) {
   const std::vector<std::string> have = k::available_isas();
   const bool narrow = isa == "avx2" && std::find(have.begin(), have.end(), "avx512") != have.end();
-  PeerEnv e;
+  bench::PeerEnv e;
   if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr)
-    peer_var(e, "OPENBLAS_THREAD_TIMEOUT", "4",
-             "OpenBLAS's idle workers sleep instead of spinning on the core our next timed run "
-             "needs");
+    bench::peer_var(
+        e, "OPENBLAS_THREAD_TIMEOUT", "4",
+        "OpenBLAS's idle workers sleep instead of spinning on the core our next timed run "
+        "needs");
   if (narrow) {
-    peer_var(e, "OPENBLAS_CORETYPE", "Haswell", "OpenBLAS's AVX2 kernels, as wide as this path");
-    peer_var(e, "ONEDNN_MAX_CPU_ISA", "AVX2", "oneDNN's AVX2 kernels, as wide as this path");
+    bench::peer_var(e, "OPENBLAS_CORETYPE", "Haswell",
+                    "OpenBLAS's AVX2 kernels, as wide as this path");
+    bench::peer_var(e, "ONEDNN_MAX_CPU_ISA", "AVX2", "oneDNN's AVX2 kernels, as wide as this path");
   } else {
     const std::string why = "it would hold the peer to other kernels than its best on this CPU";
     for (const char* name :
          {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
-      peer_var(e, name, nullptr, why);
+      bench::peer_var(e, name, nullptr, why);
   }
   return e;
 }
@@ -481,7 +458,7 @@ bool parse_path_output(const std::string& out, size_t n_shapes, PathResult& p) {
 // Runs path isa at `threads` in a child; a failure is one line naming it and exit status 1.
 PathResult run_path(const Options& o, const std::string& self, const std::string& isa, int threads,
                     size_t n_shapes) {
-  const PeerEnv env = peer_env(isa);
+  const bench::PeerEnv env = peer_env(isa);
   std::vector<std::string> args = {
       self,     "--path-child",         isa,        std::to_string(threads),
       "--reps", std::to_string(o.reps), "--shapes", o.shapes};
