@@ -201,8 +201,9 @@ struct Peer {
 };
 
 Peer find_peer(const std::string& launcher, const std::string& what) {
-  Peer p{bench::find_torch({launcher}, what), bench::torch_env(kernels::active_isa()), ""};
-  if (!p.torch.version.empty()) p.kernels = bench::torch_kernels(p.torch, p.env);
+  Peer p{bench::find_torch({launcher}, what), {}, ""};
+  if (!p.torch.version.empty())
+    p.env = bench::torch_setup(p.torch, kernels::active_isa(), p.kernels);
   return p;
 }
 

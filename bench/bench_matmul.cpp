@@ -275,6 +275,9 @@ Options parse(int argc, char** argv) {
       o.quick = true, o.reps = 3;
     } else if (a == "--isa") {
       o.isa = checked_isa(next());
+    } else if (a == "--peer-kernels") {  // for the parent: the kernel set OpenBLAS chose
+      std::printf("%s\n", openblas_core().c_str());
+      std::exit(0);
     } else if (a == "--path-child") {
       o.child_isa = checked_isa(next());
       o.child_threads = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 1024));
@@ -458,7 +461,14 @@ bool parse_path_output(const std::string& out, size_t n_shapes, PathResult& p) {
 // Runs path isa at `threads` in a child; a failure is one line naming it and exit status 1.
 PathResult run_path(const Options& o, const std::string& self, const std::string& isa, int threads,
                     size_t n_shapes) {
-  const bench::PeerEnv env = peer_env(isa);
+  bench::PeerEnv env = peer_env(isa);
+  if (isa == "avx512" && kHaveOpenBlas) {  // OpenBLAS's own choice, checked before it is timed
+    std::string core, err;
+    long rss = 0;
+    if (bench::run_child({self, "--peer-kernels"}, threads, core, rss, err, env.changes) &&
+        !bench::openblas_avx512_core(bench::last_line(core)))
+      bench::openblas_best_core(env, bench::last_line(core));
+  }
   std::vector<std::string> args = {
       self,     "--path-child",         isa,        std::to_string(threads),
       "--reps", std::to_string(o.reps), "--shapes", o.shapes};

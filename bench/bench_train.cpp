@@ -541,12 +541,12 @@ std::vector<Peer> find_peers(const Options& o, const std::string& isa,
       {"/usr/bin/python3", "PyTorch 1.13"},
       {bench::torch2_python(TAPEGRAD_SOURCE_ROOT), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"}};
   for (const auto& [launcher, what] : where) {
-    Peer p{bench::find_torch({launcher}, what), bench::torch_env(isa), ""};
+    Peer p{bench::find_torch({launcher}, what), {}, ""};
     if (p.torch.version.empty()) {
       notes.push_back("skipped " + p.torch.why_not);
       continue;
     }
-    p.kernels = bench::torch_kernels(p.torch, p.env);
+    p.env = bench::torch_setup(p.torch, isa, p.kernels);
     peers.push_back(p);
   }
   return peers;

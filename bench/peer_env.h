@@ -37,4 +37,17 @@ inline void peer_var(PeerEnv& e, const std::string& name, const char* value,
   }
 }
 
+// OpenBLAS's AVX-512 kernel sets (0.3.21's names).
+inline bool openblas_avx512_core(const std::string& core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
+// On an AVX-512 path where OpenBLAS, left to detect the CPU itself, chose `detected` (not an
+// AVX-512 set: older builds misdetect newer CPUs), its best core this build has instead.
+inline void openblas_best_core(PeerEnv& e, const std::string& detected) {
+  e.changes.push_back({"OPENBLAS_CORETYPE", std::string("SkylakeX")});
+  e.notes.push_back("OPENBLAS_CORETYPE=SkylakeX: OpenBLAS detected " + detected +
+                    " by itself, not an AVX-512 kernel set; SkylakeX is its build's AVX-512 one");
+}
+
 }  // namespace bench

@@ -94,4 +94,17 @@ print("ATen %s, %s" % (cap or "unknown", blas))
   return last_line(out);
 }
 
+// The peer's environment beside our path `isa` and the kernels it runs with it; on an AVX-512
+// path, OpenBLAS on an AVX-512 kernel set even where it misdetects the CPU.
+inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::string& kernels) {
+  PeerEnv env = torch_env(isa);
+  kernels = torch_kernels(p, env);
+  const size_t at = kernels.find("OpenBLAS ");
+  if (isa == "avx512" && at != std::string::npos && !openblas_avx512_core(kernels.substr(at + 9))) {
+    openblas_best_core(env, kernels.substr(at + 9));
+    kernels = torch_kernels(p, env);
+  }
+  return env;
+}
+
 }  // namespace bench

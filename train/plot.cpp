@@ -222,7 +222,7 @@ void plot_bars(const std::string& path, const std::string& title,
                const std::vector<BarPanel>& panels, const std::string& footnote) {
   size_t widest = 1;
   for (const BarPanel& p : panels) widest = std::max(widest, p.categories.size());
-  const double L = 80, R = 30, pw = std::max(560.0, 46.0 * double(widest)), ph = 220;
+  const double L = 80, R = 80, pw = std::max(560.0, 46.0 * double(widest)), ph = 220;
   const double head = 70, step = ph + 130;
   const double W = L + pw + R, H = head + step * double(panels.size()) + 20;
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W, 0) +
