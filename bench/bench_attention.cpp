@@ -193,29 +193,7 @@ for r in range(reps):
 print("%.3f %.3f %.9g %d" % (best_f, best_fb, checksum, base))
 )PY";
 
-// A PyTorch peer, its environment beside our path and the kernels it runs there.
-struct Peer {
-  bench::TorchPeer torch;
-  bench::PeerEnv env;
-  std::string kernels;
-};
-
-Peer find_peer(const std::string& launcher, const std::string& what) {
-  Peer p{bench::find_torch({launcher}, what), {}, ""};
-  if (!p.torch.version.empty())
-    p.env = bench::torch_setup(p.torch, kernels::active_isa(), p.kernels);
-  return p;
-}
-
-// tests/golden/<name>: the book's classes, for the PyTorch peers.
-std::string read_source(const std::string& name) {
-  const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden/" + name;
-  std::ifstream f(path);
-  if (!f) bench::bad_option("bench_attention", "cannot read " + path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
+using bench::Peer;
 
 void parse_child(const std::string& out, Measure& m) {
   std::istringstream is(out);
@@ -233,7 +211,9 @@ Measure measure(const std::vector<std::string>& cmd, const std::string& side,
   if (side != kOurs) args.push_back(std::to_string(threads));
   args.push_back(std::to_string(reps));
   if (side != kOurs)
-    for (const char* f : {"book_gpt.py", "book_ch03.py"}) args.push_back(read_source(f));
+    for (const char* f : {"book_gpt.py", "book_ch03.py"})
+      args.push_back(bench::source_text("bench_attention", TAPEGRAD_SOURCE_ROOT,
+                                        std::string("tests/golden/") + f));
   std::string out;
   if (bench::run_child(args, threads, out, m.peak_kb, m.error, env)) parse_child(out, m);
   return m;
@@ -574,9 +554,10 @@ int main(int argc, char** argv) {
 
   std::vector<Peer> peers;
   if (o.torch) {
-    peers.push_back(find_peer("/usr/bin/python3", "PyTorch 1.13"));
-    peers.push_back(find_peer(bench::torch2_python(TAPEGRAD_SOURCE_ROOT),
-                              "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"));
+    const std::string isa = kernels::active_isa();
+    peers.push_back(bench::find_peer("/usr/bin/python3", "PyTorch 1.13", isa));
+    peers.push_back(bench::find_peer(bench::torch2_python(TAPEGRAD_SOURCE_ROOT),
+                                     "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)", isa));
   }
   std::vector<std::string> notes;
   for (const Peer& p : peers)

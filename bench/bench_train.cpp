@@ -329,11 +329,7 @@ Bound step_bound(const Config& c, double gflops, double gbytes_per_s) {
 // ---- the sides of a configuration: ours on each attention route, each PyTorch on the book's
 // model and (PyTorch 2) on its scaled_dot_product_attention ----
 
-struct Peer {
-  bench::TorchPeer torch;
-  bench::PeerEnv env;
-  std::string kernels;  // what the probe saw it load
-};
+using bench::Peer;
 
 struct Side {
   std::string name;   // "tapegrad fused", "torch 2.6.0 sdpa"
@@ -353,22 +349,14 @@ std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
   return v;
 }
 
-// The tools/bench_train_torch.py script's text: passed with -c (a chroot's python cannot see
-// the source tree), with tests/golden/book_gpt.py's text as its last argument.
-std::string source_text(const std::string& rel) {
-  const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/" + rel;
-  std::ifstream f(path);
-  if (!f) bench::bad_option("bench_train", "cannot read " + path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
-
 std::vector<std::string> side_command(const Side& s, const Config& c, int64_t steps,
                                       const Options& o, const std::string& self) {
   if (s.peer == nullptr) return {self, "--child", c.name, std::to_string(steps), s.route};
-  static const std::string script = source_text("tools/bench_train_torch.py");
-  static const std::string book = source_text("tests/golden/book_gpt.py");
+  // The script with -c and the book's classes as its last argument (bench/torch_peer.h).
+  static const std::string script =
+      bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tools/bench_train_torch.py");
+  static const std::string book =
+      bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tests/golden/book_gpt.py");
   std::vector<std::string> cmd = s.peer->torch.launcher;
   const std::vector<std::string> args = {"-c",
                                          script,
@@ -541,13 +529,11 @@ std::vector<Peer> find_peers(const Options& o, const std::string& isa,
       {"/usr/bin/python3", "PyTorch 1.13"},
       {bench::torch2_python(TAPEGRAD_SOURCE_ROOT), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"}};
   for (const auto& [launcher, what] : where) {
-    Peer p{bench::find_torch({launcher}, what), {}, ""};
-    if (p.torch.version.empty()) {
+    Peer p = bench::find_peer(launcher, what, isa);
+    if (p.torch.version.empty())
       notes.push_back("skipped " + p.torch.why_not);
-      continue;
-    }
-    p.env = bench::torch_setup(p.torch, isa, p.kernels);
-    peers.push_back(p);
+    else
+      peers.push_back(p);
   }
   return peers;
 }

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -105,6 +108,36 @@ inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::stri
     kernels = torch_kernels(p, env);
   }
   return env;
+}
+
+// A PyTorch peer as a benchmark uses it: where, its environment beside our path, its kernels.
+struct Peer {
+  TorchPeer torch;
+  PeerEnv env;
+  std::string kernels;  // what the probe saw it load
+};
+
+inline Peer find_peer(const std::string& launcher, const std::string& what,
+                      const std::string& isa) {
+  Peer p{find_torch({launcher}, what), {}, ""};
+  if (!p.torch.version.empty()) p.env = torch_setup(p.torch, isa, p.kernels);
+  return p;
+}
+
+// The text of a file of the source tree (a script or the book's classes), for a PyTorch peer: a
+// chroot's python cannot see the tree, so they are passed as arguments. A missing file is one
+// line naming it, exit status 1.
+inline std::string source_text(const char* prog, const std::string& source_root,
+                               const std::string& rel) {
+  const std::string path = source_root + "/" + rel;
+  std::ifstream f(path);
+  if (!f) {
+    std::fprintf(stderr, "%s: cannot read %s\n", prog, path.c_str());
+    std::exit(1);
+  }
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
 }
 
 }  // namespace bench
