@@ -376,7 +376,7 @@ Options parse_options(int argc, char** argv) {
       o.memory_T = bench::positive_ints(kProg, a, argv[++i], 65536);
     } else if (a == "--sizes") {
       o.sizes = parse_sizes(argv[++i]);
-    } else if (a == "--help") {
+    } else if (a == "-h" || a == "--help") {
       std::cout << kUsage << "\n";
       std::exit(0);
     } else {

@@ -232,6 +232,11 @@ std::vector<std::string> name_list(const std::string& s, const std::vector<std::
   return v;
 }
 
+const char* const kUsage =
+    "usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N] "
+    "[--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book] [--isa NAME] "
+    "[--svg FILE]";
+
 // One option at argv[i] (and its value, taking i past it) into o. --child runs and exits.
 void parse_option(int argc, char** argv, int& i, Options& o) {
   const std::string a = argv[i];
@@ -246,6 +251,9 @@ void parse_option(int argc, char** argv, int& i, Options& o) {
     for (const Config& c : configs())
       if (name == c.name) std::exit(child_main(c, steps, route));
     bench::bad_option("bench_train", "unknown config " + name);
+  } else if (a == "-h" || a == "--help") {
+    std::printf("%s\n", kUsage);
+    std::exit(0);
   } else if (a == "--json") {
     o.json = true;
   } else if (a == "--no-torch") {
@@ -269,7 +277,7 @@ void parse_option(int argc, char** argv, int& i, Options& o) {
     o.isa = next();
     if (o.isa.empty()) bench::bad_option("bench_train", "--isa needs a path name");
   } else {
-    bench::bad_option("bench_train", "unknown option " + a);
+    bench::bad_option("bench_train", "unknown option " + a + " (" + kUsage + ")");
   }
 }
 
