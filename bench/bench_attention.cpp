@@ -319,19 +319,35 @@ void print_table(const std::vector<Measure>& rs) {
 }
 
 const char* kProg = "bench_attention";
-const char* kUsage =
-    "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
-    "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH] [--svg FILE]";
-
 struct Options {
-  bool json = false, torch = true, modules = true;
+  bool json = false, no_torch = false, no_modules = false;
   std::string json_file;  // --json-file: the --json output there too, beside the table
   std::string svg;        // --svg: fwd+bwd ms per size, a chart
-  int reps = 3;
-  std::vector<int> threads = {1, 2};
-  std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
-  std::vector<int> memory_T = {1024, 2048, 4096};
+  int64_t reps = 3;
+  std::string threads_list = "1,2", sizes_list = "8x256,2x1024,8x1024",
+              memory_list = "1024,2048,4096";
+  std::vector<int> threads;
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  std::vector<int> memory_T;
 };
+
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_attention [options]",
+    "Chapter 3's attention at GPT-2 124M's sizes, forward and forward+backward, each\n"
+    "configuration in a child process, beside PyTorch 1.13 and 2.x.",
+    {
+        cli::flag("json", &Options::json, "JSON instead of the table"),
+        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of N runs"),
+        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
+        cli::text("sizes", &Options::sizes_list, "BxT,...", "batch and context sizes"),
+        cli::text("memory", &Options::memory_list, "T,...", "context sizes of the memory rows"),
+        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
+        cli::flag("no-modules", &Options::no_modules, "the attention cores only"),
+        cli::path("json-file", &Options::json_file, "FILE",
+                  "also the --json output there (written atomically)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart, fwd+bwd ms per size"),
+    }};
 
 // "8x256,2x1024" as (B, T) pairs.
 std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
@@ -341,48 +357,21 @@ std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
     const auto x = item.find('x');
     if (x == std::string::npos)
       bench::bad_option(kProg, "--sizes expects BxT[,BxT...], got '" + item + "'");
-    sizes.emplace_back(bench::positive_int(kProg, "--sizes B", item.substr(0, x), 4096),
-                       bench::positive_int(kProg, "--sizes T", item.substr(x + 1), 65536));
+    sizes.emplace_back(bench::whole_int(kProg, "--sizes B", item.substr(0, x), 1, 4096),
+                       bench::whole_int(kProg, "--sizes T", item.substr(x + 1), 1, 65536));
   }
   if (sizes.empty()) bench::bad_option(kProg, "--sizes needs at least one BxT");
   return sizes;
 }
 
-// The command line; --child IMPL B T REPS measures in this process and exits.
+// The command line; --child IMPL B T REPS (internal, first) measures in this process and exits.
 Options parse_options(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--child") std::exit(child_main(argv + 2));
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--child" && i + 4 < argc) std::exit(child_main(argv + i + 1));
-    const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
-                             a == "--memory" || a == "--json-file" || a == "--svg";
-    if (takes_value && i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--json-file") {
-      o.json_file = argv[++i];
-    } else if (a == "--svg") {
-      o.svg = argv[++i];
-      if (o.svg.empty()) bench::bad_option(kProg, "--svg needs a file name");
-    } else if (a == "--no-torch") {
-      o.torch = false;
-    } else if (a == "--no-modules") {
-      o.modules = false;
-    } else if (a == "--reps") {
-      o.reps = static_cast<int>(bench::positive_int(kProg, a, argv[++i], 10000));
-    } else if (a == "--threads") {
-      o.threads = bench::positive_ints(kProg, a, argv[++i]);
-    } else if (a == "--memory") {
-      o.memory_T = bench::positive_ints(kProg, a, argv[++i], 65536);
-    } else if (a == "--sizes") {
-      o.sizes = parse_sizes(argv[++i]);
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << "\n";
-      std::exit(0);
-    } else {
-      bench::bad_option(kProg, "unknown option '" + a + "' (" + kUsage + ")");
-    }
-  }
+  bench::parse_command(kCommand, kProg, argc, argv, o);
+  o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
+  o.memory_T = bench::int_list(kProg, "--memory", o.memory_list, 1, 65536);
+  o.sizes = parse_sizes(o.sizes_list);
   return o;
 }
 
@@ -424,15 +413,15 @@ std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& o
   const bool progress = !o.json && isatty(STDERR_FILENO);  // dots on a terminal only
   for (int t : o.threads)
     for (auto [B, T] : o.sizes) {
-      for (const std::string& impl : our_impls(o.modules))
-        results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, o.reps)));
+      for (const std::string& impl : our_impls(!o.no_modules))
+        results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, int(o.reps))));
       for (const Peer& p : peers) {
         if (p.torch.version.empty()) continue;
         std::vector<std::string> cmd = p.torch.launcher;
         cmd.insert(cmd.end(), {"-c", kTorchScript});
-        for (const std::string& impl : peer_impls(p, o.modules))
+        for (const std::string& impl : peer_impls(p, !o.no_modules))
           results.push_back(
-              checked(measure(cmd, p.torch.version, impl, B, T, t, o.reps, p.env.changes)));
+              checked(measure(cmd, p.torch.version, impl, B, T, t, int(o.reps), p.env.changes)));
       }
       if (progress) std::cerr << "." << std::flush;
     }
@@ -489,7 +478,7 @@ bool write_json_file(const std::string& path, const std::vector<Measure>& result
 void print_report(const Options& o, const std::vector<Peer>& peers,
                   const std::vector<std::string>& notes, const std::vector<Measure>& results) {
   std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
-              (long long)kHeads, (long long)kHeadDim, o.reps);
+              (long long)kHeads, (long long)kHeadDim, int(o.reps));
   std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
               bench::cache_sizes().c_str(), kernels::active_isa().c_str());
   for (const Peer& p : peers) {
@@ -553,7 +542,7 @@ int main(int argc, char** argv) {
   self[len] = '\0';
 
   std::vector<Peer> peers;
-  if (o.torch) {
+  if (!o.no_torch) {
     const std::string isa = kernels::active_isa();
     peers.push_back(bench::find_peer("/usr/bin/python3", "PyTorch 1.13", isa));
     peers.push_back(bench::find_peer(bench::torch2_python(TAPEGRAD_SOURCE_ROOT),
@@ -562,7 +551,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> notes;
   for (const Peer& p : peers)
     if (p.torch.version.empty()) notes.push_back("skipped " + p.torch.why_not);
-  if (!o.torch) notes.push_back("no PyTorch peers (--no-torch)");
+  if (o.no_torch) notes.push_back("no PyTorch peers (--no-torch)");
 
   const std::vector<Measure> results = run_all(o, {self, "--child"}, peers);
   const bool written =

@@ -119,8 +119,9 @@ struct Shape {
 struct Options {
   bool json = false, quick = false;
   std::string isa;  // empty: every available path
+  std::string threads_list = "1,2";
   std::vector<int> threads{1, 2};
-  int reps = 5;
+  int64_t reps = 5;
   std::string shapes = "all", blocking, svg;
   std::string child_isa;  // --path-child ISA THREADS: measure one path in this process
   int child_threads = 0;
@@ -243,14 +244,23 @@ std::vector<Shape> make_shapes(const Options& o) {
   return v;
 }
 
-constexpr const char* kUsage =
-    "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] "
-    "[--shapes square|gpt2|tiny|all] [--blocking MC,KC,NC] [--svg FILE]";
-
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "bench_matmul: %s (%s)\n", what.c_str(), kUsage);
-  std::exit(2);
-}
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_matmul [options]",
+    "sgemm GFLOP/s per kernel path and thread count, beside OpenBLAS's cblas_sgemm and oneDNN's\n"
+    "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe.",
+    {
+        cli::flag("json", &Options::json, "JSON rows instead of the table"),
+        cli::flag("quick", &Options::quick, "no 2048 or 50257 shapes, and --reps 3 unless given"),
+        cli::text("isa", &Options::isa, "NAME",
+                  "one kernel path (default: every one this CPU has)"),
+        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
+        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of at least N runs"),
+        cli::choice("shapes", &Options::shapes, {"square", "gpt2", "tiny", "all"}, "which shapes"),
+        cli::text("blocking", &Options::blocking, "MC,KC,NC",
+                  "tuning: every path's cache blocking (as TAPEGRAD_GEMM_BLOCKING)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart of every row (written atomically)"),
+    }};
 
 // --isa's value, when this machine has the path.
 std::string checked_isa(const std::string& isa) {
@@ -258,52 +268,32 @@ std::string checked_isa(const std::string& isa) {
   if (std::find(have.begin(), have.end(), isa) != have.end()) return isa;
   std::string list;
   for (const std::string& h : have) list += (list.empty() ? "" : ", ") + h;
-  usage_error("--isa " + isa + " is not available on this machine (it has " + list + ")");
+  bench::bad_option("bench_matmul",
+                    "--isa " + isa + " is not available on this machine (it has " + list + ")");
 }
 
+// The command line. Two internal forms come first, for the parent: --peer-kernels (print the
+// kernel set OpenBLAS chose) and --path-child ISA THREADS [options] (measure one path).
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--quick") {
-      o.quick = true, o.reps = 3;
-    } else if (a == "--isa") {
-      o.isa = checked_isa(next());
-    } else if (a == "--peer-kernels") {  // for the parent: the kernel set OpenBLAS chose
-      std::printf("%s\n", openblas_core().c_str());
-      std::exit(0);
-    } else if (a == "--path-child") {
-      o.child_isa = checked_isa(next());
-      o.child_threads = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 1024));
-    } else if (a == "--reps") {
-      o.reps = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 10000));
-    } else if (a == "--blocking") {
-      int64_t v[3];
-      std::string error;
-      o.blocking = next();
-      if (!k::parse_gemm_blocking(o.blocking, v, error)) usage_error("--blocking: " + error);
-    } else if (a == "--shapes") {
-      o.shapes = next();
-      if (o.shapes != "square" && o.shapes != "gpt2" && o.shapes != "tiny" && o.shapes != "all")
-        usage_error("unknown --shapes '" + o.shapes + "'");
-    } else if (a == "--threads") {
-      o.threads = bench::positive_ints("bench_matmul", a, next());
-    } else if (a == "--svg") {
-      o.svg = next();
-      if (o.svg.empty()) usage_error("--svg needs a file name");
-    } else if (a == "-h" || a == "--help") {
-      std::printf("%s\n", kUsage);
-      std::exit(0);
-    } else {
-      usage_error("unknown option '" + a + "'");
-    }
+  if (argc >= 2 && std::string(argv[1]) == "--peer-kernels") {
+    std::printf("%s\n", openblas_core().c_str());
+    std::exit(0);
   }
+  if (argc >= 4 && std::string(argv[1]) == "--path-child") {
+    o.child_isa = checked_isa(argv[2]);
+    o.child_threads = int(bench::whole_int("bench_matmul", "--path-child", argv[3], 1, 1024));
+    argc -= 3, argv += 3;
+  }
+  const std::vector<std::string> given =
+      bench::parse_command(kCommand, "bench_matmul", argc, argv, o);
+  if (o.quick && std::find(given.begin(), given.end(), "reps") == given.end()) o.reps = 3;
+  if (!o.isa.empty()) o.isa = checked_isa(o.isa);
+  o.threads = bench::int_list("bench_matmul", "--threads", o.threads_list, 1, 1024);
+  int64_t v[3];
+  std::string error;
+  if (!o.blocking.empty() && !k::parse_gemm_blocking(o.blocking, v, error))
+    bench::bad_option("bench_matmul", "--blocking: " + error);
   return o;
 }
 

@@ -204,15 +204,37 @@ void select_isa(const std::string& isa) {
   tg::kernels::set_isa(isa);  // the probes below run on it too
 }
 
-// The command line. --child runs one measurement in this process instead (see run_child).
+// The command line. --child NAME STEPS ROUTE (internal, first) runs one measurement in this
+// process instead (see run_child).
 struct Options {
-  bool json = false, torch = true;
-  int threads = 2;
-  int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
-  std::vector<std::string> only = {"tiny", "gpt2-124m"}, routes = {"fused", "book"};
+  bool json = false, no_torch = false;
+  int64_t threads = 2, steps_tiny = 20, steps_124m = 3, reps = 3;
+  std::string only_list = "tiny,gpt2-124m", routes_list = "fused,book";
+  std::vector<std::string> only, routes;
   std::string isa;  // empty: the fastest path this machine has
   std::string svg;  // --svg FILE: tokens/s per side and config, beside the bound
 };
+
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_train [options]",
+    "Training throughput (tokens/s) and peak RSS of a full step, beside PyTorch 1.13 and 2.x on\n"
+    "the same batches, and the step's bound (GEMMs at the FMA probe, optimizer and embeddings\n"
+    "at the copy probe's bandwidth).",
+    {
+        cli::flag("json", &Options::json, "JSON instead of the table"),
+        cli::integer("threads", &Options::threads, 1, 1024, "N", "threads of every side"),
+        cli::integer("steps-tiny", &Options::steps_tiny, 1, 100000, "N", "timed steps of tiny"),
+        cli::integer("steps-124m", &Options::steps_124m, 1, 100000, "N",
+                     "timed steps of the gpt2-124m configs"),
+        cli::integer("reps", &Options::reps, 1, 100, "N", "runs per side; the best counts"),
+        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
+        cli::text("only", &Options::only_list, "LIST",
+                  "configs among tiny, gpt2-124m, gpt2-124m-1024"),
+        cli::text("attention", &Options::routes_list, "LIST", "our routes among fused, book"),
+        cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
+    }};
 
 // A comma-separated list whose items must be among `allowed`.
 std::vector<std::string> name_list(const std::string& s, const std::vector<std::string>& allowed,
@@ -232,65 +254,27 @@ std::vector<std::string> name_list(const std::string& s, const std::vector<std::
   return v;
 }
 
-const char* const kUsage =
-    "usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N] "
-    "[--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book] [--isa NAME] "
-    "[--svg FILE]";
-
-// One option at argv[i] (and its value, taking i past it) into o. --child runs and exits.
-void parse_option(int argc, char** argv, int& i, Options& o) {
-  const std::string a = argv[i];
-  auto next = [&]() -> std::string {
-    if (i + 1 >= argc) bench::bad_option("bench_train", a + " needs a value");
-    return argv[++i];
-  };
-  if (a == "--child") {
-    const std::string name = next();
-    const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
-    const std::string route = next();
-    for (const Config& c : configs())
-      if (name == c.name) std::exit(child_main(c, steps, route));
-    bench::bad_option("bench_train", "unknown config " + name);
-  } else if (a == "-h" || a == "--help") {
-    std::printf("%s\n", kUsage);
-    std::exit(0);
-  } else if (a == "--json") {
-    o.json = true;
-  } else if (a == "--no-torch") {
-    o.torch = false;
-  } else if (a == "--threads") {
-    o.threads = int(bench::positive_int("bench_train", a, next(), 1024));
-  } else if (a == "--steps-tiny") {
-    o.steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
-  } else if (a == "--steps-124m") {
-    o.steps_124m = bench::positive_int("bench_train", a, next(), 100000);
-  } else if (a == "--reps") {
-    o.reps = bench::positive_int("bench_train", a, next(), 100);
-  } else if (a == "--only") {
-    o.only = name_list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, a);
-  } else if (a == "--attention") {
-    o.routes = name_list(next(), {"fused", "book"}, a);
-  } else if (a == "--svg") {
-    o.svg = next();
-    if (o.svg.empty()) bench::bad_option("bench_train", "--svg needs a file name");
-  } else if (a == "--isa") {
-    o.isa = next();
-    if (o.isa.empty()) bench::bad_option("bench_train", "--isa needs a path name");
-  } else {
-    bench::bad_option("bench_train", "unknown option " + a + " (" + kUsage + ")");
-  }
+// --child NAME STEPS ROUTE: a route the model refuses is a bad option (exit 2).
+[[noreturn]] void child(char** argv) {
+  const std::string name = argv[0];
+  const int64_t steps = bench::whole_int("bench_train", "--child steps", argv[1], 1, 100000);
+  for (const Config& c : configs())
+    if (name == c.name) {
+      try {
+        std::exit(child_main(c, steps, argv[2]));
+      } catch (const std::invalid_argument& e) {
+        bench::bad_option("bench_train", std::string("bad value for --child: ") + e.what());
+      }
+    }
+  bench::bad_option("bench_train", "unknown config " + name);
 }
 
 Options parse_options(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--child") child(argv + 2);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    try {
-      parse_option(argc, argv, i, o);
-    } catch (const std::exception& e) {
-      bench::bad_option("bench_train", "bad value for " + a + ": " + e.what());
-    }
-  }
+  bench::parse_command(kCommand, "bench_train", argc, argv, o);
+  o.only = name_list(o.only_list, {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
+  o.routes = name_list(o.routes_list, {"fused", "book"}, "--attention");
   return o;
 }
 
@@ -422,7 +406,7 @@ void print_header(const Options& o, const Machine& m, const std::vector<Peer>& p
                   const std::vector<std::string>& notes) {
   std::printf("cpu: %s (%s)\n", m.cpu.c_str(), m.caches.c_str());
   std::printf("ours: %s path, %d thread(s); FMA probe %.1f GFLOP/s, copy probe %.1f GB/s\n",
-              m.isa.c_str(), o.threads, m.gflops, m.gbytes_per_s);
+              m.isa.c_str(), int(o.threads), m.gflops, m.gbytes_per_s);
   for (const Peer& p : peers) {
     std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
                 p.kernels.c_str());
@@ -529,7 +513,7 @@ void write_svg(const std::string& path,
 std::vector<Peer> find_peers(const Options& o, const std::string& isa,
                              std::vector<std::string>& notes) {
   std::vector<Peer> peers;
-  if (!o.torch) {
+  if (o.no_torch) {
     notes.push_back("no PyTorch peers (--no-torch)");
     return peers;
   }

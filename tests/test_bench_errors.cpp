@@ -29,8 +29,8 @@ struct Case {
   std::vector<std::string> argv;  // argv[0]: a program of bench/
   int rc;
   std::string message;  // the one line on stderr; "{b}" is the bench build directory
-  // Under AddressSanitizer, whose operator new reports running out of memory and aborts instead
-  // of throwing std::bad_alloc: what the line must start with (the child's own line differs).
+  // Under AddressSanitizer, whose allocator reports running out of memory and aborts instead of
+  // returning null: what the line must start with (the child's own line differs).
   std::string asan_prefix = "";
 };
 
@@ -114,8 +114,7 @@ std::vector<Case> cases() {
       "TAPEGRAD_GEMM_BLOCKING: '1,2' is not MC,KC,NC: three positive integers (MC and KC at most "
       "8192, NC at most 65536), e.g. 240,256,1024";
   const std::string threads =
-      "TAPEGRAD_THREADS='0' is not a thread count: use a positive integer "
-      "such as 2";
+      "TAPEGRAD_THREADS='0' is not a thread count: use an integer from 1 to 1024";
   const std::string unknown =
       "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, neon";
   std::vector<Case> v;
@@ -137,49 +136,63 @@ std::vector<Case> cases() {
                      available() + ")"});
 #endif
   }
+  // The option tables' convention (core/options.h): --name=VALUE, whole numbers, one line.
+  v.push_back({{}, {"bench_matmul", "--svg"}, 2, "bench_matmul: --svg needs a value"});
+  v.push_back({{}, {"bench_matmul", "--svg="}, 2, "bench_matmul: --svg is empty"});
   v.push_back({{},
-               {"bench_matmul", "--svg"},
+               {"bench_matmul", "--reps=0"},
                2,
-               "bench_matmul: --svg needs a value (usage: bench_matmul [--json] [--quick] [--isa "
-               "NAME] [--threads 1,2] [--reps N] [--shapes square|gpt2|tiny|all] [--blocking "
-               "MC,KC,NC] [--svg FILE])"});
+               "bench_matmul: --reps expects an integer from 1 to 10000, got '0'"});
   v.push_back({{},
-               {"bench_matmul", "--svg", ""},
+               {"bench_matmul", "--threads", "1,0"},
                2,
-               "bench_matmul: --svg needs a file name (usage: bench_matmul [--json] [--quick] "
-               "[--isa NAME] [--threads 1,2] [--reps N] [--shapes square|gpt2|tiny|all] "
-               "[--blocking MC,KC,NC] [--svg FILE])"});
+               "bench_matmul: --threads expects integers from 1 to 1024 separated by commas, got "
+               "'1,0'"});
+  v.push_back({{},
+               {"bench_matmul", "--isa=avx512x"},
+               2,
+               "bench_matmul: --isa avx512x is not available on this machine (it has " +
+                   available() + ")"});
+  v.push_back({{},
+               {"bench_matmul", "--shapes=big"},
+               2,
+               "bench_matmul: --shapes expects square, gpt2, tiny or all, got 'big'"});
+  v.push_back({{},
+               {"bench_attention", "--threads= 2"},
+               2,
+               "bench_attention: --threads expects integers from 1 to 1024 separated by commas, "
+               "got ' 2'"});
+  v.push_back({{},
+               {"bench_attention", "--sizes=8x+256"},
+               2,
+               "bench_attention: --sizes T expects an integer from 1 to 65536, got '+256'"});
+  v.push_back({{},
+               {"bench_train", "--threads=two"},
+               2,
+               "bench_train: --threads expects an integer from 1 to 1024, got 'two'"});
+  v.push_back({{},
+               {"bench_train", "--only=tiny,big"},
+               2,
+               "bench_train: --only wants a list of tiny, gpt2-124m, gpt2-124m-1024, got 'big'"});
   v.push_back(
       {{},
        {"bench_train", "--isa", "avx512x"},
        2,
        "bench_train: --isa avx512x is not available on this machine (it has " + available() + ")"});
-  // Every benchmark answers -h and --help (the usage on stdout, exit 0) and names an unknown
-  // option with its usage.
+  // Every benchmark answers -h and --help (the help on stdout, exit 0) and refuses an unknown
+  // option in one line.
   for (const char* prog : {"bench_matmul", "bench_attention", "bench_train", "bench_tokenizer"})
     for (const char* help : {"-h", "--help"}) v.push_back({{}, {prog, help}, 0, ""});
   v.push_back({{},
-               {"bench_matmul", "--bogus"},
+               {"bench_tokenizer", "--bogus"},
                2,
-               "bench_matmul: unknown option '--bogus' (usage: bench_matmul [--json] [--quick] "
-               "[--isa NAME] [--threads 1,2] [--reps N] [--shapes square|gpt2|tiny|all] "
-               "[--blocking MC,KC,NC] [--svg FILE])"});
-  v.push_back({{},
-               {"bench_attention", "--bogus"},
-               2,
-               "bench_attention: unknown option '--bogus' (usage: bench_attention [--json] [--reps "
-               "N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] [--memory 1024,2048,4096] "
-               "[--no-torch] [--no-modules] [--json-file PATH] [--svg FILE])"});
-  v.push_back(
-      {{},
-       {"bench_train", "--bogus"},
-       2,
-       "bench_train: unknown option --bogus (usage: bench_train [--json] [--threads N] "
-       "[--steps-tiny N] [--steps-124m N] [--reps N] [--no-torch] [--only "
-       "tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book] [--isa NAME] [--svg FILE])"});
-  v.push_back({{}, {"bench_train", "--svg", ""}, 2, "bench_train: --svg needs a file name"});
-  v.push_back(
-      {{}, {"bench_attention", "--svg", ""}, 2, "bench_attention: --svg needs a file name"});
+               "bench_tokenizer: unknown option '--bogus' (usage: bench_tokenizer [--json] [--mb "
+               "N] [--no-tiktoken])"});
+  for (const char* prog : {"bench_matmul", "bench_attention", "bench_train"})
+    v.push_back(
+        {{}, {prog, "--bogus"}, 2, std::string(prog) + ": unknown option '--bogus' (try --help)"});
+  for (const char* prog : {"bench_attention", "bench_train"})
+    v.push_back({{}, {prog, "--svg", ""}, 2, std::string(prog) + ": --svg is empty"});
   // A child that fails is reported by the parent in one line naming it, and the parent fails:
   // 824 GB of q, k, v is more than any machine this runs on will give.
   const std::string child_failed =
@@ -188,7 +201,9 @@ std::vector<Case> cases() {
   v.push_back({{},
                {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
                1,
-               child_failed + "bench_attention: out of memory for core fused at B=4096 T=65536",
+               child_failed +
+                   "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
+                   "12, 65536, 64] of torch.float32 (out of memory)",
                child_failed});
   return v;
 }
