@@ -190,10 +190,12 @@ std::string bar_panel(const BarPanel& p, double L, double top, double pw, double
          num(top + ph + 12) + ") rotate(30)\" font-size=\"10\">" + escape(p.categories[c]) +
          "</text>\n";
   }
+  // The line as steps, level across each category's cell: one category still shows it.
   std::string pts;
   for (size_t c = 0; c < p.line.values.size() && c < p.categories.size(); ++c)
     if (std::isfinite(p.line.values[c]))
-      pts += num(L + cw * (double(c) + 0.5)) + "," + num(Y(p.line.values[c])) + " ";
+      pts += num(L + cw * (double(c) + 0.05)) + "," + num(Y(p.line.values[c])) + " " +
+             num(L + cw * (double(c) + 0.95)) + "," + num(Y(p.line.values[c])) + " ";
   if (!pts.empty())
     s += "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\" "
          "points=\"" +
