@@ -61,6 +61,8 @@ $(TESTDIR)/build.ninja: | deps
 # The doctest executables, as tests/meson.build names them: the sanitizer build makes only these,
 # at -O1 (benchmarks and the CLI are built, with -Werror, by the release test build).
 TEST_TARGETS := $(shell sed -n 's/^\(test_[a-z_0-9]*\) = executable.*/tests\/\1/p' tests/meson.build)
+# ... the benchmarks tests/test_bench_errors runs (their bad settings fail before any timing) ...
+BENCH_TARGETS := bench/bench_matmul bench/bench_attention bench/bench_train bench/bench_tokenizer
 # ... and the programs tests/test_examples runs, as examples/meson.build names them.
 EXAMPLE_TARGETS := $(addprefix examples/,$(shell sed -n "s/^example_names = \[\(.*\)\]/\1/p" \
   examples/meson.build | tr -d "',"))
@@ -77,7 +79,7 @@ test-release: deps $(TESTDIR)/build.ninja
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
 test-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) train/tapegrad
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) train/tapegrad
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
