@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "train/cli_options.h"
 #include "train/commands.h"
+#include "train/dist.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -29,10 +30,17 @@ void check_written(std::ostream& os) {
   if (!os) throw train::TrainError("cannot write the output to stdout (disk full or pipe closed?)");
 }
 
-// Usage errors exit 2, every other failure 1 (README: exit codes).
+// Usage errors exit 2, every other failure 1 (README: exit codes). Under mpirun every rank meets
+// a TrainError together (rank 0's files and errors are shared, data_parallel.h): rank 0 prints
+// it; another rank prints only what happened to it alone, naming itself.
 int report(const char* cmd, const std::exception& e) {
+  const bool shared = dynamic_cast<const train::TrainError*>(&e) != nullptr ||
+                      dynamic_cast<const UsageError*>(&e) != nullptr;
   std::cout.flush();
-  std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  if (dist::rank() == 0)
+    std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  else if (!shared)
+    std::cerr << "tapegrad " << cmd << ": rank " << dist::rank() << ": " << e.what() << "\n";
   return dynamic_cast<const UsageError*>(&e) ? 2 : 1;
 }
 
@@ -47,9 +55,12 @@ int train_main(int argc, char** argv) {
       check_written(std::cout);
       return 0;
     }
+    dist::init();  // several processes under mpirun (train/data_parallel.h)
     train::keep_freed_memory();
     std::signal(SIGINT, on_sigint);
-    const train::TrainResult r = train::run_training(o, std::cout, std::cerr);
+    std::ostream quiet(nullptr);  // only rank 0 prints
+    const train::TrainResult r = dist::is_root() ? train::run_training(o, std::cout, std::cerr)
+                                                 : train::run_training(o, quiet, quiet);
     std::signal(SIGINT, SIG_DFL);
     check_written(std::cout);
     return r.interrupted && train::stop_requested().load() ? 130 : 0;
