@@ -18,6 +18,9 @@ namespace tg::dist {
 // The process count a launcher (mpirun, srun) announced in the environment: OMPI_COMM_WORLD_SIZE
 // or PMI_SIZE; 1 when none did (PMIX_RANK or PMI_RANK alone, above 0, counts as 2: more than one).
 int launcher_size();
+// This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK),
+// 0 when none did: a build without MPI prints its refusal once, from rank 0.
+int launcher_rank();
 
 // Whether this build can run several processes (built with MPI).
 bool built_with_mpi();

@@ -30,4 +30,12 @@ int launcher_size() {
   return env_count("PMIX_RANK") > 0 || env_count("PMI_RANK") > 0 ? 2 : 1;
 }
 
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    const long r = env_count(name);
+    if (r > 0) return int(r);
+  }
+  return 0;
+}
+
 }  // namespace tg::dist

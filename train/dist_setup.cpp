@@ -9,6 +9,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
+#include "core/text.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
@@ -140,6 +141,12 @@ std::string serialize(const std::string& build,
   return s;
 }
 
+// A value as serialize() quoted it, shown bare unless it is empty or holds a space.
+std::string unquote(const std::string& quoted) {
+  const std::string v = json::parse(quoted).str;
+  return v.empty() || v.find_first_of(" \t\n") != std::string::npos ? quoted : show_bytes(v);
+}
+
 // How rank r's list differs from rank 0's, in one line.
 std::string difference(int r, const std::string& mine, const std::string& root) {
   const auto lines = [](const std::string& s) {
@@ -157,8 +164,9 @@ std::string difference(int r, const std::string& mine, const std::string& root) 
   for (size_t i = 1; i < std::min(a.size(), b.size()); ++i) {
     if (a[i] == b[i]) continue;
     const size_t eq = a[i].find('=');
-    return who + " has --" + a[i].substr(0, eq) + " " + a[i].substr(eq + 1) + ", rank 0 has " +
-           b[i].substr(b[i].find('=') + 1) + "; every rank must run with the same options";
+    return who + " has --" + a[i].substr(0, eq) + " " + unquote(a[i].substr(eq + 1)) +
+           ", rank 0 has " + unquote(b[i].substr(b[i].find('=') + 1)) +
+           "; every rank must run with the same options";
   }
   return who + " runs with other options than rank 0";
 }

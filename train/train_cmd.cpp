@@ -55,7 +55,12 @@ int train_main(int argc, char** argv) {
       check_written(std::cout);
       return 0;
     }
-    dist::init();  // several processes under mpirun (train/data_parallel.h)
+    try {
+      dist::init();  // several processes under mpirun (train/data_parallel.h)
+    } catch (const std::runtime_error& e) {  // a build without MPI under a launcher
+      if (dist::launcher_rank() == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
+      return 1;
+    }
     train::keep_freed_memory();
     std::signal(SIGINT, on_sigint);
     std::ostream quiet(nullptr);  // only rank 0 prints
