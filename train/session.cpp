@@ -435,8 +435,8 @@ bool Session::after_step(double loss) {
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
   // A stop asked of any rank stops all of them after this step (dist::any, a tiny collective).
-  if (!dist::any(stop_requested().load()) &&
-      (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
+  if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
     return false;
   before_print();
   save();
@@ -451,7 +451,8 @@ bool Session::after_epoch(const std::string& sample) {
   result_.samples.push_back(sample);
   save();
   write_plot();
-  if (!dist::any(stop_requested().load())) return false;
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
+  if (!stop_requested().load()) return false;
   err_ << "stopped after epoch " << pos_.epoch << "; checkpoint " << ckpt_out_ << "\n";
   return true;
 }

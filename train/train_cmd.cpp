@@ -19,9 +19,14 @@ namespace tg::cli {
 
 namespace {
 
-void on_sigint(int) {
+// The signal that asked to stop: SIGINT (Ctrl-C) exits 130, SIGTERM (what mpirun forwards, and
+// what schedulers send) 143.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
   train::stop_requested().store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+  std::signal(sig, SIG_DFL);  // a second one stops at once
 }
 
 // Output lost (a full disk, a closed pipe) is a failure, not a silent exit 0.
@@ -62,15 +67,20 @@ int train_main(int argc, char** argv) {
       return 1;
     }
     train::keep_freed_memory();
-    std::signal(SIGINT, on_sigint);
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
     std::ostream quiet(nullptr);  // only rank 0 prints
     const train::TrainResult r = dist::is_root() ? train::run_training(o, std::cout, std::cerr)
                                                  : train::run_training(o, quiet, quiet);
     std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     check_written(std::cout);
-    return r.interrupted && train::stop_requested().load() ? 130 : 0;
+    // Under mpirun the signal may have reached another rank only: all stopped together.
+    if (!r.interrupted || !train::stop_requested().load()) return 0;
+    return g_stop_signal == SIGTERM ? 143 : 130;
   } catch (const std::exception& e) {
     std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     return report("train", e);
   }
 }

@@ -158,7 +158,9 @@ inline const cli::Command<O> kTrain{
     },
     std::nullopt,
     "Exit status: 0 done, 1 bad input or failure, 2 bad command line.\n"
-    "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130).\n"};
+    "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130; SIGTERM: 143).\n"
+    "Under mpirun -np N (a build with Open MPI) the ranks share each batch; rank 0 reads the\n"
+    "files, prints and writes.\n"};
 }  // namespace table
 
 inline const cli::Command<TrainOptions>& train_command() { return table::kTrain; }
