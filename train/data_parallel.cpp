@@ -2,12 +2,15 @@
 #include "train/data_parallel.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "core/autograd.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
+#include "train/bucket_exchange.h"
 #include "train/dist.h"
 
 namespace tg::train {
@@ -78,7 +81,16 @@ DataParallelStep::DataParallelStep(nn::GPTModel& model, int64_t micro_batches, b
                                 " processes");
   per_rank_ = K_ / ranks_;
   acc_.resize(size_t(layout_.numel()));
+  // One micro-batch per rank: its backward produces the gradients the ranks exchange, so they
+  // can leave while it runs. TAPEGRAD_BUCKET_MB sets DDP's bucket_cap_mb (25; 0: no overlap).
+  const char* mb = std::getenv("TAPEGRAD_BUCKET_MB");
+  const double bucket_mb = mb && *mb ? std::atof(mb) : 25.0;
+  if (ranks_ > 1 && per_rank_ == 1 && bucket_mb > 0)
+    exchange_ = std::make_unique<BucketExchange>(params_, layout_, acc_.data(),
+                                                 size_t(bucket_mb * 1024 * 1024));
 }
+
+DataParallelStep::~DataParallelStep() = default;
 
 // Micro-batch k's loss (the mean over its windows); its gradient, scaled by 1/K, in .grad().
 double DataParallelStep::micro_batch(const data::Batch& batch, int64_t k, nn::GPTModel& model) {
@@ -140,7 +152,12 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
   const int64_t first = rank_ * per_rank_;
   if (ranks_ > 1) gen.discard(uint64_t(first) * words_per_micro_batch(batch, model));
   std::vector<double> losses(size_t(K_), 0.0);
-  for (int64_t j = 0; j < per_rank_; ++j) {
+  if (exchange_) {  // buckets leave while backward runs
+    exchange_->start();
+    losses[size_t(first)] = micro_batch(batch, first, model);
+    exchange_->finish();
+  }
+  for (int64_t j = 0; !exchange_ && j < per_rank_; ++j) {
     if (j > 0) model.zero_grad();
     losses[size_t(first + j)] = micro_batch(batch, first + j, model);
     fold_gradient(j == 0);
@@ -152,7 +169,8 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
     std::vector<size_t> offsets;
     for (int r = 0; r < ranks_; ++r) offsets.push_back(size_t(r) * bytes[0]);
     dist::gather_all(losses.data() + first, losses.data(), bytes, offsets);
-    reduce_across_ranks();
+    if (!exchange_) reduce_across_ranks();
+    finish_reduction();
   } else {
     write_gradient(0, layout_.numel(), acc_.data());
   }
@@ -174,11 +192,17 @@ void DataParallelStep::reduce_across_ranks() {
     parts.push_back(recv.data() + size_t(r) * size_t(n));
   }
   dist::exchange(acc_.data(), send.bytes, send.offsets, recv.data(), recv_bytes, recv_offsets);
-  float* mine = acc_.data() + lo;
-  sum_in_order(parts, mine, n);
-  write_gradient(lo, lo + n, mine);
+  sum_in_order(parts, acc_.data() + lo, n);
+}
+
+// This rank's reduced shard, in acc_, into the parameters' .grad(); the whole gradient on every
+// rank when clipping needs its norm.
+void DataParallelStep::finish_reduction() {
+  const int64_t lo = layout_.begin(rank_), hi = layout_.end(rank_);
+  write_gradient(lo, hi, acc_.data() + lo);
   if (!full_gradient_) return;
-  dist::gather_all(mine, acc_.data(), send.bytes, send.offsets);
+  const ShardBytes shards(layout_, ranks_, sizeof(float));
+  dist::gather_all(acc_.data() + lo, acc_.data(), shards.bytes, shards.offsets);
   write_gradient(0, layout_.numel(), acc_.data());
 }
 
@@ -204,6 +228,23 @@ void DataParallelStep::update(AdamW& opt) {
   layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
     std::memcpy(params_[k].data<float>() + in_param, acc_.data() + at, size_t(n) * sizeof(float));
   });
+}
+
+std::string DataParallelStep::summary() const {
+  char line[256];
+  const double mb = double(moment_bytes()) / (1024.0 * 1024.0);
+  if (!exchange_) {
+    std::snprintf(line, sizeof line, "data parallel: %d ranks, AdamW state %.1f MiB per rank",
+                  ranks_, mb);
+    return line;
+  }
+  const double ex = exchange_->exchange_seconds, wait = exchange_->wait_seconds;
+  std::snprintf(line, sizeof line,
+                "data parallel: %d ranks, AdamW state %.1f MiB per rank, gradient exchange %.2f s "
+                "in %zu buckets, %.0f%% of it hidden behind backward",
+                ranks_, mb, ex, exchange_->buckets(),
+                ex > 0 ? 100.0 * std::max(0.0, 1 - wait / ex) : 0.0);
+  return line;
 }
 
 // ---- ZeRO-1 moments --------------------------------------------------------------------------

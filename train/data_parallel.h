@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@
 #include "train/trainer.h"
 
 namespace tg::train {
+
+class BucketExchange;
 
 // THE reduction of partial gradients: out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ...
 // for i < n, the parts in the order given. `out` may be parts[0].
@@ -62,6 +65,7 @@ class DataParallelStep final : public StepRunner {
   // micro_batches: K (a multiple of the world size); full_gradient: every rank needs the whole
   // reduced gradient after the step's backward (gradient clipping reads its norm).
   DataParallelStep(nn::GPTModel& model, int64_t micro_batches, bool full_gradient);
+  ~DataParallelStep() override;
 
   double loss_and_backward(const data::Batch& batch, nn::GPTModel& model) override;
   void update(AdamW& optimizer) override;
@@ -74,11 +78,19 @@ class DataParallelStep final : public StepRunner {
   void release_moments(AdamW& optimizer) const;
   // Bytes of AdamW state this rank keeps.
   int64_t moment_bytes() const { return int64_t(exp_avg_.size() * 2 * sizeof(float)); }
+  // The gradient exchange's overlap with backward so far (bucket_exchange.h); null when the
+  // exchange runs after backward (one process, several micro-batches per rank, or
+  // TAPEGRAD_BUCKET_MB=0).
+  const BucketExchange* overlap() const { return exchange_.get(); }
+  // One line for the end of a run on several ranks: AdamW state per rank, the gradient
+  // exchange's time and how much of it backward hid.
+  std::string summary() const;
 
  private:
   double micro_batch(const data::Batch& batch, int64_t k, nn::GPTModel& model);
   void fold_gradient(bool first);
   void reduce_across_ranks();
+  void finish_reduction();
   void write_gradient(int64_t lo, int64_t hi, const float* flat);
   uint64_t words_per_micro_batch(const data::Batch& batch, nn::GPTModel& model);
 
@@ -90,6 +102,7 @@ class DataParallelStep final : public StepRunner {
   std::vector<float> acc_;                   // this process's summed micro-batch gradients (flat)
   std::vector<float> exp_avg_, exp_avg_sq_;  // ZeRO-1: moments of this rank's shard only
   int64_t draws_ = -1;                       // generator words one micro-batch's forward draws
+  std::unique_ptr<BucketExchange> exchange_;
 };
 
 // Rank 0 runs f; when it throws, every rank throws the same error (a TrainError or UsageError

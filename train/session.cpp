@@ -371,6 +371,7 @@ TrainResult Session::run() {
   const bool finished =
       train_model_simple(*model_, *train_loader_, *val_loader_, *optimizer_, opt_.epochs,
                          opt_.eval_freq, opt_.eval_iter, opt_.start_context, *tokenizer_, loop);
+  if (runner_ && dist::size() > 1) err_ << runner_->summary() << "\n";
   result_.evals = pos_.history;
   result_.global_step = pos_.global_step;
   result_.interrupted = !finished;
