@@ -20,6 +20,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "train/data_parallel.h"
+#include "train/ddp.h"
 #include "train/dist.h"
 #include "train/safetensors.h"
 
@@ -313,4 +314,23 @@ TEST_CASE("a build without MPI refuses to run as one of several launched process
   CHECK(run("PMIX_RANK=1 " + kExe + kTiny + " --out " + (d / "x") + " > /dev/null 2>&1") == 1);
   CHECK_FALSE(fs::exists(d / "x"));
   CHECK(dist::launcher_size() == 1);
+}
+
+TEST_CASE("DistributedSampler gives PyTorch's indices (tests/golden/gen_dist_sampler.py)") {
+  const std::vector<std::vector<int64_t>> shuffled = {{1, 6, 0, 7}, {4, 3, 2, 1}, {9, 5, 8, 4}};
+  const std::vector<std::vector<int64_t>> dropped = {{1, 6, 0}, {4, 3, 2}, {9, 5, 8}};
+  for (int r = 0; r < 3; ++r) {
+    DistributedSampler s(10, true, 3, false, 3, r), d(10, true, 3, true, 3, r);
+    s.set_epoch(2);
+    d.set_epoch(2);
+    CHECK(s.indices() == shuffled[size_t(r)]);
+    CHECK(s.num_samples() == 4);
+    CHECK(d.indices() == dropped[size_t(r)]);
+    CHECK(d.num_samples() == 3);
+  }
+  // In order, padded from the start: rank 1 of 3 over 10.
+  CHECK(DistributedSampler(10, false, 0, false, 3, 1).indices() ==
+        std::vector<int64_t>{1, 4, 7, 0});
+  CHECK_THROWS_WITH(DistributedSampler(10, false, 0, false, 3, 3),
+                    "DistributedSampler: invalid rank 3, rank should be in the interval [0, 2]");
 }
