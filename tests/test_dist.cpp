@@ -23,6 +23,7 @@
 #include "train/ddp.h"
 #include "train/dist.h"
 #include "train/safetensors.h"
+#include "train_testing.h"
 
 using namespace tg;
 using namespace tg::train;
@@ -64,13 +65,9 @@ TEST_CASE("FlatLayout: shards tile the flat vector and pieces follow the paramet
 
 namespace {
 
+// The trainer tests' small GPT, with this dropout.
 nn::GPTConfig small_config(double drop_rate) {
-  nn::GPTConfig c;
-  c.vocab_size = 32;
-  c.context_length = 8;
-  c.emb_dim = 16;
-  c.n_heads = 2;
-  c.n_layers = 1;
+  nn::GPTConfig c = testing::small_config();
   c.drop_rate = drop_rate;
   return c;
 }
