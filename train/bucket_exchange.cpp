@@ -1,6 +1,7 @@
 // Buckets of gradients sent while backward runs (see bucket_exchange.h).
 #include "train/bucket_exchange.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -39,7 +40,12 @@ BucketExchange::BucketExchange(const std::vector<Tensor>& params, const FlatLayo
     bucket_of_[k] = buckets_.size() - 1;
     index_[params[k].impl()] = k;
   }
-  recv_.resize(size_t(layout_.end(rank_) - layout_.begin(rank_)) * size_t(ranks_));
+  // Room for the N partial gradients of the largest piece of this rank's shard in one bucket.
+  for (const Bucket& b : buckets_) {
+    const int64_t piece = std::min(b.hi, layout_.end(rank_)) - std::max(b.lo, layout_.begin(rank_));
+    piece_ = std::max(piece_, piece);
+  }
+  recv_.resize(size_t(piece_) * size_t(ranks_));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -119,23 +125,20 @@ void BucketExchange::run() {
 // Block j of the bucket goes to rank j (the part inside its shard); this rank's part comes back
 // from every rank and is summed in rank order, element by element as the unbucketed exchange.
 void BucketExchange::exchange(const Bucket& b) {
-  const int64_t mine_lo = layout_.begin(rank_), n = layout_.end(rank_) - mine_lo;
-  const int64_t lo = std::max(b.lo, mine_lo), hi = std::min(b.hi, mine_lo + n);
-  const int64_t m = std::max<int64_t>(0, hi - lo);
+  const int64_t lo = std::max(b.lo, layout_.begin(rank_));
+  const int64_t m = std::max<int64_t>(0, std::min(b.hi, layout_.end(rank_)) - lo);
   std::vector<size_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
   for (int r = 0; r < ranks_; ++r) {
     const int64_t a = std::max(b.lo, layout_.begin(r)), e = std::min(b.hi, layout_.end(r));
     send_bytes.push_back(size_t(std::max<int64_t>(0, e - a)) * sizeof(float));
-    send_offsets.push_back(size_t(std::max(a, b.lo)) * sizeof(float));
+    send_offsets.push_back(size_t(std::min(a, b.hi)) * sizeof(float));
     recv_bytes.push_back(size_t(m) * sizeof(float));
-    recv_offsets.push_back((size_t(r) * size_t(n) + size_t(m > 0 ? lo - mine_lo : 0)) *
-                           sizeof(float));
+    recv_offsets.push_back(size_t(r) * size_t(piece_) * sizeof(float));
   }
   dist::exchange(acc_, send_bytes, send_offsets, recv_.data(), recv_bytes, recv_offsets);
   if (m == 0) return;
   std::vector<const float*> parts;
-  for (int r = 0; r < ranks_; ++r)
-    parts.push_back(recv_.data() + size_t(r) * size_t(n) + (lo - mine_lo));
+  for (int r = 0; r < ranks_; ++r) parts.push_back(recv_.data() + size_t(r) * size_t(piece_));
   sum_in_order(parts, acc_ + lo, m);
 }
 

@@ -60,7 +60,8 @@ class BucketExchange {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // per parameter
   std::unordered_map<const TensorImpl*, size_t> index_;
-  std::vector<float> recv_;  // N partial gradients of this rank's shard
+  int64_t piece_ = 0;        // the largest piece of this rank's shard in one bucket
+  std::vector<float> recv_;  // N partial gradients of one such piece
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -245,6 +245,9 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   on_root([&] { load_text_and_tokenizer(); });
   dist::broadcast(&cfg_.vocab_size, sizeof cfg_.vocab_size);
+  // The other ranks never encode, print or save: a byte tokenizer stands in for rank 0's.
+  if (!tokenizer_)
+    tokenizer_ = std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges({}, {}));
   make_loaders();
   make_model();
   on_root([&] {
