@@ -22,6 +22,10 @@ int launcher_size();
 // 0 when none did: a build without MPI prints its refusal once, from rank 0.
 int launcher_rank();
 
+// Ranks the launcher started on this machine (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS),
+// else size(): they share its cores.
+int local_size();
+
 // Whether this build can run several processes (built with MPI).
 bool built_with_mpi();
 

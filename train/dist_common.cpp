@@ -30,6 +30,14 @@ int launcher_size() {
   return env_count("PMIX_RANK") > 0 || env_count("PMI_RANK") > 0 ? 2 : 1;
 }
 
+int local_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const long n = env_count(name);
+    if (n > 0) return int(n);
+  }
+  return size();
+}
+
 int launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
     const long r = env_count(name);

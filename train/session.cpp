@@ -7,17 +7,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "core/file_io.h"
@@ -240,7 +243,10 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   resolve_micro_batches(opt_);
   // Files are rank 0's (data_parallel.h): its errors reach every rank.
   on_root([&] { refuse_overwrite(); });
-  if (opt_.threads > 0) set_num_threads(opt_.threads);
+  if (opt_.threads > 0)
+    set_num_threads(opt_.threads);
+  else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
   on_root([&] { check_log_writable(opt_.log_path); });
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   on_root([&] { load_text_and_tokenizer(); });
