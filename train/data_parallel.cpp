@@ -269,19 +269,31 @@ void DataParallelStep::release_moments(AdamW& opt) const {
   for (Tensor& t : opt.exp_avg_sq) t = Tensor();
 }
 
+// Parameter by parameter, straight into rank 0's whole tensors: no flat copy of the moments.
 void DataParallelStep::gather_moments(AdamW& opt) {
   if (ranks_ == 1) return;
-  const ShardBytes shards(layout_, ranks_, sizeof(float));
-  std::vector<float> flat(rank_ == 0 ? size_t(layout_.numel()) : 0);
-  for (const bool second : {false, true}) {
-    const std::vector<float>& mine = second ? exp_avg_sq_ : exp_avg_;
-    std::vector<Tensor>& whole = second ? opt.exp_avg_sq : opt.exp_avg;
-    dist::gather(mine.data(), flat.data(), shards.bytes, shards.offsets);
-    if (rank_ != 0) continue;
-    for (size_t k = 0; k < params_.size(); ++k) whole[k] = zeros(params_[k].shape());
-    layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
-      std::memcpy(whole[k].data<float>() + in_param, flat.data() + at, size_t(n) * sizeof(float));
-    });
+  const int64_t lo = layout_.begin(rank_);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    std::vector<size_t> bytes, offsets;  // each rank's piece of parameter k
+    int64_t mine_at = 0;                 // this rank's piece: its flat start (if any)
+    for (int r = 0; r < ranks_; ++r) {
+      int64_t n = 0, in_param = 0;
+      layout_.for_range(layout_.begin(r), layout_.end(r),
+                        [&](size_t i, int64_t p, int64_t at, int64_t c) {
+                          if (i != k) return;
+                          n = c, in_param = p;
+                          if (r == rank_) mine_at = at;
+                        });
+      bytes.push_back(size_t(n) * sizeof(float));
+      offsets.push_back(size_t(in_param) * sizeof(float));
+    }
+    for (const bool second : {false, true}) {
+      Tensor& whole = (second ? opt.exp_avg_sq : opt.exp_avg)[k];
+      if (rank_ == 0) whole = zeros(params_[k].shape());
+      const std::vector<float>& mine = second ? exp_avg_sq_ : exp_avg_;
+      const float* piece = bytes[size_t(rank_)] > 0 ? mine.data() + (mine_at - lo) : mine.data();
+      dist::gather(piece, rank_ == 0 ? whole.data<float>() : nullptr, bytes, offsets);
+    }
   }
 }
 
