@@ -15,7 +15,7 @@ ASANDIR := build/asan
 NEONDIR := build/neon
 QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
-.PHONY: demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
+.PHONY: mpi-deps demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
 
 # Install only what is missing, so a machine that has everything never calls apt-get.
 deps:
@@ -24,6 +24,17 @@ deps:
 	command -v ninja >/dev/null || missing="$$missing ninja-build"; \
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -f /usr/include/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing$$missing"; \
+	  $(APT) update -q && $(APT) install -y -q $$missing; \
+	fi
+
+# Open MPI for the data-parallel tests (tests/test_dist runs mpirun -np 2..4); the test build
+# finds it through meson's feature option mpi (auto). Not needed by make demo.
+mpi-deps:
+	@missing=""; \
+	command -v mpirun >/dev/null || missing="$$missing openmpi-bin"; \
+	pkg-config --exists ompi-cxx 2>/dev/null || missing="$$missing libopenmpi-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make: installing$$missing"; \
 	  $(APT) update -q && $(APT) install -y -q $$missing; \
@@ -55,7 +66,7 @@ demo: build
 	@echo "loss plot: $(DEMO_OUT)/loss.svg"
 
 # --- tests -----------------------------------------------------------------------------------
-$(TESTDIR)/build.ninja: | deps
+$(TESTDIR)/build.ninja: | deps mpi-deps
 	meson setup $(TESTDIR) --buildtype=release -Dwerror=true
 
 # The doctest executables, as tests/meson.build names them: the sanitizer build makes only these,
@@ -67,7 +78,7 @@ BENCH_TARGETS := bench/bench_matmul bench/bench_attention bench/bench_train benc
 EXAMPLE_TARGETS := $(addprefix examples/,$(shell sed -n "s/^example_names = \[\(.*\)\]/\1/p" \
   examples/meson.build | tr -d "',"))
 
-$(ASANDIR)/build.ninja: | deps
+$(ASANDIR)/build.ninja: | deps mpi-deps
 	meson setup $(ASANDIR) --buildtype=plain -Doptimization=1 -Ddebug=true -Dwerror=true \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all
 
@@ -84,7 +95,7 @@ test-asan: deps $(ASANDIR)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
 
-test: deps gpt2
+test: deps mpi-deps gpt2
 	@rm -f build/test-counts.txt
 	$(MAKE) --no-print-directory test-release test-asan test-neon check-format
 	@tests/run.sh --summary

@@ -13,10 +13,12 @@ namespace tg {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local LeafGradHook g_leaf_grad_hook;
 std::atomic<uint64_t> g_next_seq{0};
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+void set_leaf_grad_hook(LeafGradHook hook) { g_leaf_grad_hook = std::move(hook); }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 
@@ -114,6 +116,7 @@ void accumulate(TensorImpl& leaf, const Tensor& g) {
     Tensor acc(leaf.grad);
     acc.add_(g.dtype() == leaf.dtype ? g : g.to(leaf.dtype));
   }
+  if (g_leaf_grad_hook) g_leaf_grad_hook(leaf);
 }
 
 // acc += g for two gradients reaching the same node (residual branches). Adds into whichever

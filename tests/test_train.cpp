@@ -661,7 +661,9 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
       "4.0000000000000003e-05, \"attention\": \"fused\"}";
   // --drop-rate came after: its member is the last, so the old bytes are the new ones' start.
   o.drop_rate = 0.25;
-  const std::string now = before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25}";
+  o.micro_batches = 2;  // --micro-batches came after --drop-rate, its member after it
+  const std::string now =
+      before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25, \"micro_batches\": 2}";
   CHECK(train::options_json(o) == now);
   train::TrainOptions r;
   r.resume_dir = "ck";
@@ -673,6 +675,7 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
   old.resume_dir = "ck";
   train::merge_resume_options(old, json::parse(before), "ck");
   CHECK(old.drop_rate == -1);
+  CHECK(old.micro_batches == 1);  // before --micro-batches every step was one batch
   const size_t cut = before.find(", \"attention\"");
   train::merge_resume_options(old, json::parse(before.substr(0, cut) + "}"), "ck");
   CHECK(old.attention == "book");

@@ -254,9 +254,13 @@ SafeTensors read_checkpoint(const std::string& path) {
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
+  check_checkpoint(st, path);
+  return st;
+}
+
+void check_checkpoint(const SafeTensors& st, const std::string& path) {
   config_from_checkpoint(st, path);  // checks the format
   for (const char* key : {"preset", "tokenizer"}) recipe_entry(st, path, key);
-  return st;
 }
 
 json::Value options_from_checkpoint(const SafeTensors& st, const std::string& path) {

@@ -37,6 +37,8 @@ struct RunRecipe {
 void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& optimizer,
                      const Generator& gen, const RunRecipe& recipe, const RunPosition& pos);
 
+// The format and the recipe entries of a checkpoint already parsed (read_checkpoint does it).
+void check_checkpoint(const SafeTensors& st, const std::string& path);
 // Reads a checkpoint file and checks its format.
 SafeTensors read_checkpoint(const std::string& path);
 nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path);

@@ -152,7 +152,10 @@ void check_layout(std::vector<Entry> entries, uint64_t data_size, const Fail& fa
 }  // namespace
 
 SafeTensors load_safetensors(const std::string& path) {
-  const std::string file = read_regular_file(path, kMaxSafetensorsBytes, "safetensors");
+  return parse_safetensors(read_regular_file(path, kMaxSafetensorsBytes, "safetensors"), path);
+}
+
+SafeTensors parse_safetensors(const std::string& file, const std::string& path) {
   auto fail = [&](const std::string& why) -> std::runtime_error {
     return std::runtime_error(path + ": not a valid safetensors file (" + why + ")");
   };

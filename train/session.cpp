@@ -7,18 +7,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "core/file_io.h"
@@ -26,6 +29,8 @@
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/dist.h"
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/safetensors.h"
@@ -175,23 +180,27 @@ std::pair<std::string, std::string> split_text(const std::string& text_data) {
   return {text_data.substr(0, split_byte), text_data.substr(split_byte)};
 }
 
-// GPTDatasetV1 over one split, windows and stride of T tokens.
-std::shared_ptr<const data::GPTDatasetV1> make_dataset(const data::Tokenizer& tokenizer,
-                                                       const std::string& txt, const char* which,
-                                                       int64_t T, const std::string& text_path) {
+// One split's token ids.
+std::vector<int64_t> encode_split(const data::Tokenizer& tokenizer, const std::string& txt,
+                                  const char* which) {
   std::vector<int> ids;
   try {
     ids = tokenizer.encode(txt, data::SpecialSet::Of({"<|endoftext|>"}));
   } catch (const std::exception& e) {
     throw TrainError(std::string(which) + " text does not tokenize: " + e.what());
   }
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+// GPTDatasetV1 over one split, windows and stride of T tokens.
+std::shared_ptr<const data::GPTDatasetV1> make_dataset(std::vector<int64_t> ids, const char* which,
+                                                       int64_t T, const std::string& text_path) {
   if (int64_t(ids.size()) < T + 1)
     throw TrainError("text too short: the " + std::string(which) + " split of '" + text_path +
                      "' has " + std::to_string(ids.size()) + " tokens, one window of context " +
                      std::to_string(T) + " needs " + std::to_string(T + 1) +
                      " (use a longer text or a smaller --context)");
-  return std::make_shared<const data::GPTDatasetV1>(std::vector<int64_t>(ids.begin(), ids.end()), T,
-                                                    T);
+  return std::make_shared<const data::GPTDatasetV1>(std::move(ids), T, T);
 }
 
 // An unwritable log is found before training, not after the first evaluation. O_NONBLOCK: a
@@ -277,8 +286,9 @@ class Session final : public TrainHooks {
   std::optional<data::DataLoader> train_loader_, val_loader_;
   std::unique_ptr<nn::GPTModel> model_;
   std::unique_ptr<AdamW> optimizer_;
-  RunPosition pos_;            // a fresh run: no steps yet
-  double seconds_before_ = 0;  // training time of the runs this one resumes
+  std::unique_ptr<DataParallelStep> runner_;  // micro-batches or ranks; none: the book's step
+  RunPosition pos_;                           // a fresh run: no steps yet
+  double seconds_before_ = 0;                 // training time of the runs this one resumes
   std::string ckpt_out_, plot_out_, last_good_, options_, hash_;
   // progress
   bool show_progress_ = false;
@@ -288,25 +298,36 @@ class Session final : public TrainHooks {
 
 Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
     : opt_(opt), out_(out), err_(err) {
+  check_same_options(opt_);  // under mpirun: one build, one set of options
   resuming_ = !opt_.resume_dir.empty();
   if (resuming_) resume_options();
   check_options(opt_);
-  if (opt_.threads > 0) set_num_threads(opt_.threads);
+  resolve_micro_batches(opt_);
+  if (opt_.threads > 0)
+    set_num_threads(opt_.threads);
+  else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
-  claim_outputs();
-  load_text_and_tokenizer();
+  // Files are rank 0's (data_parallel.h): its errors reach every rank.
+  on_root([&] { claim_outputs(); });
+  on_root([&] { load_text_and_tokenizer(); });
+  dist::broadcast(&cfg_.vocab_size, sizeof cfg_.vocab_size);
+  // The other ranks never encode, print or save: a byte tokenizer stands in for rank 0's.
+  if (!tokenizer_)
+    tokenizer_ = std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges({}, {}));
   make_loaders();
   make_model();
-  open_output_dir();
-  if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
-    throw UsageError("--start-context is empty");
+  on_root([&] {
+    open_output_dir();
+    if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
+      throw UsageError("--start-context is empty");
+  });
 }
 
 // A checkpoint to resume supplies the options not given explicitly.
 void Session::resume_options() {
   ckpt_in_ = checkpoint_path(opt_.resume_dir);
-  if (!fs::exists(ckpt_in_)) throw TrainError(ckpt_in_ + ": no checkpoint to resume from");
-  ckpt_ = read_checkpoint(ckpt_in_);
+  ckpt_ = read_checkpoint_on_root(ckpt_in_);  // read by rank 0, parsed by every rank
   const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
   merge_resume_options(opt_, saved, ckpt_in_);
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
@@ -346,13 +367,21 @@ void Session::load_text_and_tokenizer() {
 }
 
 // The training loader shuffles with drop_last, the validation loader runs in order. Both draw
-// from the global generator, as torch's do; constructing them draws nothing.
+// from the global generator, as torch's do; constructing them draws nothing. Rank 0 tokenizes,
+// every rank gets the ids.
 void Session::make_loaders() {
   const int64_t T = cfg_.context_length;
   Generator& gen = default_generator();
-  train_loader_.emplace(make_dataset(*tokenizer_, train_text_, "training", T, opt_.text_path),
+  std::vector<int64_t> train_ids, val_ids;
+  on_root([&] {
+    train_ids = encode_split(*tokenizer_, train_text_, "training");
+    val_ids = encode_split(*tokenizer_, val_text_, "validation");
+  });
+  broadcast_ids(train_ids);
+  broadcast_ids(val_ids);
+  train_loader_.emplace(make_dataset(std::move(train_ids), "training", T, opt_.text_path),
                         opt_.batch_size, /*shuffle=*/true, /*drop_last=*/true, gen);
-  val_loader_.emplace(make_dataset(*tokenizer_, val_text_, "validation", T, opt_.text_path),
+  val_loader_.emplace(make_dataset(std::move(val_ids), "validation", T, opt_.text_path),
                       opt_.batch_size, /*shuffle=*/false, /*drop_last=*/false, gen);
   // The loaders hold the token ids; the text is not needed any more.
   std::string().swap(train_text_);
@@ -368,13 +397,17 @@ void Session::make_model() {
   manual_seed(opt_.seed);
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
-  if (!resuming_) return;
-  if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
-    throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
-                     " differs from " + cfg_.str() + " (a checkpoint from another config)");
-  pos_ = restore_checkpoint(ckpt_, ckpt_in_, *model_, *optimizer_, default_generator(),
-                            train_loader_->size(), train_loader_->dataset().size());
-  seconds_before_ = pos_.seconds;
+  if (opt_.micro_batches > 1)
+    runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);
+  if (resuming_) {
+    if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
+      throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
+                       " differs from " + cfg_.str() + " (a checkpoint from another config)");
+    pos_ = restore_checkpoint(ckpt_, ckpt_in_, *model_, *optimizer_, default_generator(),
+                              train_loader_->size(), train_loader_->dataset().size());
+    seconds_before_ = pos_.seconds;
+  }
+  if (runner_) runner_->take_moments(*optimizer_);  // ZeRO-1: this rank's shard only
 }
 
 // Before any work, and before anything is written: no output is an input or another output,
@@ -456,10 +489,11 @@ TrainResult Session::run() {
   show_progress_ = opt_.progress == 1 || (opt_.progress < 0 && ::isatty(2));
   run_start_ = Clock::now();
   tokens_at_start_ = pos_.tokens_seen;
-  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens};
+  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens, runner_.get(), dist::is_root()};
   const bool finished =
       train_model_simple(*model_, *train_loader_, *val_loader_, *optimizer_, opt_.epochs,
                          opt_.eval_freq, opt_.eval_iter, opt_.start_context, *tokenizer_, loop);
+  if (runner_ && dist::size() > 1) err_ << runner_->summary() << "\n";
   result_.evals = pos_.history;
   result_.global_step = pos_.global_step;
   result_.interrupted = !finished;
@@ -508,11 +542,13 @@ double Session::seconds() {
 
 void Session::after_eval(const EvalPoint& p) {
   if (opt_.log_path.empty()) return;
-  try {
-    tg::append_line(opt_.log_path, log_line(p));
-  } catch (const std::exception& e) {
-    throw TrainError(std::string("cannot write log file: ") + e.what());
-  }
+  on_root([&] {
+    try {
+      tg::append_line(opt_.log_path, log_line(p));
+    } catch (const std::exception& e) {
+      throw TrainError(std::string("cannot write log file: ") + e.what());
+    }
+  });
 }
 
 // Progress, the test hook, and a stop (Ctrl-C or --max-steps) that saves mid-epoch.
@@ -522,6 +558,8 @@ bool Session::after_step(double loss) {
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
   stop_if_stdout_lost();
+  // A stop asked of any rank stops all of them after this step (dist::any, a tiny collective).
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
   if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
     return false;
   before_print();
@@ -537,7 +575,8 @@ bool Session::after_step(double loss) {
 // this step boundary with its checkpoint saved, in one line, rather than train unseen or die of
 // SIGPIPE (the CLI ignores it) without a checkpoint.
 void Session::stop_if_stdout_lost() {
-  if (out_) return;
+  // Rank 0's stdout (the others print nowhere), agreed by all: save() below is a collective.
+  if (!dist::any(dist::is_root() && !out_)) return;
   before_print();
   save();
   write_plot();
@@ -554,6 +593,7 @@ bool Session::after_epoch(const std::string& sample) {
   save();
   write_plot();
   stop_if_stdout_lost();
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
   if (!stop_requested().load()) return false;
   err_ << "stopped by " << stop_signal_name() << " after epoch " << pos_.epoch << "; checkpoint "
        << ckpt_out_ << "\n";
@@ -574,18 +614,24 @@ void Session::show_progress(double loss) {
 void Session::save() {
   RunPosition at = pos_;
   at.seconds = seconds();
-  const RunRecipe recipe{cfg_, options_, opt_.tokenizer, *tokenizer_, hash_};
-  save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
+  if (runner_) runner_->gather_moments(*optimizer_);  // ZeRO-1: the whole moments on rank 0
+  on_root([&] {
+    const RunRecipe recipe{cfg_, options_, opt_.tokenizer, *tokenizer_, hash_};
+    save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
+  });
+  if (runner_) runner_->release_moments(*optimizer_);
   last_good_ = ckpt_out_;
   result_.checkpoint = ckpt_out_;
 }
 
 void Session::write_plot() {
-  try {
-    plot_losses(plot_out_, pos_.history, opt_.epochs);
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
-  }
+  on_root([&] {
+    try {
+      plot_losses(plot_out_, pos_.history, opt_.epochs);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "train/cli_options.h"
 #include "train/commands.h"
+#include "train/dist.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -24,10 +25,17 @@ void check_written(std::ostream& os) {
   if (!os) throw train::TrainError("cannot write the output to stdout (disk full or pipe closed?)");
 }
 
-// Usage errors exit 2, every other failure 1 (README: exit codes).
+// Usage errors exit 2, every other failure 1 (README: exit codes). Under mpirun every rank meets
+// a TrainError together (rank 0's files and errors are shared, data_parallel.h): rank 0 prints
+// it; another rank prints only what happened to it alone, naming itself.
 int report(const char* cmd, const std::exception& e) {
+  const bool shared = dynamic_cast<const train::TrainError*>(&e) != nullptr ||
+                      dynamic_cast<const UsageError*>(&e) != nullptr;
   std::cout.flush();
-  std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  if (dist::rank() == 0)
+    std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  else if (!shared)
+    std::cerr << "tapegrad " << cmd << ": rank " << dist::rank() << ": " << e.what() << "\n";
   return dynamic_cast<const UsageError*>(&e) ? 2 : 1;
 }
 
@@ -42,11 +50,20 @@ int train_main(int argc, char** argv) {
       check_written(std::cout);
       return 0;
     }
+    try {
+      dist::init();  // several processes under mpirun (train/data_parallel.h)
+    } catch (const std::runtime_error& e) {  // a build without MPI under a launcher
+      if (dist::launcher_rank() == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
+      return 1;
+    }
     train::keep_freed_memory();
     train::install_stop_handlers();
-    const train::TrainResult r = train::run_training(o, std::cout, std::cerr);
+    std::ostream quiet(nullptr);  // only rank 0 prints
+    const train::TrainResult r = dist::is_root() ? train::run_training(o, std::cout, std::cerr)
+                                                 : train::run_training(o, quiet, quiet);
     train::remove_stop_handlers();
     check_written(std::cout);
+    // Under mpirun the signal may have reached another rank only: all stopped together.
     return train::stop_exit_status(r);
   } catch (const std::exception& e) {
     train::remove_stop_handlers();
