@@ -41,30 +41,22 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
 }
 
-// Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
+// Below this many multiply-adds a GEMM stays on one thread: waking a worker costs more.
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
 // A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
-// instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
+// instead of being packed: it stays in L2 anyway, and packing it is a visible cost of small GEMMs.
 constexpr int64_t kDirectBElems = int64_t(1) << 16;
-// A narrow B with a long K (the tiny preset's dY·W, 128×128×50257) is packed like any other:
-// reading it in place (the rule until 2026-11, for N <= 128) measured no faster on one thread and
-// 10% slower on two on the AMD EPYC Zen 4's AVX2 path (bench_matmul, 0.91 -> 1.00× OpenBLAS).
 // With at most this many column panels, A is read in place instead of packed (when the table has
 // an in-place-A micro-kernel for its layout): packing costs about as much as one panel's compute.
-// For a transposed A (dYᵀ·X, M = 50257, N = K = 128; attention's Pᵀ·dO, 256×64×256), measured
-// by alternating both in one process (best of 40-200): 169 → 192 and 172 → 207 GFLOP/s on 2
-// threads, 87 → 125 for the attention shape on one.
 constexpr int64_t kDirectAPanels = 4;
 // Up to this many floats (5 MiB) of packed A are kept across column blocks, in a scratch buffer
 // that stays with the thread: reading the packed copy back is cheaper than transposing the
-// source again. Bounded so that no buffer of a thread holds more (it was 16 MiB): GPT-2's X·Wᵀ
-// keeps 1.5 MiB, 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead
-// cost 4% on X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
+// source again, and the bound keeps any one thread's buffer small.
 constexpr int64_t kKeepPackedA = int64_t(5) << 18;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
 // one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
-// instead of once per K block (e.g. 128×50257·50257×128: 197 K blocks of 26 µs of work each).
+// instead of once per K block (e.g. 128×50257·50257×128 has 197 K blocks of little work each).
 int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
 }
@@ -114,8 +106,7 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   };
   // Cost of each split beyond an ideal one, in cycles: the busiest member's extra compute (about
   // 32 multiply-adds per cycle), and for the column split the A that every member reads and packs
-  // whole where a row split handles each A row once (about a cycle per element, measured: e.g.
-  // 512×768·768×2304 and 128³ run faster split by rows, X·Wᵀ with N = 2304 by columns).
+  // whole where a row split handles each A row once (about a cycle per element).
   const double per_member = double(M) * N * K / 32 / team;
   const double rows_extra = (imbalance(MR, M) - 1) * per_member;
   const double cols_extra =
@@ -130,10 +121,7 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
 // owner takes blocks of kOwnPanels from the front, and a member whose own share is done takes
 // single panels from the back of the others'. A member that falls behind (a burst from a
 // neighbour on its core; the edge panel) then no longer keeps the rest waiting at the barrier.
-// Who computes a tile does not change its FMAs, so results stay bit-identical. In-process A/B
-// against the static split on a busy machine (40 alternating runs, 2 threads): best within ±3%,
-// median 2-7% higher for the row-split shapes of GPT-2 (e.g. dY·W 512×768×768: 176 -> 188
-// GFLOP/s; dYᵀ·X 3072×768×512: 194 -> 208).
+// Who computes a tile does not change its FMAs, so results stay bit-identical.
 constexpr int64_t kOwnPanels = 4;
 std::atomic<int64_t> g_taken_over{0};
 class alignas(64) PanelRange {
