@@ -61,17 +61,10 @@ int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
 }
 
-// Where the micro-kernel reads A from: chosen once per GEMM.
-enum class ASource {
-  kPacked,      // packed one row block × KC at a time
-  kKept,        // packed at the first column block, kept for the others (N > NC)
-  kRowInPlace,  // a row-major A read in place (sgemm_ukernel_rowa)
-  kColInPlace,  // a transposed A read in place (sgemm_ukernel_cola), its edge row panel packed
-};
-
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  ASource a;
+  AReadKind a_read;   // how the micro-kernels read A (packing.h)
+  bool keep_a;        // packed A: packed at the first column block, kept for the others (N > NC)
   bool direct_b;      // B (row-major) read in place instead of packed
   bool split_rows;    // a team splits rows (else the columns of each NC block)
   int64_t rb_panels;  // row panels per row block (the A block packed at a time)
@@ -86,14 +79,8 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   p.direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
   p.a_rows = (M + MR - 1) / MR * MR;
-  if (csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels)
-    p.a = ASource::kRowInPlace;
-  else if (rsA == 1 && t.sgemm_ukernel_cola != nullptr && few_panels)
-    p.a = ASource::kColInPlace;
-  else if (N > NC && p.a_rows * K <= kKeepPackedA)
-    p.a = ASource::kKept;
-  else
-    p.a = ASource::kPacked;
+  p.a_read = few_panels ? a_read_kind(t, rsA, csA) : AReadKind::kPacked;
+  p.keep_a = p.a_read == AReadKind::kPacked && N > NC && p.a_rows * K <= kKeepPackedA;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -234,7 +221,7 @@ class Nest {
     b_ = plan.split_rows
              ? b_shared
              : b_own.get(plan.kg * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
-    a_ = plan.a != ASource::kKept ? a_buf.get(bk.kc * plan.rb_panels * bk.mr) : a_kept;
+    a_ = !plan.keep_a ? a_buf.get(bk.kc * plan.rb_panels * bk.mr) : a_kept;
   }
 
   // jc: N in steps of NC, then pg: K in groups of KG (one packed B panel each).
@@ -293,28 +280,23 @@ class Nest {
     }
   }
 
-  // The A block [ic, ic + mc) × [pc, pc + kc) as the micro-kernels read it: packed now, kept
-  // from the first column block, or in place (then only a transposed A's edge panel is packed).
+  // The packed A block [ic, ic + mc) × [pc, pc + kc): packed now, kept from the first column
+  // block, or (A read in place) only the edge panel a_panel_packed asks for.
   const float* a_block(const ColBlock& cb, int64_t ic, int64_t mc, int64_t pc, int64_t kc) {
     const int64_t MR = bk_.mr;
     const float* const a = g_.A + ic * g_.rsA + pc * g_.csA;
-    switch (plan_.a) {
-      case ASource::kPacked:
-        pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
-        return a_;
-      case ASource::kKept: {
-        float* const ap = a_ + pc * plan_.a_rows + ic * kc;
-        if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
-        return ap;
-      }
-      case ASource::kColInPlace:
-        if (mc % MR != 0)
-          pack_a(t_, mc % MR, kc, a + (mc - mc % MR) * g_.rsA, g_.rsA, g_.csA, MR,
-                 a_ + (mc - mc % MR) * kc);
-        return a_;
-      case ASource::kRowInPlace:
-        return a_;
+    if (plan_.keep_a) {
+      float* const ap = a_ + pc * plan_.a_rows + ic * kc;
+      if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
+      return ap;
     }
+    if (plan_.a_read == AReadKind::kPacked) {
+      pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
+      return a_;
+    }
+    const int64_t edge = mc - mc % MR;  // the last, partial row panel
+    if (edge < mc && a_panel_packed(plan_.a_read, mc - edge, MR))
+      pack_a(t_, mc - edge, kc, a + edge * g_.rsA, g_.rsA, g_.csA, MR, a_ + edge * kc);
     return a_;
   }
 
@@ -335,18 +317,11 @@ class Nest {
     }
   }
 
-  // One m×n tile of C (rows from i) from the micro-kernel of the A source; `a` is the packed
-  // micro-panel, when there is one.
+  // One m×n tile of C (rows from i); `a` is the packed micro-panel, when there is one.
   void tile(const float* a, int64_t i, int64_t m, int64_t pc, int64_t kc, const float* b,
             int64_t ldb, float* c, int64_t n, bool accumulate) const {
-    if (plan_.a == ASource::kColInPlace && m == bk_.mr)
-      t_.sgemm_ukernel_cola(kc, g_.A + i * g_.rsA + pc * g_.csA, g_.csA, b, ldb, c, g_.ldc, m, n,
-                            accumulate);
-    else if (plan_.a == ASource::kRowInPlace)
-      t_.sgemm_ukernel_rowa(kc, g_.A + i * g_.rsA + pc, g_.rsA, b, ldb, c, g_.ldc, m, n,
-                            accumulate);
-    else
-      t_.sgemm_ukernel(kc, a, b, ldb, c, g_.ldc, m, n, accumulate);
+    a_panel_ukernel(t_, plan_.a_read, kc, g_.A + i * g_.rsA + pc * g_.csA, g_.rsA, g_.csA, a, b,
+                    ldb, c, g_.ldc, m, n, accumulate);
   }
 
   const KernelTable& t_;
@@ -374,7 +349,7 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
   thread_local Scratch b_buf, a_shared;
   float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
-  const bool kept = plan.a == ASource::kKept;
+  const bool kept = plan.keep_a;
   float* a_team = kept && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   // A team that splits columns packs all of A in every member: each keeps its own copy.
   auto kept_a = [&]() -> float* {
