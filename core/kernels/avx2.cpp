@@ -260,7 +260,7 @@ const KernelTable* avx2_table() {
       .sgemm_ukernel_cola = sgemm_ukernel_avx2_6x16_cola,
       .sgemm_pack_a_rowmajor = sgemm_pack_a_avx2_6,
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx2_16,
-      TG_GENERIC_TABLE_ENTRIES,
+#include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx2,
   };
   return &t;

@@ -268,7 +268,7 @@ const KernelTable* avx512_table() {
       .sgemm_ukernel_cola = sgemm_ukernel_avx512_12x32_cola,
       .sgemm_pack_a_rowmajor = sgemm_pack_a_avx512_12,
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx512_32,
-      TG_GENERIC_TABLE_ENTRIES,
+#include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx512,
   };
   return &t;

@@ -535,16 +535,3 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
   if (t.mask != nullptr && t.mask_cs == 0) return attn_bwd_tile_v<true>(t, s, dp, lse, D);
   attn_bwd_tile_v<false>(t, s, dp, lse, D);
 }
-
-// The vector part of a KernelTable, filled by name with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                             \
-  .binary = binary_simd, .binary_rowbcast = binary_rowbcast_simd,                            \
-  .binary_scalar = binary_scalar_simd, .exp = exp_simd, .softmax_rows = softmax_rows_simd,   \
-  .softmax_rows_backward = softmax_rows_backward_simd,                                       \
-  .softmax_stats_rows = softmax_stats_rows_simd, .exp_rows_scaled = exp_rows_scaled_simd,    \
-  .masked_fill = masked_fill_simd, .layernorm_forward = layernorm_forward_simd,              \
-  .layernorm_backward = layernorm_backward_simd, .gelu_forward = gelu_forward_simd,          \
-  .gelu_backward = gelu_backward_simd, .sum_rows = sum_rows_simd, .max_rows = max_rows_simd, \
-  .sum_cols = sum_cols_simd, .adamw = adamw_simd, .mt19937_twist = mt19937_twist_simd,       \
-  .mt19937_temper = mt19937_temper_simd, .bernoulli_words = bernoulli_words_simd,            \
-  .attn_fwd_tile = attn_fwd_tile_simd, .attn_bwd_tile = attn_bwd_tile_simd
