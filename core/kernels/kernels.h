@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "core/mt19937.h"
+
 namespace tg::kernels {
 
 // ---- GEMM ---------------------------------------------------------------------------------------
@@ -63,15 +65,6 @@ enum class BinOp { add, sub, mul, div };
 #define TG_T double
 #define TG_KERNEL(name, params, args) void name params;
 #include "core/kernels/vector_kernels.def"
-
-// MT19937's tempering of one state word: the one definition Generator::random() and the temper
-// kernels share.
-constexpr uint32_t mt19937_temper_word(uint32_t y) {
-  y ^= y >> 11;
-  y ^= (y << 7) & 0x9D2C5680u;
-  y ^= (y << 15) & 0xEFC60000u;
-  return y ^ (y >> 18);
-}
 
 // ---- scalar references of the GEMM (same signatures) -------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
