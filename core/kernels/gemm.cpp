@@ -4,10 +4,10 @@
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 // Block sizes MC, KC, NC: gemm_blocking.cpp (from the caches).
 //
-// Loop nest (class Nest: run, k_group, macro_kernel):
+// Loop nest (class Nest: run, run_k_group, macro_kernel):
 //   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2 or
 //                               the L3 share (small row-major Bs are read in place instead)
-//    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
+//    group_k0: K in groups  ─ one K block per group, or several when B is narrow (N < NC)
 //     ic: M in steps of MC    ─ the A block mc×kc comes from a_block: packed, kept from the first
 //                               jc when N > NC, or read in place when N spans few NR panels
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
@@ -63,13 +63,13 @@ int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
 
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  AReadKind a_read;   // how the micro-kernels read A (packing.h)
-  bool keep_a;        // packed A: packed at the first column block, kept for the others (N > NC)
-  bool direct_b;      // B (row-major) read in place instead of packed
-  bool split_rows;    // a team splits rows (else the columns of each NC block)
-  int64_t rb_panels;  // row panels per row block (the A block packed at a time)
-  int64_t a_rows;     // rows of the kept packed A per K column (all row panels)
-  int64_t kg;         // K extent of one packed B group (a multiple of KC)
+  AReadKind a_read;  // how the micro-kernels read A (packing.h)
+  bool keep_a;       // packed A: packed at the first column block, kept for the others (N > NC)
+  bool direct_b;     // B (row-major) read in place instead of packed
+  bool split_rows;   // a team splits rows (else the columns of each NC block)
+  int64_t row_block_panels;  // row panels per row block (the A block packed at a time)
+  int64_t a_rows;            // rows of the kept packed A per K column (all row panels)
+  int64_t group_depth;       // K extent of one packed B group (a multiple of KC)
 };
 
 Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
@@ -99,8 +99,8 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   const double cols_extra =
       (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
   p.split_rows = rows_extra <= cols_extra;
-  p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
-  p.kg = bk.kc * k_blocks_per_panel(bk, N);
+  p.row_block_panels = std::max<int64_t>(1, bk.mc / MR);
+  p.group_depth = bk.kc * k_blocks_per_panel(bk, N);
   return p;
 }
 
@@ -166,16 +166,17 @@ struct Member {
 // its own share, then single panels from the back of the others' (PanelRange).
 class RowBlocks {
  public:
-  RowBlocks(const Member& me, int64_t panel0, int64_t panel1, int64_t rb_panels)
-      : me_(me), p0_(panel0 - rb_panels), end_(panel1), rbp_(rb_panels) {}
+  RowBlocks(const Member& me, int64_t panel0, int64_t panel1, int64_t row_block_panels)
+      : me_(me), p0_(panel0 - row_block_panels), end_(panel1), block_panels_(row_block_panels) {}
   // The next block [p0, p0 + np), or false when the group is done.
   bool next(int64_t& p0, int64_t& np) {
     if (me_.ranges == nullptr) {
-      p0_ += rbp_;
-      p0 = p0_, np = std::min(rbp_, end_ - p0_);
+      p0_ += block_panels_;
+      p0 = p0_, np = std::min(block_panels_, end_ - p0_);
       return p0_ < end_;
     }
-    if (victim_ == 0 && me_.ranges[me_.tid].take(std::min(kOwnPanels, rbp_), false, p0, np))
+    if (victim_ == 0 &&
+        me_.ranges[me_.tid].take(std::min(kOwnPanels, block_panels_), false, p0, np))
       return true;
     for (victim_ = std::max(victim_, 1); victim_ < me_.team; ++victim_)
       if (me_.ranges[(me_.tid + victim_) % me_.team].take(1, true, p0, np)) {
@@ -187,13 +188,14 @@ class RowBlocks {
 
  private:
   const Member& me_;
-  int64_t p0_, end_, rbp_;
+  int64_t p0_, end_, block_panels_;
   int victim_ = 0;  // 0: own share; then the offset of the member taken from
 };
 
 // The columns of one NC block that a member computes, and where their packed B lives: micro-panel
-// jr (a column offset in the block) of K block pc is at b + (pc - pg) * width + (jr - base) * kc,
-// pg being the first K block of its group.
+// jr (a column offset in the block) of K block pc is at
+//   b + (pc - group_k0) * width + (jr - base) * kc,
+// group_k0 being the first K block of its group.
 struct ColBlock {
   int64_t jc, nc;       // the block: columns [jc, jc + nc) of C
   int64_t c0, c1;       // this member's columns within it (all when a team splits rows)
@@ -220,16 +222,16 @@ class Nest {
     const int64_t block_panels = (std::min(g.N, bk.nc) + bk.nr - 1) / bk.nr;
     b_ = plan.split_rows
              ? b_shared
-             : b_own.get(plan.kg * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
-    a_ = !plan.keep_a ? a_buf.get(bk.kc * plan.rb_panels * bk.mr) : a_kept;
+             : b_own.get(plan.group_depth * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
+    a_ = !plan.keep_a ? a_buf.get(bk.kc * plan.row_block_panels * bk.mr) : a_kept;
   }
 
-  // jc: N in steps of NC, then pg: K in groups of KG (one packed B panel each).
+  // jc: N in steps of NC, then group_k0: K in groups of group_depth (one packed B panel each).
   void run() {
     for (int64_t jc = 0; jc < g_.N; jc += bk_.nc) {
       const ColBlock cb = col_block(jc);
-      for (int64_t pg = 0; pg < g_.K; pg += plan_.kg)
-        k_group(cb, pg, std::min(g_.K, pg + plan_.kg));
+      for (int64_t group_k0 = 0; group_k0 < g_.K; group_k0 += plan_.group_depth)
+        run_k_group(cb, group_k0, std::min(g_.K, group_k0 + plan_.group_depth));
     }
   }
 
@@ -245,19 +247,20 @@ class Nest {
   }
 
   // One K group: pack its B, then compute the member's row blocks against it.
-  void k_group(const ColBlock& cb, int64_t pg, int64_t pg_end) {
-    for (int64_t pc = pg; pc < pg_end; pc += bk_.kc)
-      pack_b_block(cb, pc, cb.b + (pc - pg) * cb.width);
+  void run_k_group(const ColBlock& cb, int64_t group_k0, int64_t group_k1) {
+    for (int64_t pc = group_k0; pc < group_k1; pc += bk_.kc)
+      pack_b_block(cb, pc, cb.b + (pc - group_k0) * cb.width);
     // Every member resets its own range only once all have left the previous group's.
     if (me_.ranges != nullptr) me_.ranges[me_.tid].reset(panel0_, panel1_);
     if (plan_.split_rows) me_.barrier.arrive_and_wait();  // the group's B panels are packed
-    RowBlocks blocks(me_, panel0_, panel1_, plan_.rb_panels);
+    RowBlocks blocks(me_, panel0_, panel1_, plan_.row_block_panels);
     int64_t p0 = 0, np = 0;
     while (blocks.next(p0, np)) {
       const int64_t ic = p0 * bk_.mr, mc = std::min(np * bk_.mr, g_.M - ic);
-      for (int64_t pc = pg; pc < pg_end; pc += bk_.kc) {
+      for (int64_t pc = group_k0; pc < group_k1; pc += bk_.kc) {
         const int64_t kc = std::min(bk_.kc, g_.K - pc);
-        macro_kernel(cb, a_block(cb, ic, mc, pc, kc), ic, mc, pc, kc, cb.b + (pc - pg) * cb.width);
+        macro_kernel(cb, a_block(cb, ic, mc, pc, kc), ic, mc, pc, kc,
+                     cb.b + (pc - group_k0) * cb.width);
       }
     }
     if (plan_.split_rows) me_.barrier.arrive_and_wait();  // everyone is done with these B panels
@@ -348,7 +351,7 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
   thread_local Scratch b_buf, a_shared;
-  float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  float* bp = b_buf.get(plan.group_depth * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
   const bool kept = plan.keep_a;
   float* a_team = kept && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   // A team that splits columns packs all of A in every member: each keeps its own copy.

@@ -80,8 +80,8 @@ void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
 //   x[i, j]   = scale · q[i]·k[j] + mask[i, j]   (mask additive, optional; -inf removes a key)
 //               and x[i, j] = -inf for j > i when causal (PyTorch's is_causal: tril, top-left)
 //   P[i, j]   = exp(x[i, j] − lse[i]),  lse[i] = log Σ_j exp(x[i, j])
-//   out[i]    = Σ_j P[i, j] · keep[i, j] · v[j]   keep = keep_scale or 0 by the dropout bits, else
-//   1
+//   out[i]    = Σ_j P[i, j] · keep[i, j] · v[j]
+//               keep[i, j] = keep_scale or 0 by the dropout bits; 1 without dropout
 // A row that no key reaches (every x = -inf) gives out = 0, lse = -inf and zero gradients, as
 // PyTorch 2's math path (its _safe_softmax) does.
 // Forward: query blocks × key blocks with an online softmax; key blocks past the diagonal are

@@ -38,11 +38,11 @@ struct GemmBlocking {
   int64_t nc;      // columns of B packed per block (B panel kc×nc stays in L2)
 };
 
-// ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp)
-// --------- One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 +
-// r and keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c·mask_cs], and
-// -inf where causal and c > r + diag (diag = i0 − j0). mask_ld may be 0 (one mask row for every
-// query) and mask_cs is 1 or 0 (one value per query row for every key: a broadcast last dim).
+// ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp) ----
+// One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 + r and
+// keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c·mask_cs], and -inf
+// where causal and c > r + diag (diag = i0 − j0). mask_ld may be 0 (one mask row for every query)
+// and mask_cs is 1 or 0 (one value per query row for every key: a broadcast last dim).
 struct AttnTile {
   int64_t rows = 0, cols = 0, ld = 0;
   float scale = 1;
