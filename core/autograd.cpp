@@ -1,13 +1,14 @@
 // The tape: recording nodes, and replaying them in reverse execution order.
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
 
 #include "core/impl.h"
-#include "core/kernels/kernels.h"
-#include "core/ops/common.h"
+#include "core/tensor_detail.h"
+#include "core/threadpool.h"
 
 namespace tg {
 
@@ -119,6 +120,21 @@ void accumulate(TensorImpl& leaf, const Tensor& g) {
   if (g_leaf_grad_hook) g_leaf_grad_hook(leaf);
 }
 
+// out[i] = a[i] + b[i] over n floats (out may alias a or b), split over the pool for large n.
+// One IEEE addition per element, so the bits are the add kernel's whatever the split.
+void add_floats(int64_t n, const float* a, const float* b, float* out) {
+  const int64_t parts = std::min<int64_t>(num_threads(), n >> 15);  // >= 32K floats a piece
+  auto piece = [&](int64_t p) {
+    const int64_t lo = parts <= 1 ? 0 : n * p / parts / 64 * 64;
+    const int64_t hi = parts <= 1 || p == parts - 1 ? n : n * (p + 1) / parts / 64 * 64;
+    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+  };
+  if (parts <= 1)
+    piece(0);
+  else
+    parallel_for(parts, piece);
+}
+
 // acc += g for two gradients reaching the same node (residual branches). Adds into whichever
 // operand nobody else holds, saving a fresh buffer and its first-touch; otherwise a new sum.
 // IEEE addition commutes, so the operand order cannot change a bit.
@@ -129,13 +145,12 @@ void add_gradient(Tensor& acc, Tensor g) {
     if (dst) {
       float* d = dst->data<float>();
       const float* other = (dst == &acc ? g : acc).data<float>();
-      kernels::binary(kernels::BinOp::add, acc.numel(), d, other, d);  // out may alias a only
+      add_floats(acc.numel(), d, other, d);
       if (dst != &acc) acc = std::move(g);
       return;
     }
     Tensor sum = empty(acc.shape());  // both held elsewhere (an add passes one g to both inputs)
-    kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(),
-                    sum.data<float>());
+    add_floats(acc.numel(), acc.data<float>(), g.data<float>(), sum.data<float>());
     acc = std::move(sum);
     return;
   }

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/kernels/kernels.h"
+#include "core/mt19937.h"
 
 namespace tg {
 
@@ -36,7 +36,7 @@ class Generator {
     // Like at::mt19937: `left_` counts down to the next twist, so a fresh seed twists on its
     // first draw and get_state() can report the exact position.
     if (--left_ == 0) twist();
-    return kernels::mt19937_temper_word(state_[next_++]);
+    return mt19937_temper_word(state_[next_++]);
   }
   uint64_t random64() {  // W64(): the first word is the high half
     const uint64_t hi = random();

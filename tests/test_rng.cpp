@@ -601,7 +601,11 @@ TEST_CASE("bad input throws std::invalid_argument naming the function and the va
   msg = invalid_argument_message([&] { tg::linear_init_bound(-3); });
   CHECK(contains(msg, "linear_init_bound"));
   CHECK(contains(msg, "-3"));
+}
 
+TEST_CASE("bad input to multinomial and set_state throws, naming the function and the value") {
+  int64_t i[4];
+  std::string msg;
   const float neg[] = {0.5f, -0.1f, 0.6f};
   msg = invalid_argument_message([&] { tg::multinomial(i, neg, 1, 3, 1, false); });
   CHECK(contains(msg, "multinomial"));

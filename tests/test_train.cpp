@@ -240,6 +240,9 @@ TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
   CHECK(c.context_length == 256);
   CHECK_FALSE(c.qkv_bias);
   CHECK(nn::GPTConfig::parse(c.str()) == c);
+  CHECK(c.str() ==
+        "{\"vocab_size\": 50257, \"context_length\": 256, \"emb_dim\": 768, \"n_heads\": 12, "
+        "\"n_layers\": 12, \"drop_rate\": 0.10000000000000001, \"qkv_bias\": false}");
   CHECK_THROWS_WITH_AS(nn::gpt_preset("gpt5"), doctest::Contains("unknown preset 'gpt5'"),
                        std::invalid_argument);
   nn::GPTConfig bad = c;
