@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Stopping a 2-rank job in the middle of epoch 2:
+#   - SIGTERM (SIGINT) to one rank, as a scheduler or `kill` sends it: every rank stops at the same
+#     step boundary, rank 0 saves, the job exits 143 (130); resuming in one process with
+#     --micro-batches 2 prints the rest of the uninterrupted run's log and ends in its checkpoint.
+#   - SIGTERM to mpirun (what Ctrl-C in its terminal does too): Open MPI 4.1's mpirun passes
+#     SIGTERM to every rank, kills them 1 s later (odls_base_sigkill_timeout) and exits 1 whatever
+#     they return; so the job ends within seconds, non-zero, with an intact checkpoint, the stop's
+#     or epoch 1's, from which --resume continues exactly.
+. "$(dirname "$0")/lib.sh"
+require_engine
+[ "$WORK" = --check ] && exit 0
+
+run_mpi "$WORK/ref" 2 --epochs 2 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
+
+for sig in TERM:143 INT:130; do
+  name=${sig%:*} want=${sig#*:} dir=$WORK/rank1-$name
+  start_mpi_job "$dir" 2 --epochs 2
+  kill -"$name" "$(pid_of_rank 1)"
+  wait_job 30
+  echo "SIG$name to rank 1: exit status $JOB_RC"
+  [ "$JOB_RC" = "$want" ] || fail "SIG$name to rank 1: exit status $JOB_RC, not $want: $(tail -3 "$dir/stderr.txt")"
+  resume "$dir" "" --epochs 2 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+  resumed_like "$WORK/ref" "$dir" whole
+done
+
+dir=$WORK/mpirun-TERM
+start_mpi_job "$dir" 2 --epochs 2
+kill -TERM "$MPIRUN"
+wait_job 30
+echo "SIGTERM to mpirun: exit status $JOB_RC"
+[ "$JOB_RC" != 0 ] || fail "SIGTERM to mpirun: exit status 0"
+resume "$dir" "mpirun -np 2" --epochs 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+resumed_like "$WORK/ref" "$dir"
+echo "stopped by a signal and resumed: same log and checkpoint as the uninterrupted run"
