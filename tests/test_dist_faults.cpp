@@ -1,7 +1,9 @@
-// The distributed runs of issue 25 that need more than one process: each case runs a script of
-// tests/dist/ (a shell script drives mpirun, namespaces and signals better than C++ does) and
-// passes when it exits 0. A script that cannot run here (no root for namespaces, a tapegrad built
-// without MPI) says why at start-up and its case counts as skipped, not passed.
+// The distributed runs of issue 25 that need a shell: two hosts in network namespaces, ranks
+// killed or signalled, what mpirun starts. Each case runs a script of tests/dist/ (a shell drives
+// mpirun, namespaces and signals better than C++ does) and passes when it exits 0 (the promise
+// itself, mpirun -np N against --micro-batches N, is tests/test_dist.cpp). A script that cannot run
+// here (no root for namespaces, a tapegrad built without MPI) says why at start-up and its case
+// counts as skipped, not passed.
 #include <sys/wait.h>
 
 #include <cstdio>
