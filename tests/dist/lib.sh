@@ -62,6 +62,11 @@ run_single() {
     >"$dir/stdout.txt" 2>"$dir/stderr.txt"
 }
 
+# Metadata entry KEY of checkpoint FILE (its JSON header is text: "KEY":"VALUE").
+checkpoint_meta() {
+  head -c 65536 "$1" | grep -a -o "\"$2\": *\"[^\"]*\"" | head -1 | sed -E 's/.*: *"(.*)"/\1/'
+}
+
 # The pids of the rank processes mpirun MPIRUN_PID started on this host, as "rank pid" lines.
 rank_pids() {
   local p

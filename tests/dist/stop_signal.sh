@@ -20,6 +20,13 @@ for sig in TERM:143 INT:130; do
   wait_job 30
   echo "SIG$name to rank 1: exit status $JOB_RC"
   [ "$JOB_RC" = "$want" ] || fail "SIG$name to rank 1: exit status $JOB_RC, not $want: $(tail -3 "$dir/stderr.txt")"
+  # Stopped by the engine, not by the signal: rank 0 said where, saved there (in epoch 2: index 1, batch > 0), and
+  # no rank died of a signal (a dead process's stdout would also be lost, unflushed).
+  ! grep 'exited on signal' "$dir/stderr.txt" >&2 || fail "SIG$name to rank 1: a rank died of it"
+  grep -q '^stopped after step' "$dir/stderr.txt" || fail "SIG$name to rank 1: rank 0 did not stop"
+  batch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" batch)
+  [ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" = 1 ] && [ "${batch:-0}" != 0 ] ||
+    fail "SIG$name to rank 1: the checkpoint is not the stop's (epoch index 1, batch ${batch:-?})"
   resume "$dir" "" --epochs 2 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
   resumed_like "$WORK/ref" "$dir" whole
 done
