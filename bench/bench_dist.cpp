@@ -11,9 +11,9 @@
 // and the table shows the best of --reps runs per setup, the setups taking turns within a rep so
 // all see the same background load. Ranks report their own peak RSS (getrusage), the largest is
 // shown; "AdamW/rank" is the optimizer state a rank keeps (ZeRO-1: 1/N of the moments).
-// Communication time and the share of it hidden behind backward need the engine's counters: the
-// "exposed" column is what the 2-rank step takes beyond half the 1 × 2 step's compute, a bound
-// measured from outside. Compare numbers within one run.
+// "comm ms" is the communication thread's time per step in the gradient exchange (and its sums),
+// "hidden" the share of it the training thread did not wait for after backward (the engine's
+// counters, train/bucket_exchange.h). Compare numbers within one run.
 //
 // usage: bench_dist [--json] [--steps-tiny N] [--steps-124m N] [--reps N] [--only tiny,gpt2-124m]
 //                   [--setups 1x2,sm,tcp,torch1,torch2]
@@ -40,6 +40,7 @@
 #include "core/ops.h"
 #include "core/rng.h"
 #include "nn/gpt.h"
+#include "train/bucket_exchange.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
 #include "train/optim.h"
@@ -77,8 +78,8 @@ data::Batch batch_of(const std::vector<int64_t>& ids, int64_t s, int64_t B, int6
   return b;
 }
 
-// Prints, on rank 0: "<first loss> <step seconds>...", then "rss <KB per rank>..." and
-// "adamw <bytes of AdamW state per rank>".
+// Prints, on rank 0: "comm <exchange s> <wait s>" per timed step (with the overlapped exchange),
+// "<first loss> <step seconds>...", "rss <KB per rank>..." and "adamw <bytes per rank>...".
 int run_child(const Config& c, int64_t steps) {
   dist::init();
   train::keep_freed_memory();
@@ -94,7 +95,7 @@ int run_child(const Config& c, int64_t steps) {
     ranks = std::make_unique<train::DataParallelStep>(model, dist::size(), false);
     ranks->take_moments(opt);
   }
-  double first_loss = NAN;
+  double first_loss = NAN, exchange0 = 0, wait0 = 0;
   std::vector<double> seconds;
   for (int64_t s = 0; s <= steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -111,12 +112,19 @@ int run_child(const Config& c, int64_t steps) {
       opt.step();
       loss = l.item<double>();
     }
-    if (s == 0)
+    if (s == 0) {
       first_loss = loss;
-    else
+      if (ranks && ranks->overlap())
+        exchange0 = ranks->overlap()->exchange_seconds, wait0 = ranks->overlap()->wait_seconds;
+    } else {
       seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
+  if (ranks && ranks->overlap() && dist::rank() == 0)  // the timed steps' exchange, per step
+    std::printf("comm %.6f %.6f\n",
+                (ranks->overlap()->exchange_seconds - exchange0) / double(steps),
+                (ranks->overlap()->wait_seconds - wait0) / double(steps));
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   int64_t adamw = 0;
@@ -158,11 +166,17 @@ const std::vector<Setup>& all_setups() {
 struct Result {
   bool ok = false;
   double first_loss = NAN, tokens_per_s = NAN;
-  std::vector<double> run_medians;  // seconds per step, one per run
-  long rss_kb = 0;                  // the largest peak of any rank over the runs
-  int64_t adamw_bytes = -1;         // per rank, ours only
+  std::vector<double> run_medians;    // seconds per step, one per run
+  long rss_kb = 0;                    // the largest peak of any rank over the runs
+  int64_t adamw_bytes = -1;           // per rank, ours only
+  double comm_s = NAN, wait_s = NAN;  // per step, of the best run: exchange, and its unhidden wait
   std::string error;
 };
+
+double best_step(const Result& r) {
+  return r.run_medians.empty() ? NAN
+                               : *std::min_element(r.run_medians.begin(), r.run_medians.end());
+}
 
 // The numbers after `tag` on the line that starts with it ("rss 1 2" -> {1, 2}).
 std::vector<double> tagged(const std::string& out, const std::string& tag) {
@@ -178,7 +192,7 @@ std::vector<double> tagged(const std::string& out, const std::string& tag) {
 
 // Folds one run's output into r; false (r.error set) when it is not what a child prints.
 bool fold_run(Result& r, const std::string& out, int64_t steps, int64_t tokens) {
-  std::istringstream is(out);
+  std::istringstream is(out.substr(out.rfind("comm ", 0) == 0 ? out.find('\n') + 1 : 0));
   std::string loss_text;
   is >> loss_text;
   char* end = nullptr;
@@ -195,6 +209,9 @@ bool fold_run(Result& r, const std::string& out, int64_t steps, int64_t tokens) 
   std::sort(t.begin(), t.end());
   const double median =
       steps % 2 ? t[size_t(steps / 2)] : (t[size_t(steps / 2 - 1)] + t[size_t(steps / 2)]) / 2;
+  const std::vector<double> comm = tagged(out, "comm");
+  if (comm.size() == 2 && (r.run_medians.empty() || median < best_step(r)))
+    r.comm_s = comm[0], r.wait_s = comm[1];
   r.run_medians.push_back(median);
   r.first_loss = loss;
   r.rss_kb = std::max(r.rss_kb, long(*std::max_element(rss.begin(), rss.end())));
@@ -327,11 +344,6 @@ const Result* find(const std::vector<Row>& rows, const std::string& key) {
   return nullptr;
 }
 
-double best_step(const Result& r) {
-  return r.run_medians.empty() ? NAN
-                               : *std::min_element(r.run_medians.begin(), r.run_medians.end());
-}
-
 std::string fmt(const char* f, double v) {
   if (!std::isfinite(v)) return "-";
   char b[48];
@@ -339,21 +351,17 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-// What the 2-rank step takes beyond the 1 x 2 step (ms): communication not hidden, plus what two
-// processes lose or gain against two threads. NaN when not ours under mpirun.
-double extra_ms(const Row& w, const Result* base) {
-  const bool ours2 = w.setup->key == "sm" || w.setup->key == "tcp";
-  return ours2 && base && w.result.ok ? 1e3 * (best_step(w.result) - best_step(*base)) : NAN;
-}
+// The share of the exchange the training thread did not wait for.
+double hidden(const Result& r) { return r.comm_s > 0 ? 1 - r.wait_s / r.comm_s : NAN; }
 
 void print_rows(const std::vector<Row>& rows) {
   const Result* base = find(rows, "1x2");
   for (const Row& w : rows) {
     const Result& r = w.result;
-    std::printf("%-10s %-40s %9s %7s %9s %9s %10s %10s\n", w.config->name, w.setup->label.c_str(),
-                r.ok ? fmt("%.0f", r.tokens_per_s).c_str() : "failed",
+    std::printf("%-10s %-40s %9s %7s %8s %7s %9s %10s %10s\n", w.config->name,
+                w.setup->label.c_str(), r.ok ? fmt("%.0f", r.tokens_per_s).c_str() : "failed",
                 base && r.ok ? fmt("%.2fx", r.tokens_per_s / base->tokens_per_s).c_str() : "-",
-                fmt("%+.0f", extra_ms(w, base)).c_str(),
+                fmt("%.0f", 1e3 * r.comm_s).c_str(), fmt("%.0f%%", 100 * hidden(r)).c_str(),
                 r.ok ? fmt("%.0f MB", double(r.rss_kb) / 1024).c_str() : "-",
                 r.adamw_bytes >= 0 ? fmt("%.0f MB", double(r.adamw_bytes) / 1e6).c_str() : "-",
                 fmt("%.6f", r.first_loss).c_str());
@@ -375,7 +383,7 @@ void print_targets(const std::vector<Row>& rows) {
                   ours->tokens_per_s / t->tokens_per_s);
 }
 
-std::string json_row(const Row& w, const Options& o, const Result* base) {
+std::string json_row(const Row& w, const Options& o) {
   const Result& r = w.result;
   std::string medians = "[";
   for (size_t i = 0; i < r.run_medians.size(); ++i)
@@ -391,7 +399,9 @@ std::string json_row(const Row& w, const Options& o, const Result* base) {
          ", \"reps\": " + std::to_string(o.reps) + ", \"ok\": " + (r.ok ? "true" : "false") +
          ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +
          ", \"run_median_s\": " + medians + "]" +
-         ", \"extra_ms_vs_1x2\": " + bench::json_number(extra_ms(w, base)) +
+         ", \"comm_s_per_step\": " + bench::json_number(r.comm_s) +
+         ", \"wait_s_per_step\": " + bench::json_number(r.wait_s) +
+         ", \"hidden_fraction\": " + bench::json_number(hidden(r)) +
          ", \"peak_rss_mb_max_rank\": " + bench::json_number(r.ok ? double(r.rss_kb) / 1024 : NAN) +
          ", \"adamw_mb_per_rank\": " +
          bench::json_number(r.adamw_bytes >= 0 ? double(r.adamw_bytes) / 1e6 : NAN) +
@@ -455,8 +465,8 @@ int main(int argc, char** argv) {
                 kernels::active_isa().c_str());
     std::printf("global batch %lld; best of %lld runs, each its median step\n",
                 static_cast<long long>(kGlobalBatch), static_cast<long long>(o.reps));
-    std::printf("%-10s %-40s %9s %7s %9s %9s %10s %10s\n", "config", "setup", "tok/s", "vs 1x2",
-                "extra ms", "RSS/rank", "AdamW/rank", "loss0");
+    std::printf("%-10s %-40s %9s %7s %8s %7s %9s %10s %10s\n", "config", "setup", "tok/s", "vs 1x2",
+                "comm ms", "hidden", "RSS/rank", "AdamW/rank", "loss0");
   }
   std::vector<std::string> json_rows;
   for (const Config& c : configs()) {
@@ -467,7 +477,7 @@ int main(int argc, char** argv) {
       print_rows(rows);
       print_targets(rows);
     }
-    for (const Row& w : rows) json_rows.push_back(json_row(w, o, find(rows, "1x2")));
+    for (const Row& w : rows) json_rows.push_back(json_row(w, o));
   }
   if (o.json) {
     std::printf("[");
