@@ -11,11 +11,11 @@
 require_engine
 [ "$WORK" = --check ] && exit 0
 
-run_mpi "$WORK/ref" 2 --epochs 2 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
+run_mpi "$WORK/ref" 2 --epochs 3 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
 
 for sig in TERM:143 INT:130; do
   name=${sig%:*} want=${sig#*:} dir=$WORK/rank1-$name
-  start_mpi_job "$dir" 2 --epochs 2
+  start_mpi_job "$dir" 2 --epochs 3
   kill -"$name" "$(pid_of_rank 1)"
   wait_job 30
   echo "SIG$name to rank 1: exit status $JOB_RC"
@@ -27,16 +27,18 @@ for sig in TERM:143 INT:130; do
   batch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" batch)
   [ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" = 1 ] && [ "${batch:-0}" != 0 ] ||
     fail "SIG$name to rank 1: the checkpoint is not the stop's (epoch index 1, batch ${batch:-?})"
-  resume "$dir" "" --epochs 2 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+  resume "$dir" "" --epochs 3 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
   resumed_like "$WORK/ref" "$dir" whole
 done
 
 dir=$WORK/mpirun-TERM
-start_mpi_job "$dir" 2 --epochs 2
+start_mpi_job "$dir" 2 --epochs 3
 kill -TERM "$MPIRUN"
 wait_job 30
 echo "SIGTERM to mpirun: exit status $JOB_RC"
 [ "$JOB_RC" != 0 ] || fail "SIGTERM to mpirun: exit status 0"
-resume "$dir" "mpirun -np 2" --epochs 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+[ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" != 3 ] ||
+  fail "SIGTERM to mpirun came after the run had finished: no stop was tested"
+resume "$dir" "mpirun -np 2" --epochs 3 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
 resumed_like "$WORK/ref" "$dir"
 echo "stopped by a signal and resumed: same log and checkpoint as the uninterrupted run"
