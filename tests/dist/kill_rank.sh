@@ -6,10 +6,10 @@
 require_engine
 [ "$WORK" = --check ] && exit 0
 
-run_mpi "$WORK/ref" 2 --epochs 3 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
+run_mpi "$WORK/ref" 2 --epochs 4 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
 
 dir=$WORK/killed
-start_mpi_job "$dir" 2 --epochs 3
+start_mpi_job "$dir" 2 --epochs 4
 victim=$(pid_of_rank 1)
 [ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
 kill -KILL "$victim"
@@ -20,6 +20,6 @@ echo "killed rank 1: the job ended after $(($(date +%s) - t0)) s with exit statu
 grep -E 'rank 1\b' "$dir/stderr.txt" >/dev/null ||
   fail "no line names rank 1: $(tail -5 "$dir/stderr.txt")"
 
-resume "$dir" "mpirun -np 2" --epochs 3 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+resume "$dir" "mpirun -np 2" --epochs 4 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
 resumed_like "$WORK/ref" "$dir"
 echo "resumed after the kill: same log and checkpoint as the uninterrupted run"

@@ -110,7 +110,7 @@ start_mpi_job() {
   run_mpi "$dir" "$n" "$@" &
   MPI_JOB=$!
   wait_for_file "$dir/out/checkpoint.safetensors" 120 "$MPI_JOB"
-  sleep 0.3
+  sleep 0.1
   MPIRUN=$(pgrep -x mpirun -P "$(pgrep -x timeout -P "$MPI_JOB" || echo "$MPI_JOB")")
   [ -n "$MPIRUN" ] || fail "no mpirun under job $MPI_JOB"
 }

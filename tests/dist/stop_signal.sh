@@ -11,34 +11,34 @@
 require_engine
 [ "$WORK" = --check ] && exit 0
 
-run_mpi "$WORK/ref" 2 --epochs 3 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
+run_mpi "$WORK/ref" 2 --epochs 4 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
 
 for sig in TERM:143 INT:130; do
   name=${sig%:*} want=${sig#*:} dir=$WORK/rank1-$name
-  start_mpi_job "$dir" 2 --epochs 3
+  start_mpi_job "$dir" 2 --epochs 4
   kill -"$name" "$(pid_of_rank 1)"
   wait_job 30
   echo "SIG$name to rank 1: exit status $JOB_RC"
   [ "$JOB_RC" = "$want" ] || fail "SIG$name to rank 1: exit status $JOB_RC, not $want: $(tail -3 "$dir/stderr.txt")"
-  # Stopped by the engine, not by the signal: rank 0 said where, saved there (in epoch 2: index 1, batch > 0), and
-  # no rank died of a signal (a dead process's stdout would also be lost, unflushed).
+  # Stopped by the engine, not by the signal: rank 0 said where, saved there (mid-epoch: batch
+  # > 0), and no rank died of a signal (a dead process's stdout would also be lost, unflushed).
   ! grep 'exited on signal' "$dir/stderr.txt" >&2 || fail "SIG$name to rank 1: a rank died of it"
   grep -q '^stopped after step' "$dir/stderr.txt" || fail "SIG$name to rank 1: rank 0 did not stop"
   batch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" batch)
-  [ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" = 1 ] && [ "${batch:-0}" != 0 ] ||
-    fail "SIG$name to rank 1: the checkpoint is not the stop's (epoch index 1, batch ${batch:-?})"
-  resume "$dir" "" --epochs 3 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+  [ "${batch:-0}" != 0 ] ||
+    fail "SIG$name to rank 1: the checkpoint is not the stop's (batch ${batch:-?} of an epoch)"
+  resume "$dir" "" --epochs 4 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
   resumed_like "$WORK/ref" "$dir" whole
 done
 
 dir=$WORK/mpirun-TERM
-start_mpi_job "$dir" 2 --epochs 3
+start_mpi_job "$dir" 2 --epochs 4
 kill -TERM "$MPIRUN"
 wait_job 30
 echo "SIGTERM to mpirun: exit status $JOB_RC"
 [ "$JOB_RC" != 0 ] || fail "SIGTERM to mpirun: exit status 0"
-[ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" != 3 ] ||
+[ "$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)" != 4 ] ||
   fail "SIGTERM to mpirun came after the run had finished: no stop was tested"
-resume "$dir" "mpirun -np 2" --epochs 3 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
+resume "$dir" "mpirun -np 2" --epochs 4 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
 resumed_like "$WORK/ref" "$dir"
 echo "stopped by a signal and resumed: same log and checkpoint as the uninterrupted run"
