@@ -90,7 +90,8 @@ test-release: deps $(TESTDIR)/build.ninja
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
 test-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) train/tapegrad
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) train/tapegrad \
+	  tests/ckpt_compare
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)

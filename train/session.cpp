@@ -551,6 +551,23 @@ void Session::after_eval(const EvalPoint& p) {
   });
 }
 
+// A stop asked of any rank stops all of them after this step (a tiny collective), and every rank
+// takes the same signal for its exit status (SIGTERM over SIGINT), so mpirun's status does not
+// depend on which rank exits first.
+void agree_on_stop() {
+  if (!dist::any(stop_requested().load())) return;
+  if (dist::size() > 1) {
+    const size_t n = size_t(dist::size());
+    std::vector<int> sigs(n);
+    std::vector<size_t> bytes(n, sizeof(int)), offsets(n);
+    for (size_t r = 0; r < n; ++r) offsets[r] = r * sizeof(int);
+    const int mine = stop_signal().load();
+    dist::gather_all(&mine, sigs.data(), bytes, offsets);
+    stop_signal().store(*std::max_element(sigs.begin(), sigs.end()));
+  }
+  stop_requested().store(true);
+}
+
 // Progress, the test hook, and a stop (Ctrl-C or --max-steps) that saves mid-epoch.
 bool Session::after_step(double loss) {
   result_.step_losses.push_back(loss);
@@ -558,8 +575,7 @@ bool Session::after_step(double loss) {
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
   stop_if_stdout_lost();
-  // A stop asked of any rank stops all of them after this step (dist::any, a tiny collective).
-  if (dist::any(stop_requested().load())) stop_requested().store(true);
+  agree_on_stop();
   if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
     return false;
   before_print();
@@ -593,7 +609,7 @@ bool Session::after_epoch(const std::string& sample) {
   save();
   write_plot();
   stop_if_stdout_lost();
-  if (dist::any(stop_requested().load())) stop_requested().store(true);
+  agree_on_stop();
   if (!stop_requested().load()) return false;
   err_ << "stopped by " << stop_signal_name() << " after epoch " << pos_.epoch << "; checkpoint "
        << ckpt_out_ << "\n";
