@@ -110,6 +110,12 @@ void max_rows(int64_t rows, int64_t cols, const float* x, float* out);
 // out[c] = sum_r x[r, c] (bias gradients; out is [cols]). Overwrites out.
 void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
 
+// ---- matrix · vector: a linear layer on one row (each step of KV-cache generation) -----------
+// y[r] = b[r] + sum_c w[r*ldw + c] * x[c] for r < rows (b == nullptr: no bias). w streams from
+// memory once; the threads split the rows.
+void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+               const float* b, float* y);
+
 // ---- AdamW (PyTorch semantics), one step over n parameters -------------------------------------
 // step is the 1-based step count after increment. In order, per element (torch.optim.AdamW):
 //   p *= 1 - lr*wd;  m += (1-b1)*(g - m);  v = b2*v + (1-b2)*g*g;
@@ -166,6 +172,8 @@ void layernorm_backward_ref(int64_t rows, int64_t C, const float* dout, const fl
 void gelu_forward_ref(int64_t n, const float* x, float* out);
 void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx);
 void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
+void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+                   const float* b, float* y);
 void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out);
 void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,

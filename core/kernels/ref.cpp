@@ -314,6 +314,14 @@ void gelu_forward_ref(int64_t n, const float* x, float* out) { gelu_forward_t(n,
 void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx) {
   gelu_backward_t(n, x, dout, dx);
 }
+void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+                   const float* b, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += w[r * ldw + c] * x[c];
+    y[r] = (b ? b[r] : 0.f) + s;
+  }
+}
 void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out) {
   sum_rows_t(rows, cols, x, out);
 }
@@ -445,6 +453,7 @@ extern const KernelTable kScalarTable = {
     .sum_rows = sum_rows_ref,
     .max_rows = max_rows_ref,
     .sum_cols = sum_cols_ref,
+    .gemv_rows = gemv_rows_ref,
     .adamw = adamw_ref,
     .mt19937_twist = mt19937_twist_ref,
     .mt19937_temper = mt19937_temper_ref,

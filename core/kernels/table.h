@@ -97,6 +97,7 @@ struct KernelTable {
   decltype(&sum_rows_ref) sum_rows;
   decltype(&max_rows_ref) max_rows;
   decltype(&sum_cols_ref) sum_cols;
+  decltype(&gemv_rows_ref) gemv_rows;
   decltype(&adamw_ref) adamw;
   decltype(&mt19937_twist_ref) mt19937_twist;
   decltype(&mt19937_temper_ref) mt19937_temper;
