@@ -536,3 +536,121 @@ TEST_CASE("linear on a single row leaves its bias alone (a 1-token forward)") {
   CHECK(b.to_vector<float>() == std::vector<float>{10, 20, 30});
   CHECK(linear(x, w, b).contiguous().to_vector<float>() == std::vector<float>{13, 27, 41});
 }
+
+namespace {
+
+// A GPTModel in Hugging Face's GPT-2 names and layout (Conv1D in×out): the inverse of the loader,
+// as gen_gpt2_hf.py's hf_state writes it.
+std::vector<RawTensor> hf_export(const nn::GPTModel& model) {
+  std::map<std::string, Tensor> p;
+  for (const auto& [n, t] : model.state_dict()) p.emplace(n, t.contiguous());
+  auto raw = [](const std::string& name, const Tensor& t) {
+    const std::vector<float> v = t.contiguous().to_vector<float>();
+    return RawTensor{name, "F32", t.shape(),
+                     std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)};
+  };
+  std::vector<RawTensor> out = {raw("wte.weight", p["tok_emb.weight"]),
+                                raw("wpe.weight", p["pos_emb.weight"])};
+  for (int64_t i = 0; i < model.cfg.n_layers; ++i) {
+    const std::string h = "h." + std::to_string(i) + ".",
+                      b = "trf_blocks." + std::to_string(i) + ".";
+    auto t = [&](const std::string& n) { return p[b + n].T(); };
+    out.push_back(raw(h + "ln_1.weight", p[b + "norm1.scale"]));
+    out.push_back(raw(h + "ln_1.bias", p[b + "norm1.shift"]));
+    out.push_back(
+        raw(h + "attn.c_attn.weight",
+            cat({t("att.W_query.weight"), t("att.W_key.weight"), t("att.W_value.weight")}, 1)));
+    out.push_back(raw(
+        h + "attn.c_attn.bias",
+        cat({p[b + "att.W_query.bias"], p[b + "att.W_key.bias"], p[b + "att.W_value.bias"]}, 0)));
+    out.push_back(raw(h + "attn.c_proj.weight", t("att.out_proj.weight")));
+    out.push_back(raw(h + "attn.c_proj.bias", p[b + "att.out_proj.bias"]));
+    out.push_back(raw(h + "ln_2.weight", p[b + "norm2.scale"]));
+    out.push_back(raw(h + "ln_2.bias", p[b + "norm2.shift"]));
+    out.push_back(raw(h + "mlp.c_fc.weight", t("ff.layers.0.weight")));
+    out.push_back(raw(h + "mlp.c_fc.bias", p[b + "ff.layers.0.bias"]));
+    out.push_back(raw(h + "mlp.c_proj.weight", t("ff.layers.2.weight")));
+    out.push_back(raw(h + "mlp.c_proj.bias", p[b + "ff.layers.2.bias"]));
+  }
+  out.push_back(raw("ln_f.weight", p["final_norm.scale"]));
+  out.push_back(raw("ln_f.bias", p["final_norm.shift"]));
+  return out;
+}
+
+std::string hf_config(const nn::GPTConfig& c) {
+  return "{\"activation_function\": \"gelu_new\", \"n_embd\": " + std::to_string(c.emb_dim) +
+         ", \"n_head\": " + std::to_string(c.n_heads) +
+         ", \"n_layer\": " + std::to_string(c.n_layers) +
+         ", \"n_positions\": " + std::to_string(c.context_length) +
+         ", \"vocab_size\": " + std::to_string(c.vocab_size) + "}";
+}
+
+}  // namespace
+
+TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") {
+  // A GPT-2-vocabulary model small enough to write here: emb 8, 2 heads, 1 layer, 64 positions.
+  if (!fs::exists(data::default_gpt2_dir() + "/encoder.json")) return;  // not fetched here
+  nn::GPTConfig cfg;
+  cfg.emb_dim = 8;
+  cfg.n_heads = 2;
+  cfg.n_layers = 1;
+  cfg.context_length = 64;
+  cfg.qkv_bias = true;
+  Generator gen;
+  gen.manual_seed(9);
+  nn::GPTModel src(cfg, &gen);
+  tg::testing::TempDir d("tg_gpt2");
+  fs::create_directories(d / "gpt2");
+  spit(d / "gpt2/config.json", hf_config(cfg));
+  spit(d / "gpt2/model.safetensors", safetensors_bytes(hf_export(src)));
+  // The export loads back to the same model (out_head becomes wte: tie it in src first).
+  {
+    NoGradGuard no_grad;
+    src.out_head->weight.copy_(src.tok_emb->weight);
+  }
+  std::ostringstream notes;
+  const auto back = train::load_gpt2_weights(d / "gpt2", notes);
+  for (const auto& [name, t] : src.state_dict()) {
+    INFO(name);
+    for (const auto& [n2, t2] : back->state_dict())
+      if (n2 == name)
+        CHECK(t.contiguous().to_vector<float>() == t2.contiguous().to_vector<float>());
+  }
+  // One step at lr 0 leaves the weights as loaded; --context 16 keeps wpe's first 16 rows.
+  train::TrainOptions o;
+  o.text_path = kGolden + "/train_text.txt";
+  o.init_from = d / "gpt2";
+  o.context_length = 16;
+  o.batch_size = 2;
+  o.lr = 0;
+  o.weight_decay = 0;
+  o.max_steps = 1;
+  o.eval_freq = 100;
+  o.sample_tokens = 1;
+  o.out_dir = d / "out";
+  o.progress = 0;
+  std::ostringstream out, err;
+  train::run_training(o, out, err);
+  CHECK(err.str().find("n_layer 1, n_embd 8, n_head 2") != std::string::npos);
+  const train::LoadedModel lm = train::load_checkpoint_model(d / "out");
+  CHECK(lm.cfg.context_length == 16);
+  CHECK(lm.tokenizer_spec == "gpt2");
+  for (const auto& [name, t] : lm.model->state_dict()) {
+    INFO(name);
+    for (const auto& [n2, t2] : back->state_dict()) {
+      if (n2 != name) continue;
+      const Tensor want = name == "pos_emb.weight" ? t2.slice(0, 0, 16)
+                          : name.find(".mask") != std::string::npos
+                              ? t2.slice(0, 0, 16).slice(1, 0, 16)
+                              : t2;
+      CHECK(t.contiguous().to_vector<float>() == want.contiguous().to_vector<float>());
+    }
+  }
+  // The fixture's 1000-token vocabulary cannot take GPT-2's tokenizer.
+  train::TrainOptions bad = o;
+  bad.init_from = kFixture;
+  bad.out_dir = d / "out2";
+  CHECK_THROWS_WITH_AS(train::run_training(bad, out, err),
+                       "tokenizer gpt2 has 50257 tokens, more than preset custom's vocab_size 1000",
+                       train::TrainError);
+}

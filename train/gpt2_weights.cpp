@@ -222,11 +222,12 @@ std::vector<float> read_floats(const SafeTensorsHeader& h, const SafeTensorInfo&
 }
 
 // src viewed as [rows, cols] (a 1-D tensor is one row): the part-th of `parts` column blocks goes
-// to dst, transposed or not.
+// to dst, transposed or not; untransposed, only the rows dst has (wpe for a shorter context).
 void place(const std::vector<float>& src, const Shape& shape, const Slot::Dest& d, Tensor& dst) {
   const int64_t cols = shape.empty() ? 1 : shape.back();
-  const int64_t rows = int64_t(src.size()) / std::max<int64_t>(cols, 1);
   const int64_t w = cols / d.parts, c0 = d.part * w;
+  int64_t rows = int64_t(src.size()) / std::max<int64_t>(cols, 1);
+  if (!d.transpose) rows = std::min(rows, dst.numel() / std::max<int64_t>(w, 1));
   float* out = dst.data<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < w; ++o)
@@ -273,7 +274,8 @@ uint64_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes) {
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes,
+                                                int64_t context_length) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
   std::string text;
@@ -286,29 +288,35 @@ std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ost
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
-  const nn::GPTConfig cfg = gpt2_config_from_json(text, config_path);
-  const std::vector<Slot> slots = gpt2_slots(cfg);
-  const std::map<size_t, const SafeTensorInfo*> found = match_tensors(slots, h, cfg);
+  const nn::GPTConfig file_cfg = gpt2_config_from_json(text, config_path);
+  const std::vector<Slot> slots = gpt2_slots(file_cfg);
+  const std::map<size_t, const SafeTensorInfo*> found = match_tensors(slots, h, file_cfg);
+  nn::GPTConfig cfg = file_cfg;
+  if (context_length > file_cfg.context_length)
+    throw TrainError(config_path + ": n_positions is " + std::to_string(file_cfg.context_length) +
+                     ", a context of " + std::to_string(context_length) + " needs more");
+  if (context_length > 0) cfg.context_length = context_length;  // wpe's first rows
   notes << gpt2_memory_note(cfg, dir, physical_memory_bytes()) << "\n";
   auto model = std::make_unique<nn::GPTModel>(cfg);
   std::map<std::string, Tensor> params;
   for (const auto& [name, t] : model->named_parameters()) params.emplace(name, t);
   NoGradGuard no_grad;
   std::string converted;
-  for (const auto& [i, t] : found) {
-    if (slots[i].buffer) continue;
-    const std::vector<float> values = [&] {
-      try {
-        return read_floats(h, *t);
-      } catch (const TrainError&) {
-        throw;
-      } catch (const std::exception& e) {
-        throw TrainError(e.what());
-      }
-    }();
-    for (const Slot::Dest& d : slots[i].to) place(values, t->shape, d, params.at(d.book));
-    if (t->dtype != "F32" && converted.find(t->dtype) == std::string::npos)
-      converted += (converted.empty() ? "" : " and ") + t->dtype;
+  for (const auto& entry : found) {
+    const Slot& slot = slots[entry.first];
+    const SafeTensorInfo& t = *entry.second;
+    if (slot.buffer) continue;
+    std::vector<float> values;
+    try {
+      values = read_floats(h, t);
+    } catch (const TrainError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+    for (const Slot::Dest& d : slot.to) place(values, t.shape, d, params.at(d.book));
+    if (t.dtype != "F32" && converted.find(t.dtype) == std::string::npos)
+      converted += (converted.empty() ? "" : " and ") + t.dtype;
   }
   if (!converted.empty())
     notes << weights_path << ": " << converted << " weights widened to float32\n";

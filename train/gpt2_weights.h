@@ -53,8 +53,10 @@ std::string gpt2_memory_note(const nn::GPTConfig& cfg, const std::string& dir, u
 uint64_t physical_memory_bytes();
 
 // DIR's config.json + model.safetensors as a GPTModel in eval mode. Says on `notes` what it is
-// about to allocate and what it converted. Throws TrainError.
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes);
+// about to allocate and what it converted. context_length > 0 (at most n_positions) keeps wpe's
+// first rows only (`train --init-from DIR --context N`). Throws TrainError.
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes,
+                                                int64_t context_length = 0);
 
 // DIR's vocab.json + merges.txt when both are there, else GPT-2's files (default_gpt2_dir()).
 // Throws TrainError when only one of the two is in DIR, or the files do not load.

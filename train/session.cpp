@@ -25,6 +25,7 @@
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
 #include "train/checkpoint.h"
+#include "train/gpt2_weights.h"
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/safetensors.h"
@@ -180,6 +181,7 @@ class Session final : public TrainHooks {
 
  private:
   void resume_options();
+  void init_from_gpt2();
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
@@ -232,6 +234,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   refuse_overwrite();
   if (opt_.threads > 0) set_num_threads(opt_.threads);
   check_log_writable(opt_.log_path);
+  if (!opt_.init_from.empty()) init_from_gpt2();
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   load_text_and_tokenizer();
   make_loaders();
@@ -251,6 +254,29 @@ void Session::resume_options() {
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
 }
 
+// --init-from DIR: the run's config is DIR's (the book's NEW_CONFIG for GPT-2), its tokenizer
+// GPT-2's; make_model loads the weights.
+void Session::init_from_gpt2() {
+  if (resuming_)
+    throw UsageError("--init-from starts a run from GPT-2's weights; it does not go with --resume");
+  if (is_explicit(opt_, "preset"))
+    throw UsageError(
+        "--init-from takes the model's sizes from DIR's config.json; it does not go "
+        "with --preset");
+  if (opt_.tokenizer.empty()) opt_.tokenizer = "gpt2";
+  if (opt_.tokenizer != "gpt2")
+    throw UsageError("--init-from trains GPT-2 with GPT-2's tokenizer, not --tokenizer " +
+                     opt_.tokenizer);
+  const std::string path = (fs::path(opt_.init_from) / "config.json").string();
+  std::string text;
+  try {
+    text = read_regular_file(path, 1 << 20, "config.json");
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  opt_.config = gpt2_config_from_json(text, path);
+}
+
 void Session::load_text_and_tokenizer() {
   text_data_ = read_text_file(opt_.text_path);
   if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
@@ -268,7 +294,8 @@ void Session::load_text_and_tokenizer() {
   } else {
     tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_);
   }
-  if (opt_.preset == "tiny" || opt_.preset == "custom") cfg_.vocab_size = tokenizer_->n_vocab();
+  if ((opt_.preset == "tiny" || opt_.preset == "custom") && opt_.init_from.empty())
+    cfg_.vocab_size = tokenizer_->n_vocab();
   if (tokenizer_->n_vocab() > cfg_.vocab_size)
     throw TrainError("tokenizer " + opt_.tokenizer + " has " +
                      std::to_string(tokenizer_->n_vocab()) + " tokens, more than preset " +
@@ -295,6 +322,12 @@ void Session::make_model() {
   manual_seed(opt_.seed);
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
+  if (!opt_.init_from.empty()) {
+    std::ostringstream notes;
+    const auto gpt2 = load_gpt2_weights(opt_.init_from, notes, cfg_.context_length);
+    err_ << notes.str();
+    model_->load_state_dict(gpt2->state_dict());
+  }
   if (!resuming_) return;
   if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
     throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
