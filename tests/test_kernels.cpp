@@ -897,7 +897,8 @@ TEST_CASE("gemv_rows matches the reference (every tail, a row stride, with and w
             mag += std::fabs(double(w[size_t(i * ldw + c)]) * x[size_t(c)]);
           t[size_t(i)] = 2.0 * (cols + 2) * FLT_EPSILON * mag;
         }
-        for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
+        for (const float* bias :
+             {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
           k::gemv_rows(rows, cols, w.data(), ldw, x.data(), bias, o.data());
           k::gemv_rows_ref(rows, cols, w.data(), ldw, x.data(), bias, r.data());
           check_close(o, r, t, "gemv_rows");

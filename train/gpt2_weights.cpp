@@ -79,6 +79,19 @@ nn::GPTConfig gpt2_config_from_json(const std::string& text, const std::string& 
   return cfg;
 }
 
+nn::GPTConfig read_gpt2_config(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    throw TrainError(dir + ": not a directory (expected config.json and model.safetensors in it)");
+  const std::string path = (fs::path(dir) / "config.json").string();
+  std::string text;
+  try {
+    text = read_regular_file(path, kMaxConfigBytes, "config.json");
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  return gpt2_config_from_json(text, path);
+}
+
 uint64_t gpt2_model_bytes(const nn::GPTConfig& c) {
   const uint64_t V = uint64_t(c.vocab_size), C = uint64_t(c.emb_dim),
                  P = uint64_t(c.context_length);
@@ -237,7 +250,10 @@ void place(const std::vector<float>& src, const Shape& shape, const Slot::Dest& 
 std::string gigabytes(uint64_t bytes) {
   std::ostringstream os;
   os.precision(3);
-  os << double(bytes) / 1e9 << " GB";
+  if (bytes < 1'000'000'000)
+    os << double(bytes) / 1e6 << " MB";
+  else
+    os << double(bytes) / 1e9 << " GB";
   return os.str();
 }
 
@@ -276,19 +292,14 @@ uint64_t physical_memory_bytes() {
 
 std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes,
                                                 int64_t context_length) {
+  const nn::GPTConfig file_cfg = read_gpt2_config(dir);
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  const std::string weights_path = (fs::path(dir) / "model.safetensors").string();
-  std::string text;
   SafeTensorsHeader h;
   try {
-    text = read_regular_file(config_path, kMaxConfigBytes, "config.json");
-    h = read_safetensors_header(weights_path);
-  } catch (const TrainError&) {
-    throw;
+    h = read_safetensors_header((fs::path(dir) / "model.safetensors").string());
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
-  const nn::GPTConfig file_cfg = gpt2_config_from_json(text, config_path);
   const std::vector<Slot> slots = gpt2_slots(file_cfg);
   const std::map<size_t, const SafeTensorInfo*> found = match_tensors(slots, h, file_cfg);
   nn::GPTConfig cfg = file_cfg;
@@ -318,8 +329,7 @@ std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ost
     if (t.dtype != "F32" && converted.find(t.dtype) == std::string::npos)
       converted += (converted.empty() ? "" : " and ") + t.dtype;
   }
-  if (!converted.empty())
-    notes << weights_path << ": " << converted << " weights widened to float32\n";
+  if (!converted.empty()) notes << h.path << ": " << converted << " weights widened to float32\n";
   model->eval();
   return model;
 }
@@ -341,8 +351,7 @@ std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir) {
 }
 
 LoadedModel load_gpt2_model(const std::string& dir, std::ostream& notes) {
-  if (!fs::is_directory(dir))
-    throw TrainError(dir + ": not a directory (expected config.json and model.safetensors in it)");
+  read_gpt2_config(dir);  // a missing directory or config before the tokenizer
   LoadedModel lm;
   lm.tokenizer = load_gpt2_tokenizer(dir);
   lm.model = load_gpt2_weights(dir, notes);

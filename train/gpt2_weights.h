@@ -42,6 +42,9 @@ namespace tg::train {
 // config.json's text (`path` names it in errors) as the book's GPT config.
 nn::GPTConfig gpt2_config_from_json(const std::string& text, const std::string& path);
 
+// DIR/config.json read and checked (DIR must be a directory). Throws TrainError.
+nn::GPTConfig read_gpt2_config(const std::string& dir);
+
 // Bytes of float32 parameters a config's GPTModel holds (out_head included).
 uint64_t gpt2_model_bytes(const nn::GPTConfig& cfg);
 

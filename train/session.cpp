@@ -267,14 +267,7 @@ void Session::init_from_gpt2() {
   if (opt_.tokenizer != "gpt2")
     throw UsageError("--init-from trains GPT-2 with GPT-2's tokenizer, not --tokenizer " +
                      opt_.tokenizer);
-  const std::string path = (fs::path(opt_.init_from) / "config.json").string();
-  std::string text;
-  try {
-    text = read_regular_file(path, 1 << 20, "config.json");
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
-  }
-  opt_.config = gpt2_config_from_json(text, path);
+  opt_.config = read_gpt2_config(opt_.init_from);
 }
 
 void Session::load_text_and_tokenizer() {
