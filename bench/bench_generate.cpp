@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -113,12 +114,21 @@ struct Row {
 // One PyTorch run's tokens/s, or -1 (with a note on stderr) when it fails.
 double torch_tokens_per_s(const std::string& python, const std::string& model, int64_t tokens,
                           int threads) {
-  const std::string script = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/kv_cache_gpt.py";
+  // Run as `python -c SOURCE`: torch2-python's chroot does not see this tree.
+  static const std::string source = [] {
+    const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/kv_cache_gpt.py";
+    std::ifstream f(path);
+    if (!f) bench::bad_option(kProg, "cannot read " + path);
+    std::ostringstream os;
+    os << f.rdbuf();
+    return os.str();
+  }();
   std::string out, err;
   long rss = 0;
-  if (!bench::run_child({python, script, "--model", model, "--new-tokens", std::to_string(tokens),
-                         "--threads", std::to_string(threads), "--reps", "1"},
-                        threads, out, rss, err)) {
+  if (!bench::run_child(
+          {python, "-c", source, "--model", model, "--new-tokens", std::to_string(tokens),
+           "--threads", std::to_string(threads), "--reps", "1"},
+          threads, out, rss, err)) {
     std::fprintf(stderr, "%s: PyTorch run failed: %s\n", kProg, err.c_str());
     return -1;
   }
