@@ -469,9 +469,10 @@ TEST_CASE("KV cache: the same tokens as the uncached loop on a trained model, pa
   train::LoadedModel lm = train::load_checkpoint_model(d / "out");
   const std::vector<int64_t> prompt = train::text_to_token_ids("The river ", *lm.tokenizer);
   for (const int64_t n : {int64_t(1), int64_t(5), 16 - int64_t(prompt.size()), int64_t(40)}) {
-    for (const auto& [temperature, top_k] : {std::pair{0.0, 0}, {1.0, 0}, {1.5, 5}, {0.7, 50}}) {
-      INFO("new tokens ", n, ", temperature ", temperature, ", top_k ", top_k);
-      const Case c{"", 123, temperature, top_k, n, 16, {}};
+    for (const std::pair<double, int64_t>& s :
+         {std::pair<double, int64_t>{0.0, 0}, {1.0, 0}, {1.5, 5}, {0.7, 50}}) {
+      const Case c{"", 123, s.first, s.second, n, 16, {}};
+      INFO("new tokens ", c.max_new_tokens, ", temperature ", c.temperature, ", top_k ", c.top_k);
       CHECK(run(*lm.model, c, prompt, true) == run(*lm.model, c, prompt, false));
     }
   }
@@ -610,7 +611,9 @@ TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") 
   }
   std::ostringstream notes;
   const auto back = train::load_gpt2_weights(d / "gpt2", notes);
-  for (const auto& [name, t] : src.state_dict()) {
+  for (const auto& entry : src.state_dict()) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     for (const auto& [n2, t2] : back->state_dict())
       if (n2 == name)
@@ -635,7 +638,9 @@ TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") 
   const train::LoadedModel lm = train::load_checkpoint_model(d / "out");
   CHECK(lm.cfg.context_length == 16);
   CHECK(lm.tokenizer_spec == "gpt2");
-  for (const auto& [name, t] : lm.model->state_dict()) {
+  for (const auto& entry : lm.model->state_dict()) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     for (const auto& [n2, t2] : back->state_dict()) {
       if (n2 != name) continue;
