@@ -313,7 +313,7 @@ TEST_CASE("GPT-2 loader: bad files are refused with one line naming what is wron
        "model.safetensors: 'h.1.ln_2.weight' holds NaN or infinite values"},
   };
   for (const Row& r : rows) {
-    INFO(r.what);
+    INFO(std::string(r.what));
     tg::testing::TempDir d("tg_gpt2");
     std::vector<RawTensor> ts = fixture_tensors();
     std::string config = config_text();
@@ -346,7 +346,7 @@ TEST_CASE("GPT-2 loader: bad files are refused with one line naming what is wron
        "config.json: layer_norm_epsilon must be 1e-05 (the book's LayerNorm)"},
   };
   for (const ConfigRow& r : config_rows) {
-    INFO(r.what);
+    INFO(std::string(r.what));
     tg::testing::TempDir d("tg_gpt2");
     write_dir(d, fixture_tensors(), with(config_text(), r.from, r.to));
     CHECK(load_error(d.dir) == d.dir + "/" + r.message);
