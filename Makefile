@@ -5,14 +5,17 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := demo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+# apt-get waits this long (seconds) for another package manager that holds apt's or dpkg's lock
+# (an unattended upgrade on a new machine), saying what it waits for (tools/apt_get.sh).
+APT_LOCK_TIMEOUT ?= 600
+APT := $(SUDO) $(CURDIR)/tools/apt_get.sh $(APT_LOCK_TIMEOUT)
 RELEASE := build/release
 TESTDIR := build/test
 ASANDIR := build/asan
 NEONDIR := build/neon
 QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
-.PHONY: demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
+.PHONY: mpi-deps demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
 
 # Install only what is missing, so a machine that has everything never calls apt-get.
 deps:
@@ -21,6 +24,17 @@ deps:
 	command -v ninja >/dev/null || missing="$$missing ninja-build"; \
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -f /usr/include/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: installing$$missing"; \
+	  $(APT) update -q && $(APT) install -y -q $$missing; \
+	fi
+
+# Open MPI for the data-parallel tests (tests/test_dist runs mpirun -np 2..4); the test build
+# finds it through meson's feature option mpi (auto). Not needed by make demo.
+mpi-deps:
+	@missing=""; \
+	command -v mpirun >/dev/null || missing="$$missing openmpi-bin"; \
+	pkg-config --exists ompi-cxx 2>/dev/null || missing="$$missing libopenmpi-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make: installing$$missing"; \
 	  $(APT) update -q && $(APT) install -y -q $$missing; \
@@ -52,17 +66,19 @@ demo: build
 	@echo "loss plot: $(DEMO_OUT)/loss.svg"
 
 # --- tests -----------------------------------------------------------------------------------
-$(TESTDIR)/build.ninja: | deps
+$(TESTDIR)/build.ninja: | deps mpi-deps
 	meson setup $(TESTDIR) --buildtype=release -Dwerror=true
 
 # The doctest executables, as tests/meson.build names them: the sanitizer build makes only these,
 # at -O1 (benchmarks and the CLI are built, with -Werror, by the release test build).
 TEST_TARGETS := $(shell sed -n 's/^\(test_[a-z_0-9]*\) = executable.*/tests\/\1/p' tests/meson.build)
+# ... the benchmarks tests/test_bench_errors runs (their bad settings fail before any timing) ...
+BENCH_TARGETS := bench/bench_matmul bench/bench_attention bench/bench_train bench/bench_tokenizer
 # ... and the programs tests/test_examples runs, as examples/meson.build names them.
 EXAMPLE_TARGETS := $(addprefix examples/,$(shell sed -n "s/^example_names = \[\(.*\)\]/\1/p" \
   examples/meson.build | tr -d "',"))
 
-$(ASANDIR)/build.ninja: | deps
+$(ASANDIR)/build.ninja: | deps mpi-deps
 	meson setup $(ASANDIR) --buildtype=plain -Doptimization=1 -Ddebug=true -Dwerror=true \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all
 
@@ -74,12 +90,12 @@ test-release: deps $(TESTDIR)/build.ninja
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
 test-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) train/tapegrad
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) train/tapegrad
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
 
-test: deps gpt2
+test: deps mpi-deps gpt2
 	@rm -f build/test-counts.txt
 	$(MAKE) --no-print-directory test-release test-asan test-neon check-format
 	@tests/run.sh --summary
@@ -145,6 +161,7 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"
+	@python3 tools/check_structure.py --only includes && echo "layers: core's tensor, autograd and rng.h include no ops/ or kernels/ header"
 
 # --- GPT-2 tokenizer files (third_party/gpt2/, git-ignored; checked by sha256) ---------------
 gpt2:

@@ -19,9 +19,12 @@
 //
 // usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024]
 //                        [--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]
+//                        [--svg FILE]
+// --svg draws fwd+bwd ms per size, the cores and the modules apart, a panel per thread count.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +40,8 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/autograd.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -46,6 +51,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
+#include "train/plot.h"
 
 namespace {
 
@@ -125,6 +131,20 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
   return 0;
 }
 
+// --child IMPL B T REPS: one measurement; what stops it (a size too big for memory) is one line
+// and exit status 1, for the parent to report.
+int child_main(char** args) {
+  try {
+    return run_child(args[0], std::atoll(args[1]), std::atoll(args[2]), std::atoi(args[3]));
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bench_attention: out of memory for %s at B=%s T=%s\n", args[0], args[1],
+                 args[2]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_attention: %s\n", e.what());
+  }
+  return 1;
+}
+
 // ---- PyTorch: the same configurations, the book's and the notebook's code ----
 
 const char* kTorchScript = R"PY(
@@ -173,39 +193,7 @@ for r in range(reps):
 print("%.3f %.3f %.9g %d" % (best_f, best_fb, checksum, base))
 )PY";
 
-struct Peer {
-  std::vector<std::string> launcher;  // python, or torch2-python
-  std::string version;                // "torch 1.13.1"; empty: not available
-  std::string why_not;
-};
-
-Peer find_peer(std::vector<std::string> launcher, const std::string& what) {
-  Peer p;
-  p.launcher = launcher;
-  if (access(launcher[0].c_str(), X_OK) != 0) {
-    p.why_not = what + ": " + launcher[0] + " not found";
-    return p;
-  }
-  std::string out, err;
-  long rss = 0;
-  launcher.insert(launcher.end(), {"-c", "import torch; print(torch.__version__)"});
-  if (!bench::run_child(launcher, 1, out, rss, err) || out.empty()) {
-    p.why_not = what + ": no torch there (" + (err.empty() ? "import failed" : err) + ")";
-    return p;
-  }
-  p.version = "torch " + out.substr(0, out.find_first_of("\n+"));
-  return p;
-}
-
-// tests/golden/<name>: the book's classes, for the PyTorch peers.
-std::string read_source(const std::string& name) {
-  const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/tests/golden/" + name;
-  std::ifstream f(path);
-  if (!f) bench::bad_option("bench_attention", "cannot read " + path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
+using bench::Peer;
 
 void parse_child(const std::string& out, Measure& m) {
   std::istringstream is(out);
@@ -214,7 +202,8 @@ void parse_child(const std::string& out, Measure& m) {
 }
 
 Measure measure(const std::vector<std::string>& cmd, const std::string& side,
-                const std::string& impl, int64_t B, int64_t T, int threads, int reps) {
+                const std::string& impl, int64_t B, int64_t T, int threads, int reps,
+                const std::vector<bench::EnvChange>& env = {}) {
   Measure m;
   m.side = side, m.impl = impl, m.B = B, m.T = T, m.threads = threads;
   std::vector<std::string> args = cmd;
@@ -222,9 +211,11 @@ Measure measure(const std::vector<std::string>& cmd, const std::string& side,
   if (side != kOurs) args.push_back(std::to_string(threads));
   args.push_back(std::to_string(reps));
   if (side != kOurs)
-    for (const char* f : {"book_gpt.py", "book_ch03.py"}) args.push_back(read_source(f));
+    for (const char* f : {"book_gpt.py", "book_ch03.py"})
+      args.push_back(bench::source_text("bench_attention", TAPEGRAD_SOURCE_ROOT,
+                                        std::string("tests/golden/") + f));
   std::string out;
-  if (bench::run_child(args, threads, out, m.peak_kb, m.error)) parse_child(out, m);
+  if (bench::run_child(args, threads, out, m.peak_kb, m.error, env)) parse_child(out, m);
   return m;
 }
 
@@ -328,18 +319,35 @@ void print_table(const std::vector<Measure>& rs) {
 }
 
 const char* kProg = "bench_attention";
-const char* kUsage =
-    "usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024] "
-    "[--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]";
-
 struct Options {
-  bool json = false, torch = true, modules = true;
+  bool json = false, no_torch = false, no_modules = false;
   std::string json_file;  // --json-file: the --json output there too, beside the table
-  int reps = 3;
-  std::vector<int> threads = {1, 2};
-  std::vector<std::pair<int64_t, int64_t>> sizes = {{8, 256}, {2, 1024}, {8, 1024}};
-  std::vector<int> memory_T = {1024, 2048, 4096};
+  std::string svg;        // --svg: fwd+bwd ms per size, a chart
+  int64_t reps = 3;
+  std::string threads_list = "1,2", sizes_list = "8x256,2x1024,8x1024",
+              memory_list = "1024,2048,4096";
+  std::vector<int> threads;
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  std::vector<int> memory_T;
 };
+
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_attention [options]",
+    "Chapter 3's attention at GPT-2 124M's sizes, forward and forward+backward, each\n"
+    "configuration in a child process, beside PyTorch 1.13 and 2.x.",
+    {
+        cli::flag("json", &Options::json, "JSON instead of the table"),
+        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of N runs"),
+        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
+        cli::text("sizes", &Options::sizes_list, "BxT,...", "batch and context sizes"),
+        cli::text("memory", &Options::memory_list, "T,...", "context sizes of the memory rows"),
+        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
+        cli::flag("no-modules", &Options::no_modules, "the attention cores only"),
+        cli::path("json-file", &Options::json_file, "FILE",
+                  "also the --json output there (written atomically)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart, fwd+bwd ms per size"),
+    }};
 
 // "8x256,2x1024" as (B, T) pairs.
 std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
@@ -349,47 +357,21 @@ std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
     const auto x = item.find('x');
     if (x == std::string::npos)
       bench::bad_option(kProg, "--sizes expects BxT[,BxT...], got '" + item + "'");
-    sizes.emplace_back(bench::positive_int(kProg, "--sizes B", item.substr(0, x), 4096),
-                       bench::positive_int(kProg, "--sizes T", item.substr(x + 1), 65536));
+    sizes.emplace_back(bench::whole_int(kProg, "--sizes B", item.substr(0, x), 1, 4096),
+                       bench::whole_int(kProg, "--sizes T", item.substr(x + 1), 1, 65536));
   }
   if (sizes.empty()) bench::bad_option(kProg, "--sizes needs at least one BxT");
   return sizes;
 }
 
-// The command line; --child IMPL B T REPS measures in this process and exits.
+// The command line; --child IMPL B T REPS (internal, first) measures in this process and exits.
 Options parse_options(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--child") std::exit(child_main(argv + 2));
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--child" && i + 4 < argc)
-      std::exit(run_child(argv[i + 1], std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
-                          std::atoi(argv[i + 4])));
-    const bool takes_value = a == "--reps" || a == "--threads" || a == "--sizes" ||
-                             a == "--memory" || a == "--json-file";
-    if (takes_value && i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--json-file") {
-      o.json_file = argv[++i];
-    } else if (a == "--no-torch") {
-      o.torch = false;
-    } else if (a == "--no-modules") {
-      o.modules = false;
-    } else if (a == "--reps") {
-      o.reps = static_cast<int>(bench::positive_int(kProg, a, argv[++i], 10000));
-    } else if (a == "--threads") {
-      o.threads = bench::positive_ints(kProg, a, argv[++i]);
-    } else if (a == "--memory") {
-      o.memory_T = bench::positive_ints(kProg, a, argv[++i], 65536);
-    } else if (a == "--sizes") {
-      o.sizes = parse_sizes(argv[++i]);
-    } else if (a == "--help") {
-      std::cout << kUsage << "\n";
-      std::exit(0);
-    } else {
-      bench::bad_option(kProg, "unknown option '" + a + "' (" + kUsage + ")");
-    }
-  }
+  bench::parse_command(kCommand, kProg, argc, argv, o);
+  o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
+  o.memory_T = bench::int_list(kProg, "--memory", o.memory_list, 1, 65536);
+  o.sizes = parse_sizes(o.sizes_list);
   return o;
 }
 
@@ -404,7 +386,7 @@ std::vector<std::string> our_impls(bool modules) {
 }
 
 std::vector<std::string> peer_impls(const Peer& p, bool modules) {
-  const bool v1 = p.version.rfind("torch 1.", 0) == 0;
+  const bool v1 = p.torch.version.rfind("torch 1.", 0) == 0;
   std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
                                    : std::vector<std::string>{"core flash", "core math"};
   if (modules) {
@@ -416,40 +398,63 @@ std::vector<std::string> peer_impls(const Peer& p, bool modules) {
   return im;
 }
 
+// A child that failed stops the benchmark: one line naming it and its error, exit status 1.
+Measure checked(Measure m) {
+  if (m.error.empty()) return m;
+  std::fprintf(stderr, "%s: %s '%s' at B=%lld T=%lld on %d thread(s) failed: %s\n", kProg,
+               m.side.c_str(), m.impl.c_str(), (long long)m.B, (long long)m.T, m.threads,
+               m.error.c_str());
+  std::exit(1);
+}
+
 std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& ours_cmd,
                              const std::vector<Peer>& peers) {
   std::vector<Measure> results;
+  const bool progress = !o.json && isatty(STDERR_FILENO);  // dots on a terminal only
   for (int t : o.threads)
     for (auto [B, T] : o.sizes) {
-      for (const std::string& impl : our_impls(o.modules))
-        results.push_back(measure(ours_cmd, kOurs, impl, B, T, t, o.reps));
+      for (const std::string& impl : our_impls(!o.no_modules))
+        results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, int(o.reps))));
       for (const Peer& p : peers) {
-        if (p.version.empty()) continue;
-        std::vector<std::string> cmd = p.launcher;
+        if (p.torch.version.empty()) continue;
+        std::vector<std::string> cmd = p.torch.launcher;
         cmd.insert(cmd.end(), {"-c", kTorchScript});
-        for (const std::string& impl : peer_impls(p, o.modules))
-          results.push_back(measure(cmd, p.version, impl, B, T, t, o.reps));
+        for (const std::string& impl : peer_impls(p, !o.no_modules))
+          results.push_back(
+              checked(measure(cmd, p.torch.version, impl, B, T, t, int(o.reps), p.env.changes)));
       }
-      if (!o.json) std::cerr << "." << std::flush;
+      if (progress) std::cerr << "." << std::flush;
     }
   // Memory: the fused core against the book's formula, one run each, B = 1.
   for (int T : o.memory_T)
     for (const char* impl : {"core fused", "core book"}) {
-      Measure m = measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1);
+      Measure m = checked(measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1));
       m.side = "memory";
       results.push_back(m);
     }
-  if (!o.json) std::cerr << "\n";
+  if (progress) std::cerr << "\n";
   return results;
 }
 
 // The --json header's fields: the machine, our path, the sizes, and why a peer is missing.
-std::string json_header(const Options& o, const std::vector<std::string>& notes) {
+std::string json_header(const Options& o, const std::vector<Peer>& peers,
+                        const std::vector<std::string>& notes) {
   std::ostringstream hdr;
   hdr << "\"cpu\": " << json::quote(bench::cpu_model())
       << ", \"caches\": " << json::quote(bench::cache_sizes())
       << ", \"isa\": " << json::quote(kernels::active_isa()) << ", \"d\": " << kD
-      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"notes\": [";
+      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"peers\": [";
+  bool first = true;
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    hdr << (first ? "" : ", ") << "{\"peer\": " << json::quote(p.torch.version)
+        << ", \"kernels\": " << json::quote(p.kernels) << ", \"env\": [";
+    for (size_t i = 0; i < p.env.notes.size(); ++i)
+      hdr << (i ? ", " : "") << json::quote(p.env.notes[i]);
+    hdr << "]}";
+    first = false;
+  }
+  hdr << "], \"notes\": [";
   for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json::quote(notes[i]);
   hdr << "]";
   return hdr.str();
@@ -473,12 +478,16 @@ bool write_json_file(const std::string& path, const std::vector<Measure>& result
 void print_report(const Options& o, const std::vector<Peer>& peers,
                   const std::vector<std::string>& notes, const std::vector<Measure>& results) {
   std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
-              (long long)kHeads, (long long)kHeadDim, o.reps);
+              (long long)kHeads, (long long)kHeadDim, int(o.reps));
   std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
               bench::cache_sizes().c_str(), kernels::active_isa().c_str());
-  for (const Peer& p : peers)
-    if (!p.version.empty())
-      std::printf("peer: %s (%s)\n", p.version.c_str(), p.launcher[0].c_str());
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
+                p.kernels.c_str());
+    for (const std::string& n : p.env.notes)
+      std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
+  }
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   print_table(results);
   std::printf(
@@ -486,32 +495,71 @@ void print_report(const Options& o, const std::vector<Peer>& peers,
       "core's grows with T, the book formula's with T^2)\n");
 }
 
+// --svg: for each thread count a panel of the cores and one of the modules, fwd+bwd ms per size,
+// a bar per side and implementation. A failure is one line; the table is printed either way.
+bool write_svg(const Options& o, const std::vector<Measure>& rs) {
+  std::vector<train::BarPanel> panels;
+  for (int t : o.threads)
+    for (const bool core : {true, false}) {
+      train::BarPanel p;
+      p.title = std::string(core ? "attention core" : "attention modules") + ", " +
+                std::to_string(t) + " thread(s)";
+      p.y_label = "fwd+bwd ms";
+      for (auto [B, T] : o.sizes)
+        p.categories.push_back(std::to_string(B) + "x" + std::to_string(T));
+      for (const Measure& m : rs) {
+        if (m.threads != t || m.side == "memory" || (m.impl.rfind("core ", 0) == 0) != core)
+          continue;
+        const std::string name = m.side + " " + m.impl;
+        auto it = std::find_if(p.bars.begin(), p.bars.end(),
+                               [&](const train::BarSeries& b) { return b.name == name; });
+        if (it == p.bars.end())
+          it = p.bars.insert(p.bars.end(), {name, std::vector<double>(o.sizes.size(), NAN)});
+        for (size_t i = 0; i < o.sizes.size(); ++i)
+          if (o.sizes[i] == std::make_pair(m.B, m.T)) it->values[i] = m.fwdbwd_ms;
+      }
+      if (!p.bars.empty()) panels.push_back(p);
+    }
+  try {
+    train::plot_bars(o.svg,
+                     "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
+                     panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: --svg %s\n", kProg, e.what());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
+  bench::check_settings(kProg);
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) bench::bad_option(kProg, "cannot find its own executable");
   self[len] = '\0';
 
   std::vector<Peer> peers;
-  if (o.torch) {
-    peers.push_back(find_peer({"/usr/bin/python3"}, "PyTorch 1.13"));
-    peers.push_back(find_peer(
-        {std::string(TAPEGRAD_SOURCE_ROOT) + "/../shared/tools/torch2-python"}, "PyTorch 2"));
+  if (!o.no_torch) {
+    const std::string isa = kernels::active_isa();
+    peers.push_back(bench::find_peer("/usr/bin/python3", "PyTorch 1.13", isa));
+    peers.push_back(bench::find_peer(bench::torch2_python(TAPEGRAD_SOURCE_ROOT),
+                                     "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)", isa));
   }
   std::vector<std::string> notes;
   for (const Peer& p : peers)
-    if (p.version.empty()) notes.push_back("skipped " + p.why_not);
-  if (!o.torch) notes.push_back("no PyTorch peers (--no-torch)");
+    if (p.torch.version.empty()) notes.push_back("skipped " + p.torch.why_not);
+  if (o.no_torch) notes.push_back("no PyTorch peers (--no-torch)");
 
   const std::vector<Measure> results = run_all(o, {self, "--child"}, peers);
   const bool written =
-      o.json_file.empty() || write_json_file(o.json_file, results, json_header(o, notes));
+      o.json_file.empty() || write_json_file(o.json_file, results, json_header(o, peers, notes));
   if (o.json)
-    print_json(std::cout, results, json_header(o, notes));
+    print_json(std::cout, results, json_header(o, peers, notes));
   else
     print_report(o, peers, notes, results);
-  return written ? 0 : 1;
+  const bool drawn = o.svg.empty() || write_svg(o, results);
+  return written && drawn ? 0 : 1;
 }

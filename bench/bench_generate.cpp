@@ -178,13 +178,13 @@ Options parse(int argc, char** argv) {
       o.models = split_names(value());
       for (const std::string& m : o.models) model_config(m);
     } else if (a == "--tokens") {
-      o.tokens = bench::positive_ints(kProg, a, value(), 100000);
+      o.tokens = bench::int_list(kProg, a, value(), 1, 100000);
     } else if (a == "--threads") {
-      o.threads = bench::positive_ints(kProg, a, value(), 1024);
+      o.threads = bench::int_list(kProg, a, value(), 1, 1024);
     } else if (a == "--reps") {
-      o.reps = int(bench::positive_int(kProg, a, value(), 1000));
+      o.reps = int(bench::whole_int(kProg, a, value(), 1, 1000));
     } else if (a == "--uncached-max") {
-      o.uncached_max = bench::positive_int(kProg, a, value(), 100000);
+      o.uncached_max = bench::whole_int(kProg, a, value(), 1, 100000);
     } else if (a == "--no-torch") {
       o.torch = false;
     } else if (a == "--torch-python") {

@@ -1,19 +1,26 @@
 // bench_matmul: sgemm GFLOP/s per kernel path and thread count, on square sizes and on the GPT-2
-// (124M) and tiny-preset training shapes in nn::Linear's operand layouts, next to OpenBLAS's
-// cblas_sgemm when meson found it, and as a fraction of the machine's FMA peak (measured by each
-// path's built-in probe, timed in turn with each GEMM and OpenBLAS so that all three see the same
-// clock and load).
+// (124M) and tiny-preset training shapes in nn::Linear's operand layouts, next to two peers when
+// meson found them, OpenBLAS's cblas_sgemm and oneDNN's dnnl_sgemm (the ratio is ours over the
+// better of the two on each row), and as a fraction of the machine's FMA peak (each path's
+// built-in probe, timed in turn with each GEMM so that all see the same clock and load).
 //
-// Every path is checked against sgemm_ref before it is timed (llm.c dev/cpu/matmul_forward.c):
-// whole-matrix for small shapes, sampled rows for big ones. Times are the best of several runs.
+// Each path and thread count runs in its own child process (this binary with --path-child), so
+// that the peers load with the environment chosen for that path: on the avx2 path of a machine
+// with AVX-512, OpenBLAS's Haswell kernels and oneDNN capped at AVX2; on every other path the
+// peers' own best, with a user's OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE / ONEDNN_MAX_CPU_ISA
+// removed for them. The header says what was set or removed and why, and names the kernel set
+// each peer reports it ran (openblas_get_corename, dnnl_get_effective_cpu_isa).
+//
+// Every result, ours and the peers', is checked against sgemm_ref before it is timed (llm.c
+// dev/cpu/matmul_forward.c): whole-matrix for small shapes, sampled rows for big ones. Times are
+// the best of several runs.
 //
 // Usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] [--shapes
 //        square|gpt2|tiny|all] [--blocking MC,KC,NC (tuning: overrides every path's blocking,
-//        like TAPEGRAD_GEMM_BLOCKING)]
+//        like TAPEGRAD_GEMM_BLOCKING)] [--svg FILE (a chart of every row, written atomically)]
 // The header (and every --json row) names the CPU, its caches, each path's block sizes and where
-// they come from, and OpenBLAS's kernel set. --isa avx2 on a machine with AVX-512 also puts
-// OpenBLAS on its Haswell (AVX2) kernels, so that each path faces a peer of its own width.
-// Compare timings only within one machine, and expect noise when other jobs share the cores.
+// they come from. Compare timings only within one machine, and expect noise when other jobs share
+// the cores.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,29 +38,69 @@
 #include <unistd.h>
 #endif
 
+#include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/peer_env.h"
+#include "bench/probes.h"
+#include "bench/settings.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
+#include "train/plot.h"
 
 #if TAPEGRAD_HAVE_OPENBLAS
 #include <cblas.h>
 constexpr bool kHaveOpenBlas = true;
 std::string openblas_core() { return openblas_get_corename(); }
-void openblas_sgemm(int threads, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-                    const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                    int64_t ldc) {
-  openblas_set_num_threads(threads);
+void openblas_sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
               int(M), int(N), int(K), 1.f, A, int(lda), B, int(ldb), 0.f, C, int(ldc));
 }
 #else
 constexpr bool kHaveOpenBlas = false;
 std::string openblas_core() { return "none"; }
-void openblas_sgemm(int, bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+void openblas_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                     int64_t, float*, int64_t) {}
+#endif
+
+#if TAPEGRAD_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+constexpr bool kHaveOneDnn = true;
+// The instruction set oneDNN's JIT kernels target (after ONEDNN_MAX_CPU_ISA, if set).
+std::string onednn_isa() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+void onednn_sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
+}
+#else
+constexpr bool kHaveOneDnn = false;
+std::string onednn_isa() { return "none"; }
+void onednn_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
+                  int64_t, float*, int64_t) {}
 #endif
 
 namespace k = tg::kernels;
@@ -60,6 +108,7 @@ namespace k = tg::kernels;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using bench::seconds_since;
 
 struct Shape {
   std::string name;
@@ -70,14 +119,13 @@ struct Shape {
 struct Options {
   bool json = false, quick = false;
   std::string isa;  // empty: every available path
+  std::string threads_list = "1,2";
   std::vector<int> threads{1, 2};
-  int reps = 5;
-  std::string shapes = "all";
+  int64_t reps = 5;
+  std::string shapes = "all", blocking, svg;
+  std::string child_isa;  // --path-child ISA THREADS: measure one path in this process
+  int child_threads = 0;
 };
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Alternates the calls (an empty one is skipped) so that all see the same background load, for
 // at least `reps` rounds and until min_time seconds have passed (at most 50 rounds); returns the
@@ -106,33 +154,6 @@ std::vector<double> best_times(int reps, double min_time,
     }
   }
   return best;
-}
-
-// One run of the active path's FMA probe on `threads` threads at once; returns its flops. A team,
-// not parallel_for: its members run at the same time (parallel_for may hand both tasks to a
-// thread that is already awake, which measured the 2-thread peak at ~1.3 cores).
-double probe_once(int threads, int64_t iters) {
-  const k::KernelTable& t = k::active_table();
-  std::vector<double> flops(threads, 0);
-  tg::parallel_team(threads, [&](int tid, int, tg::Barrier& barrier) {
-    barrier.arrive_and_wait();
-    flops[size_t(tid)] = t.fma_probe(iters);
-  });
-  double total = 0;
-  for (double f : flops) total += f;
-  return total;
-}
-
-// FMA peak of the active path on `threads` threads, in GFLOP/s (best of 9).
-double probe_peak(int threads) {
-  const int64_t iters = 4'000'000;
-  double best = 1e30, flops = 0;
-  for (int r = 0; r < 9; ++r) {
-    const auto t0 = Clock::now();
-    flops = probe_once(threads, iters);
-    best = std::min(best, seconds_since(t0));
-  }
-  return flops / best * 1e-9;
 }
 
 // The micro-kernel alone on packed panels that stay in L1 (one MR×KC A micro-panel, one KC×NR B
@@ -165,28 +186,29 @@ double ukernel_l1(int threads) {
   return total / best * 1e-9;
 }
 
-// Compares the fast result with sgemm_ref on all rows (small) or three sampled rows (big).
-bool check_against_ref(const Shape& s, const float* A, int64_t rsA, int64_t csA, const float* B,
-                       int64_t rsB, int64_t csB, const float* C) {
+// Compares a result with sgemm_ref on all rows (small) or three sampled rows (big); `who` names
+// the GEMM that made it in the one-line error.
+bool check_against_ref(const std::string& who, const Shape& s, const float* A, int64_t rsA,
+                       int64_t csA, const float* B, int64_t rsB, int64_t csB, const float* C) {
   std::vector<int64_t> rows;
   if (s.M * s.N * s.K <= (int64_t(1) << 27)) {
     for (int64_t i = 0; i < s.M; ++i) rows.push_back(i);
   } else {
     rows = {0, s.M / 2, s.M - 1};
   }
-  std::vector<float> r(s.N);
+  std::vector<float> r(size_t(s.N));
   double worst = 0;
   for (int64_t i : rows) {
     k::sgemm_ref(1, s.N, s.K, A + i * rsA, rsA, csA, B, rsB, csB, 0.f, r.data(), s.N);
     for (int64_t j = 0; j < s.N; ++j)
-      worst = std::max(worst, double(std::fabs(r[j] - C[i * s.N + j])));
+      worst = std::max(worst, double(std::fabs(r[size_t(j)] - C[i * s.N + j])));
   }
   // Inputs in [-1, 1]: rounding errors of a K-term sum grow like sqrt(K) terms of size ~K·eps
   // in practice (the K²·eps worst case never occurs with random signs); this bound is 4x that.
-  const double tol = 4.0 * s.K * 1.2e-7 * std::sqrt(double(s.K)) + 1e-5;
+  const double tol = 4.0 * double(s.K) * 1.2e-7 * std::sqrt(double(s.K)) + 1e-5;
   if (worst > tol) {
     std::fprintf(stderr, "bench_matmul: %s on %s differs from sgemm_ref by %g (tol %g)\n",
-                 k::active_isa().c_str(), s.name.c_str(), worst, tol);
+                 who.c_str(), s.name.c_str(), worst, tol);
     return false;
   }
   return true;
@@ -222,245 +244,388 @@ std::vector<Shape> make_shapes(const Options& o) {
   return v;
 }
 
-constexpr const char* kUsage =
-    "usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] "
-    "[--shapes square|gpt2|tiny|all] [--blocking MC,KC,NC]";
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_matmul [options]",
+    "sgemm GFLOP/s per kernel path and thread count, beside OpenBLAS's cblas_sgemm and oneDNN's\n"
+    "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe.",
+    {
+        cli::flag("json", &Options::json, "JSON rows instead of the table"),
+        cli::flag("quick", &Options::quick, "no 2048 or 50257 shapes, and --reps 3 unless given"),
+        cli::text("isa", &Options::isa, "NAME",
+                  "one kernel path (default: every one this CPU has)"),
+        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
+        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of at least N runs"),
+        cli::choice("shapes", &Options::shapes, {"square", "gpt2", "tiny", "all"}, "which shapes"),
+        cli::text("blocking", &Options::blocking, "MC,KC,NC",
+                  "tuning: every path's cache blocking (as TAPEGRAD_GEMM_BLOCKING)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart of every row (written atomically)"),
+    }};
 
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "bench_matmul: %s (%s)\n", what.c_str(), kUsage);
-  std::exit(2);
+// --isa's value, when this machine has the path.
+std::string checked_isa(const std::string& isa) {
+  const std::vector<std::string> have = k::available_isas();
+  if (std::find(have.begin(), have.end(), isa) != have.end()) return isa;
+  std::string list;
+  for (const std::string& h : have) list += (list.empty() ? "" : ", ") + h;
+  bench::bad_option("bench_matmul",
+                    "--isa " + isa + " is not available on this machine (it has " + list + ")");
 }
 
+// The command line. Two internal forms come first, for the parent: --peer-kernels (print the
+// kernel set OpenBLAS chose) and --path-child ISA THREADS [options] (measure one path).
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--quick") {
-      o.quick = true, o.reps = 3;
-    } else if (a == "--isa") {
-      o.isa = next();
-      const std::vector<std::string> have = k::available_isas();
-      if (std::find(have.begin(), have.end(), o.isa) == have.end()) {
-        std::string list;
-        for (const std::string& h : have) list += (list.empty() ? "" : ", ") + h;
-        usage_error("--isa " + o.isa + " is not available on this machine (it has " + list + ")");
-      }
-    } else if (a == "--reps") {
-      o.reps = static_cast<int>(bench::positive_int("bench_matmul", a, next(), 10000));
-    } else if (a == "--blocking") {
-      int64_t v[3];
-      std::string error;
-      if (!k::parse_gemm_blocking(next(), v, error)) usage_error("--blocking: " + error);
-      k::set_sgemm_blocking_override(v[0], v[1], v[2]);
-    } else if (a == "--shapes") {
-      o.shapes = next();
-      if (o.shapes != "square" && o.shapes != "gpt2" && o.shapes != "tiny" && o.shapes != "all")
-        usage_error("unknown --shapes '" + o.shapes + "'");
-    } else if (a == "--threads") {
-      o.threads = bench::positive_ints("bench_matmul", a, next());
-    } else {
-      usage_error("unknown option '" + a + "'");
-    }
+  if (argc >= 2 && std::string(argv[1]) == "--peer-kernels") {
+    std::printf("%s\n", openblas_core().c_str());
+    std::exit(0);
   }
+  if (argc >= 4 && std::string(argv[1]) == "--path-child") {
+    o.child_isa = checked_isa(argv[2]);
+    o.child_threads = int(bench::whole_int("bench_matmul", "--path-child", argv[3], 1, 1024));
+    argc -= 3, argv += 3;
+  }
+  const std::vector<std::string> given =
+      bench::parse_command(kCommand, "bench_matmul", argc, argv, o);
+  if (o.quick && std::find(given.begin(), given.end(), "reps") == given.end()) o.reps = 3;
+  if (!o.isa.empty()) o.isa = checked_isa(o.isa);
+  o.threads = bench::int_list("bench_matmul", "--threads", o.threads_list, 1, 1024);
+  int64_t v[3];
+  std::string error;
+  if (!o.blocking.empty() && !k::parse_gemm_blocking(o.blocking, v, error))
+    bench::bad_option("bench_matmul", "--blocking: " + error);
   return o;
 }
 
-// What every row names: the CPU, its caches and OpenBLAS's kernel set.
-struct Machine {
-  std::string cpu, caches, blas_core;
-};
+// ---- child: one path at one thread count (--path-child), in its own process so that each
+// peer reads the environment chosen for this path when it loads ----
 
-void print_header(const Options& o, const Machine& m) {
-  if (o.json) {
-    std::printf("[\n");
-    return;
-  }
-  std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M", "N",
-              "K", "GFLOP/s", "OpenBLAS", "ratio", "probe", "%peak");
-  std::printf("# cpu: %s; caches: %s\n", m.cpu.c_str(), m.caches.c_str());
-  if (!kHaveOpenBlas) return;
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("# OpenBLAS kernels: %s%s\n", m.blas_core.c_str(),
-              coretype ? (std::string(" (OPENBLAS_CORETYPE=") + coretype + ")").c_str() : "");
-  if (const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT"))
-    std::printf(
-        "# OPENBLAS_THREAD_TIMEOUT=%s (OpenBLAS's idle workers sleep instead of spinning)\n",
-        timeout);
-}
-
-// One ISA path at one thread count: its blocking and, but on the scalar path, its peaks.
-struct Path {
-  std::string isa;
-  int threads;
-  bool has_peak;
-  double peak0, l1;
-  k::GemmBlocking bk;
-  const char* bk_source;
-};
-
-// Switches to the path, measures its probe and L1 micro-kernel rate, and prints them.
-Path start_path(const Options& o, const std::string& isa, int threads) {
-  tg::set_num_threads(threads);
-  k::set_isa(isa);
-  Path p{isa, threads, false, 0, 0, {}, nullptr};
-  // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
-  // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
-  p.has_peak = isa != "scalar";
-  p.peak0 = p.has_peak ? probe_peak(threads) : 0;
-  p.l1 = p.has_peak ? ukernel_l1(threads) : 0;
-  p.bk = k::gemm_blocking_for(k::active_table(), &p.bk_source);
-  if (o.json) return p;
-  std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
-              isa.c_str(), (long long)p.bk.mr, (long long)p.bk.nr, (long long)p.bk.mc,
-              (long long)p.bk.kc, (long long)p.bk.nc, p.bk_source);
-  if (p.has_peak)
-    std::printf(
-        "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
-        "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
-        isa.c_str(), threads, p.peak0, p.l1);
-  return p;
-}
-
-// One row's rates: ours, OpenBLAS's and the probe's, GFLOP/s.
+// One row's rates: ours, OpenBLAS's, oneDNN's and the probe's, GFLOP/s (0: no such peer).
 struct Rates {
-  double ours, blas, peak;
+  double ours = 0, blas = 0, dnnl = 0, peak = 0;
 };
 
-void print_row(const Options& o, const Path& p, const Machine& m, const Shape& s, const Rates& r,
-               bool& first_json) {
-  const double ratio = r.blas > 0 ? r.ours / r.blas : 0;
-  if (o.json) {
-    std::printf(
-        "%s  {\"isa\": \"%s\", \"threads\": %d, \"shape\": \"%s\", \"M\": %lld, \"N\": "
-        "%lld, \"K\": %lld, \"gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.3f, "
-        "\"peak_gflops\": %.2f, \"ukernel_l1_gflops\": %.2f, \"peak_fraction\": %s, "
-        "\"mc\": %lld, \"kc\": %lld, \"nc\": %lld, \"blocking_from\": \"%s\", \"cpu\": "
-        "%s, \"caches\": %s, \"openblas_core\": %s}",
-        first_json ? "" : ",\n", p.isa.c_str(), p.threads, s.name.c_str(), (long long)s.M,
-        (long long)s.N, (long long)s.K, r.ours, r.blas, ratio, r.peak, p.l1,
-        p.has_peak ? std::to_string(r.ours / r.peak).c_str() : "null", (long long)p.bk.mc,
-        (long long)p.bk.kc, (long long)p.bk.nc, p.bk_source, tg::json::quote(m.cpu).c_str(),
-        tg::json::quote(m.caches).c_str(), tg::json::quote(m.blas_core).c_str());
-    first_json = false;
-  } else {
-    char probe[16] = "      -", frac[16] = "      -";
-    if (p.has_peak) std::snprintf(probe, sizeof probe, "%7.1f", r.peak);
-    if (p.has_peak) std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * r.ours / r.peak);
-    std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %9.1f %7.2f %s %s\n", p.isa.c_str(),
-                p.threads, s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, r.ours,
-                r.blas, ratio, probe, frac);
-  }
-  std::fflush(stdout);
-}
-
-// Times shape s on path p beside OpenBLAS and the probe; false (no row) when our result is wrong.
-bool measure_shape(const Options& o, const Path& p, const Shape& s, std::mt19937& g, Rates& r) {
+// Times shape s beside the peers and the probe, each checked against sgemm_ref first; false
+// (no row, one line on stderr) when a result is wrong.
+bool measure_shape(const Options& o, int threads, bool has_peak, const Shape& s, std::mt19937& g,
+                   Rates& r) {
   std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N), Cb(s.M * s.N);
+  std::vector<float> A(size_t(s.M * s.K)), B(size_t(s.K * s.N)), C(size_t(s.M * s.N));
+  std::vector<float> Cb(C.size()), Cd(C.size());
   for (auto& x : A) x = d(g);
   for (auto& x : B) x = d(g);
   const int64_t rsA = s.transA ? 1 : s.K, csA = s.transA ? s.M : 1;
   const int64_t rsB = s.transB ? 1 : s.N, csB = s.transB ? s.K : 1;
+  const int64_t lda = s.transA ? s.M : s.K, ldb = s.transB ? s.K : s.N;
   auto run = [&] {
     k::sgemm(s.M, s.N, s.K, A.data(), rsA, csA, B.data(), rsB, csB, 0.f, C.data(), s.N);
   };
-  run();
-  if (!check_against_ref(s, A.data(), rsA, csA, B.data(), rsB, csB, C.data())) return false;
-  const double flop = 2.0 * s.M * s.N * s.K;
-  const double min_time = o.quick ? 0.05 : 0.25;
   auto run_blas = [&] {
-    openblas_sgemm(p.threads, s.transA, s.transB, s.M, s.N, s.K, A.data(), s.transA ? s.M : s.K,
-                   B.data(), s.transB ? s.K : s.N, Cb.data(), s.N);
+    openblas_sgemm(s.transA, s.transB, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, Cb.data(), s.N);
   };
-  // The probe takes its turn with each GEMM: the clock and the neighbours' load move
-  // within a run, and %peak compares times taken in the same window.
-  constexpr int64_t kProbeIters = 250'000;
+  auto run_dnnl = [&] {
+    onednn_sgemm(s.transA, s.transB, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, Cd.data(), s.N);
+  };
+  run(), run_blas(), run_dnnl();
+  auto ok = [&](const std::string& who, bool have, const std::vector<float>& out) {
+    return !have || check_against_ref(who, s, A.data(), rsA, csA, B.data(), rsB, csB, out.data());
+  };
+  if (!ok(k::active_isa(), true, C) || !ok("OpenBLAS", kHaveOpenBlas, Cb) ||
+      !ok("oneDNN", kHaveOneDnn, Cd))
+    return false;
+  // The probe takes its turn with each GEMM: the clock and the neighbours' load move within a
+  // run, and %peak compares times taken in the same window.
   double probe_flops = 0;
-  auto run_probe = [&] { probe_flops = probe_once(p.threads, kProbeIters); };
-  const std::vector<double> times =
-      best_times(o.reps, min_time,
-                 {run, kHaveOpenBlas ? std::function<void()>(run_blas) : nullptr,
-                  p.has_peak ? std::function<void()>(run_probe) : nullptr});
-  r.ours = flop / times[0] * 1e-9;
-  r.blas = kHaveOpenBlas ? flop / times[1] * 1e-9 : 0;
-  r.peak = p.has_peak ? probe_flops / times[2] * 1e-9 : 0;
+  auto run_probe = [&] { probe_flops = bench::probe_once(threads, 250'000); };
+  using Fn = std::function<void()>;
+  const std::vector<double> t =
+      best_times(o.reps, o.quick ? 0.05 : 0.25,
+                 {run, kHaveOpenBlas ? Fn(run_blas) : nullptr, kHaveOneDnn ? Fn(run_dnnl) : nullptr,
+                  has_peak ? Fn(run_probe) : nullptr});
+  const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+  r.ours = flop / t[0] * 1e-9;
+  r.blas = kHaveOpenBlas ? flop / t[1] * 1e-9 : 0;
+  r.dnnl = kHaveOneDnn ? flop / t[2] * 1e-9 : 0;
+  r.peak = has_peak ? probe_flops / t[3] * 1e-9 : 0;
   return true;
+}
+
+// Prints, one record a line for the parent: "path ISA THREADS PROBE L1 MR NR MC KC NC SOURCE",
+// "peers OPENBLAS_CORE ONEDNN_ISA", then "row INDEX OURS OPENBLAS ONEDNN PROBE" per shape.
+int path_child(const Options& o) {
+  const std::string& isa = o.child_isa;
+  tg::set_num_threads(o.child_threads);
+  k::set_isa(isa);
+  if (!o.blocking.empty()) {
+    int64_t v[3];
+    std::string error;
+    k::parse_gemm_blocking(o.blocking, v, error);
+    k::set_sgemm_blocking_override(v[0], v[1], v[2]);
+  }
+  // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
+  // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
+  const bool has_peak = isa != "scalar";
+  const char* source = nullptr;
+  const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table(), &source);
+  std::printf("path %s %d %.3f %.3f %lld %lld %lld %lld %lld %s\n", isa.c_str(), o.child_threads,
+              has_peak ? bench::probe_peak(o.child_threads) : 0.0,
+              has_peak ? ukernel_l1(o.child_threads) : 0.0, (long long)bk.mr, (long long)bk.nr,
+              (long long)bk.mc, (long long)bk.kc, (long long)bk.nc, source);
+  std::mt19937 g(1);
+  const std::vector<Shape> shapes = make_shapes(o);
+  bool printed_peers = false;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    // The scalar path is only the oracle: time it on small sizes only.
+    if (isa == "scalar" && shapes[i].M * shapes[i].N * shapes[i].K > (int64_t(1) << 27)) continue;
+    Rates r;
+    if (!measure_shape(o, o.child_threads, has_peak, shapes[i], g, r)) return 1;
+    if (!printed_peers)  // after the peers' first calls: oneDNN settles its ISA on first use
+      std::printf("peers %s %s\n", openblas_core().c_str(), onednn_isa().c_str());
+    printed_peers = true;
+    std::printf("row %zu %.3f %.3f %.3f %.3f\n", i, r.ours, r.blas, r.dnnl, r.peak);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// ---- parent: each path in a child with its peers' environment, then the table ----
+
+// The peers face each path on kernels of its width: on the avx2 path of a machine with AVX-512,
+// OpenBLAS's Haswell kernels and oneDNN capped at AVX2; on any other path their own best.
+bench::PeerEnv peer_env(const std::string& isa) {
+  const std::vector<std::string> have = k::available_isas();
+  const bool narrow = isa == "avx2" && std::find(have.begin(), have.end(), "avx512") != have.end();
+  bench::PeerEnv e;
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr)
+    bench::peer_var(
+        e, "OPENBLAS_THREAD_TIMEOUT", "4",
+        "OpenBLAS's idle workers sleep instead of spinning on the core our next timed run "
+        "needs");
+  if (narrow) {
+    bench::peer_var(e, "OPENBLAS_CORETYPE", "Haswell",
+                    "OpenBLAS's AVX2 kernels, as wide as this path");
+    bench::peer_var(e, "ONEDNN_MAX_CPU_ISA", "AVX2", "oneDNN's AVX2 kernels, as wide as this path");
+  } else {
+    const std::string why = "it would hold the peer to other kernels than its best on this CPU";
+    for (const char* name :
+         {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+      bench::peer_var(e, name, nullptr, why);
+  }
+  return e;
+}
+
+// One path's measurements, read back from its child.
+struct PathResult {
+  std::string isa, blas_core = "none", dnnl_isa = "none", bk_source;
+  int threads = 0;
+  double peak0 = 0, l1 = 0;
+  long long mr = 0, nr = 0, mc = 0, kc = 0, nc = 0;
+  std::vector<std::pair<size_t, Rates>> rows;  // shape index, rates
+  std::vector<std::string> notes;
+};
+
+bool parse_path_output(const std::string& out, size_t n_shapes, PathResult& p) {
+  std::istringstream is(out);
+  bool ok = true;
+  for (std::string line; std::getline(is, line);) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    if (tag == "path") {
+      ok &= bool(ls >> p.isa >> p.threads >> p.peak0 >> p.l1 >> p.mr >> p.nr >> p.mc >> p.kc >>
+                 p.nc >> p.bk_source);
+    } else if (tag == "peers") {
+      ok &= bool(ls >> p.blas_core >> p.dnnl_isa);
+    } else if (tag == "row") {
+      size_t i;
+      Rates r;
+      ok &= (ls >> i >> r.ours >> r.blas >> r.dnnl >> r.peak) && i < n_shapes;
+      if (ok) p.rows.emplace_back(i, r);
+    } else {
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Runs path isa at `threads` in a child; a failure is one line naming it and exit status 1.
+PathResult run_path(const Options& o, const std::string& self, const std::string& isa, int threads,
+                    size_t n_shapes) {
+  bench::PeerEnv env = peer_env(isa);
+  if (isa == "avx512" && kHaveOpenBlas) {  // OpenBLAS's own choice, checked before it is timed
+    std::string core, err;
+    long rss = 0;
+    if (bench::run_child({self, "--peer-kernels"}, threads, core, rss, err, env.changes) &&
+        !bench::openblas_avx512_core(bench::last_line(core)))
+      bench::openblas_best_core(env, bench::last_line(core));
+  }
+  std::vector<std::string> args = {
+      self,     "--path-child",         isa,        std::to_string(threads),
+      "--reps", std::to_string(o.reps), "--shapes", o.shapes};
+  if (o.quick) args.insert(args.begin() + 4, "--quick");
+  if (!o.blocking.empty()) args.insert(args.end(), {"--blocking", o.blocking});
+  std::string out, err;
+  long rss = 0;
+  PathResult p;
+  if (!bench::run_child(args, threads, out, rss, err, env.changes) ||
+      !parse_path_output(out, n_shapes, p)) {
+    std::fprintf(stderr, "bench_matmul: the %s path's child at %d thread(s) failed: %s\n",
+                 isa.c_str(), threads, err.empty() ? "unreadable output" : err.c_str());
+    std::exit(1);
+  }
+  p.notes = env.notes;
+  return p;
+}
+
+std::string peers_line(const PathResult& p) {
+  return std::string("OpenBLAS ") + (kHaveOpenBlas ? p.blas_core : "not built in") + ", oneDNN " +
+         (kHaveOneDnn ? p.dnnl_isa : "not built in (no libdnnl-dev when meson ran)");
+}
+
+void print_path_header(const PathResult& p) {
+  std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
+              p.isa.c_str(), p.mr, p.nr, p.mc, p.kc, p.nc, p.bk_source.c_str());
+  if (p.isa != "scalar")
+    std::printf(
+        "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
+        "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
+        p.isa.c_str(), p.threads, p.peak0, p.l1);
+  std::printf("# %s peers' kernels: %s\n", p.isa.c_str(), peers_line(p).c_str());
+  for (const std::string& n : p.notes) std::printf("# %s peers: %s\n", p.isa.c_str(), n.c_str());
+}
+
+// Our rate over the better peer's (0 when there is none).
+double best_peer(const Rates& r) { return std::max(r.blas, r.dnnl); }
+
+void print_row(const PathResult& p, const Shape& s, const Rates& r) {
+  auto rate = [](bool have, double v) {
+    char b[16] = "        -";
+    if (have) std::snprintf(b, sizeof b, "%9.1f", v);
+    return std::string(b);
+  };
+  char probe[16] = "      -", frac[16] = "      -", ratio[16] = "      -";
+  if (p.isa != "scalar") std::snprintf(probe, sizeof probe, "%7.1f", r.peak);
+  if (p.isa != "scalar") std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * r.ours / r.peak);
+  if (best_peer(r) > 0) std::snprintf(ratio, sizeof ratio, "%7.2f", r.ours / best_peer(r));
+  std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %s %s %s %s %s\n", p.isa.c_str(), p.threads,
+              s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, r.ours,
+              rate(kHaveOpenBlas, r.blas).c_str(), rate(kHaveOneDnn, r.dnnl).c_str(), ratio, probe,
+              frac);
+}
+
+std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const std::string& cpu,
+                     const std::string& caches) {
+  auto num = [](bool have, double v) { return have ? bench::json_number(v) : "null"; };
+  std::string notes;
+  for (const std::string& n : p.notes) notes += (notes.empty() ? "" : ", ") + tg::json::quote(n);
+  return "{\"isa\": " + tg::json::quote(p.isa) + ", \"threads\": " + std::to_string(p.threads) +
+         ", \"shape\": " + tg::json::quote(s.name) + ", \"M\": " + std::to_string(s.M) +
+         ", \"N\": " + std::to_string(s.N) + ", \"K\": " + std::to_string(s.K) +
+         ", \"gflops\": " + bench::json_number(r.ours) +
+         ", \"openblas_gflops\": " + num(kHaveOpenBlas, r.blas) +
+         ", \"onednn_gflops\": " + num(kHaveOneDnn, r.dnnl) +
+         ", \"ratio\": " + num(best_peer(r) > 0, r.ours / best_peer(r)) +
+         ", \"peak_gflops\": " + num(p.isa != "scalar", r.peak) +
+         ", \"ukernel_l1_gflops\": " + num(p.isa != "scalar", p.l1) +
+         ", \"peak_fraction\": " + num(p.isa != "scalar", r.ours / r.peak) +
+         ", \"mc\": " + std::to_string(p.mc) + ", \"kc\": " + std::to_string(p.kc) +
+         ", \"nc\": " + std::to_string(p.nc) +
+         ", \"blocking_from\": " + tg::json::quote(p.bk_source) +
+         ", \"cpu\": " + tg::json::quote(cpu) + ", \"caches\": " + tg::json::quote(caches) +
+         ", \"openblas_core\": " + tg::json::quote(p.blas_core) +
+         ", \"onednn_isa\": " + tg::json::quote(p.dnnl_isa) + ", \"peer_env\": [" + notes + "]}";
+}
+
+// --svg: one panel per path and thread count, GFLOP/s per shape, the probe as a line.
+void write_svg(const Options& o, const std::vector<PathResult>& paths,
+               const std::vector<Shape>& shapes, const std::string& cpu) {
+  std::vector<tg::train::BarPanel> panels;
+  for (const PathResult& p : paths) {
+    tg::train::BarPanel panel;
+    panel.title = p.isa + ", " + std::to_string(p.threads) + " thread(s): " + peers_line(p);
+    panel.y_label = "GFLOP/s";
+    panel.bars = {{"tapegrad", {}}, {"OpenBLAS", {}}, {"oneDNN", {}}};
+    if (p.isa != "scalar") panel.line.name = "FMA probe";
+    for (const auto& [i, r] : p.rows) {
+      panel.categories.push_back(shapes[i].name);
+      panel.bars[0].values.push_back(r.ours);
+      panel.bars[1].values.push_back(kHaveOpenBlas ? r.blas : NAN);
+      panel.bars[2].values.push_back(kHaveOneDnn ? r.dnnl : NAN);
+      panel.line.values.push_back(p.isa != "scalar" ? r.peak : NAN);
+    }
+    panels.push_back(panel);
+  }
+  try {
+    tg::train::plot_bars(o.svg, "sgemm GFLOP/s, best of " + std::to_string(o.reps), panels, cpu);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_matmul: --svg %s\n", e.what());
+    std::exit(1);
+  }
+}
+
+std::string self_executable() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    std::fprintf(stderr, "bench_matmul: cannot find its own executable\n");
+    std::exit(1);
+  }
+  self[len] = '\0';
+  return self;
+}
+
+void print_header(const std::string& cpu, const std::string& caches) {
+  std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M",
+              "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "probe", "%peak");
+  std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
+  std::printf("# ratio: ours over the better of OpenBLAS and oneDNN on that row\n");
+  if (!kHaveOneDnn)
+    std::printf("# oneDNN: not built in (libdnnl-dev was not found when meson ran): no column\n");
+  if (!kHaveOpenBlas)
+    std::printf("# OpenBLAS: not built in (libopenblas-dev was not found when meson ran)\n");
 }
 
 }  // namespace
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  k::gemm_blocking_for(k::active_table());  // a bad TAPEGRAD_GEMM_BLOCKING fails before the table
+  if (!o.child_isa.empty()) return path_child(o);
+  bench::check_settings("bench_matmul");
   const std::vector<std::string> isas =
       o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
   const std::vector<Shape> shapes = make_shapes(o);
-  const Machine m{bench::cpu_model(), k::describe(k::cache_info()),
-                  kHaveOpenBlas ? openblas_core() : "none"};
-  std::mt19937 g(1);
-  bool ok = true, first_json = true;
-  print_header(o, m);
+  const std::string cpu = bench::cpu_model(), caches = k::describe(k::cache_info());
+  const std::string self = self_executable();
+  if (!o.json) print_header(cpu, caches);
+  std::vector<PathResult> paths;
+  std::vector<std::string> json_rows;
   for (int threads : o.threads)
     for (const std::string& isa : isas) {
-      const Path p = start_path(o, isa, threads);
-      for (const Shape& s : shapes) {
-        // The scalar path is only the oracle: time it on small sizes only.
-        if (isa == "scalar" && s.M * s.N * s.K > (int64_t(1) << 27)) continue;
-        Rates r{};
-        if (measure_shape(o, p, s, g, r))
-          print_row(o, p, m, s, r, first_json);
+      paths.push_back(run_path(o, self, isa, threads, shapes.size()));
+      const PathResult& p = paths.back();
+      if (!o.json) print_path_header(p);
+      for (const auto& [i, r] : p.rows) {
+        if (o.json)
+          json_rows.push_back(json_row(p, shapes[i], r, cpu, caches));
         else
-          ok = false;
+          print_row(p, shapes[i], r);
       }
+      std::fflush(stdout);
     }
-  if (o.json) std::printf("\n]\n");
-  return ok ? 0 : 1;
-}
-
-// OpenBLAS reads its environment once, when it loads (before main), so what is set here takes
-// effect through a restart of this program:
-// - OPENBLAS_THREAD_TIMEOUT=4. OpenBLAS's idle workers keep polling (sched_yield) for 2^28
-//   cycles, ~0.1 s, after each call before they sleep, and in an alternating benchmark they take a
-//   core from our next timed run: measured right after 50 OpenBLAS calls, our 2-thread 512³ ran at
-//   82-126 GFLOP/s for ~0.1 s, then at 165-220; with the timeout at 4 there was no such dip, and
-//   OpenBLAS's own figures did not move.
-// - OPENBLAS_CORETYPE=Haswell with --isa avx2 on a machine with AVX-512, so that the AVX2 path
-//   faces OpenBLAS's AVX2 kernels (Debian's DYNAMIC_ARCH build honours it: the header prints the
-//   kernel set OpenBLAS reports, e.g. Haswell instead of Cooperlake on a Zen 4).
-// A variable the caller set is left alone.
-void configure_openblas(int argc, char** argv) {
-#if TAPEGRAD_HAVE_OPENBLAS && defined(__linux__)
-  bool avx2 = false;
-  for (int i = 1; i + 1 < argc; ++i)
-    avx2 |= std::strcmp(argv[i], "--isa") == 0 && std::strcmp(argv[i + 1], "avx2") == 0;
-  const std::vector<std::string> have = k::available_isas();
-  const bool has_avx512 = std::find(have.begin(), have.end(), "avx512") != have.end();
-  std::vector<const char*> set;
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr &&
-      setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0)
-    set.push_back("OPENBLAS_THREAD_TIMEOUT");
-  if (avx2 && has_avx512 && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
-      setenv("OPENBLAS_CORETYPE", "Haswell", 1) == 0)
-    set.push_back("OPENBLAS_CORETYPE");
-  if (set.empty()) return;
-  execv("/proc/self/exe", argv);
-  for (const char* name : set) unsetenv(name);  // exec failed: run as we are
-#else
-  (void)argc, (void)argv;
-#endif
+  if (o.json) {
+    std::printf("[\n");
+    for (size_t i = 0; i < json_rows.size(); ++i)
+      std::printf("  %s%s\n", json_rows[i].c_str(), i + 1 < json_rows.size() ? "," : "");
+    std::printf("]\n");
+  }
+  if (!o.svg.empty()) write_svg(o, paths, shapes, cpu + "; " + caches);
+  return 0;
 }
 
 int main(int argc, char** argv) {
-  configure_openblas(argc, argv);
   try {
     return run(argc, argv);
-  } catch (const std::exception& e) {  // e.g. a bad TAPEGRAD_THREADS or TAPEGRAD_ISA
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_matmul: %s\n", e.what());
     return 1;
   }

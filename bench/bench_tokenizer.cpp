@@ -113,6 +113,9 @@ Options parse_options(int argc, char** argv) {
       o.mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
       if (o.mb < 0.001 || o.mb > 1000)
         bench::bad_option("bench_tokenizer", "--mb wants 0.001 to 1000");
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken]\n");
+      std::exit(0);
     } else {
       bench::bad_option(
           "bench_tokenizer",

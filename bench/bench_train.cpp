@@ -1,21 +1,33 @@
 // bench_train: training throughput (tokens/s) and peak RSS of a full step (forward, cross-entropy,
 // backward, AdamW) for the tiny config, gpt2-124m (context 256, batch 2) and, when asked for,
 // gpt2-124m at context 1024 (batch 2), at 2 threads, next to PyTorch running the book's GPTModel
-// on the same batches when /usr/bin/python3 has torch. Ours runs once per attention route
-// (--attention: the fused scaled_dot_product_attention, the book's op-by-op MultiHeadAttention).
+// on the same batches: PyTorch 1.13 (/usr/bin/python3) and PyTorch 2.x (torch2-python, see
+// bench/torch_peer.h; also with the model's attention core through
+// F.scaled_dot_product_attention, as a PyTorch 2 user would write it), each skipped with a note
+// when absent. Ours runs once per attention route (--attention: the fused
+// scaled_dot_product_attention, the book's op-by-op MultiHeadAttention). The speedup is ours over
+// the fastest PyTorch side.
+//
+// PyTorch runs the kernels of our path's width (bench/torch_peer.h): the header names what it
+// loaded (ATen's capability, OpenBLAS's kernel set) and every environment variable set or
+// removed for it, and why.
+//
+// Beside every figure, the step's bound: its GEMM FLOPs at the FMA probe plus the bytes the
+// optimizer and the embeddings move at the copy probe's bandwidth (both probes timed in this
+// run, at --threads), and our fraction of it.
 //
 // Each measurement runs in a child process (this binary with --child, or tools/
-// bench_train_torch.py), so peak RSS (wait4's ru_maxrss) belongs to that run alone. Both sides
-// seed 123, build the model, then draw the batches with randint, so the weights, batches and
+// bench_train_torch.py), so peak RSS (wait4's ru_maxrss) belongs to that run alone. Every side
+// seeds 123, builds the model, then draws the batches with randint, so the weights, batches and
 // dropout masks are the same: the first step's losses are printed side by side as a check.
 // Step 0 is a warm-up and not timed; each child prints every timed step's seconds. A run counts
 // as its median step (one slow step from a neighbour's burst does not move it), and the table
-// shows the best of --reps runs per side, ours and PyTorch's alternating so both see the same
+// shows the best of --reps runs per side, the sides taking turns so that all see the same
 // background load; the mean step of every run is in --json. Compare numbers within one machine.
 //
 // usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N]
 //                    [--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book]
-//                    [--isa NAME]
+//                    [--isa NAME] [--svg FILE]
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -32,12 +45,17 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/probes.h"
+#include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "core/threadpool.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
+#include "train/plot.h"
 #include "train/trainer.h"
 
 namespace {
@@ -99,6 +117,22 @@ int run_child(Config c, int64_t steps, const std::string& attention) {
   return 0;
 }
 
+// --child: a route the model refuses is a bad option (exit 2); what stops a run once it is built
+// (memory) is one line and exit status 1, for the parent to report.
+int child_main(const Config& c, int64_t steps, const std::string& route) {
+  Config checked = c;
+  checked.cfg.attention = route;
+  checked.cfg.validate();  // throws std::invalid_argument: parse_options reports it
+  try {
+    return run_child(c, steps, route);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bench_train: out of memory in %s\n", c.name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+  }
+  return 1;
+}
+
 // One side's runs of one configuration. A side with a failed run reports nothing but the error.
 struct Result {
   bool ok = false;
@@ -117,10 +151,10 @@ bool fail(Result& r, std::string why) {
 
 // Runs the child once more and folds it into r; false (r cleared, with r.error) when it failed.
 bool measure(Result& r, const std::vector<std::string>& args, int threads, int64_t steps,
-             int64_t tokens_per_step) {
+             int64_t tokens_per_step, const std::vector<bench::EnvChange>& env) {
   std::string out, error;
   long rss_kb = 0;
-  if (!bench::run_child(args, threads, out, rss_kb, error)) return fail(r, error);
+  if (!bench::run_child(args, threads, out, rss_kb, error, env)) return fail(r, error);
   std::istringstream is(out);
   std::string loss_text;  // strtod, unlike >>, reads a diverged run's "nan"
   is >> loss_text;
@@ -157,9 +191,7 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
-// --isa NAME: our runs take that path (TAPEGRAD_ISA, inherited by the children). On avx2 PyTorch
-// does too, so that the peer has the same vector width: ATen's AVX2 kernels and OpenBLAS's
-// Haswell ones (Debian's OpenBLAS is built for every core and honours OPENBLAS_CORETYPE).
+// --isa NAME: our runs take that path (TAPEGRAD_ISA, inherited by our children).
 void select_isa(const std::string& isa) {
   const std::vector<std::string> have = tg::kernels::available_isas();
   if (std::find(have.begin(), have.end(), isa) == have.end()) {
@@ -169,29 +201,40 @@ void select_isa(const std::string& isa) {
                       "--isa " + isa + " is not available on this machine (it has " + names + ")");
   }
   setenv("TAPEGRAD_ISA", isa.c_str(), 1);
-  if (isa == "avx2") {
-    setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
-    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-  }
+  tg::kernels::set_isa(isa);  // the probes below run on it too
 }
 
-// The header's second line: which vector path each side runs.
-std::string isa_line(const std::string& isa) {
-  const char* aten = std::getenv("ATEN_CPU_CAPABILITY");
-  const char* blas = std::getenv("OPENBLAS_CORETYPE");
-  return "ours " + (isa.empty() ? tg::kernels::active_isa() : isa) +
-         "; PyTorch ATEN_CPU_CAPABILITY=" + (aten ? aten : "(its best)") +
-         ", OPENBLAS_CORETYPE=" + (blas ? blas : "(its best)");
-}
-
-// The command line. --child runs one measurement in this process instead (see run_child).
+// The command line. --child NAME STEPS ROUTE (internal, first) runs one measurement in this
+// process instead (see run_child).
 struct Options {
-  bool json = false, torch = true;
-  int threads = 2;
-  int64_t steps_tiny = 20, steps_124m = 3, reps = 3;
-  std::vector<std::string> only = {"tiny", "gpt2-124m"}, routes = {"fused", "book"};
+  bool json = false, no_torch = false;
+  int64_t threads = 2, steps_tiny = 20, steps_124m = 3, reps = 3;
+  std::string only_list = "tiny,gpt2-124m", routes_list = "fused,book";
+  std::vector<std::string> only, routes;
   std::string isa;  // empty: the fastest path this machine has
+  std::string svg;  // --svg FILE: tokens/s per side and config, beside the bound
 };
+
+namespace cli = tg::cli;
+const cli::Command<Options> kCommand{
+    "bench_train [options]",
+    "Training throughput (tokens/s) and peak RSS of a full step, beside PyTorch 1.13 and 2.x on\n"
+    "the same batches, and the step's bound (GEMMs at the FMA probe, optimizer and embeddings\n"
+    "at the copy probe's bandwidth).",
+    {
+        cli::flag("json", &Options::json, "JSON instead of the table"),
+        cli::integer("threads", &Options::threads, 1, 1024, "N", "threads of every side"),
+        cli::integer("steps-tiny", &Options::steps_tiny, 1, 100000, "N", "timed steps of tiny"),
+        cli::integer("steps-124m", &Options::steps_124m, 1, 100000, "N",
+                     "timed steps of the gpt2-124m configs"),
+        cli::integer("reps", &Options::reps, 1, 100, "N", "runs per side; the best counts"),
+        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
+        cli::text("only", &Options::only_list, "LIST",
+                  "configs among tiny, gpt2-124m, gpt2-124m-1024"),
+        cli::text("attention", &Options::routes_list, "LIST", "our routes among fused, book"),
+        cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
+        cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
+    }};
 
 // A comma-separated list whose items must be among `allowed`.
 std::vector<std::string> name_list(const std::string& s, const std::vector<std::string>& allowed,
@@ -211,54 +254,27 @@ std::vector<std::string> name_list(const std::string& s, const std::vector<std::
   return v;
 }
 
-// One option at argv[i] (and its value, taking i past it) into o. --child runs and exits.
-void parse_option(int argc, char** argv, int& i, Options& o) {
-  const std::string a = argv[i];
-  auto next = [&]() -> std::string {
-    if (i + 1 >= argc) bench::bad_option("bench_train", a + " needs a value");
-    return argv[++i];
-  };
-  if (a == "--child") {
-    const std::string name = next();
-    const int64_t steps = bench::positive_int("bench_train", a, next(), 100000);
-    const std::string route = next();
-    for (const Config& c : configs())
-      if (name == c.name) std::exit(run_child(c, steps, route));
-    bench::bad_option("bench_train", "unknown config " + name);
-  } else if (a == "--json") {
-    o.json = true;
-  } else if (a == "--no-torch") {
-    o.torch = false;
-  } else if (a == "--threads") {
-    o.threads = int(bench::positive_int("bench_train", a, next(), 1024));
-  } else if (a == "--steps-tiny") {
-    o.steps_tiny = bench::positive_int("bench_train", a, next(), 100000);
-  } else if (a == "--steps-124m") {
-    o.steps_124m = bench::positive_int("bench_train", a, next(), 100000);
-  } else if (a == "--reps") {
-    o.reps = bench::positive_int("bench_train", a, next(), 100);
-  } else if (a == "--only") {
-    o.only = name_list(next(), {"tiny", "gpt2-124m", "gpt2-124m-1024"}, a);
-  } else if (a == "--attention") {
-    o.routes = name_list(next(), {"fused", "book"}, a);
-  } else if (a == "--isa") {
-    o.isa = next();
-    if (o.isa.empty()) bench::bad_option("bench_train", "--isa needs a path name");
-  } else {
-    bench::bad_option("bench_train", "unknown option " + a);
-  }
+// --child NAME STEPS ROUTE: a route the model refuses is a bad option (exit 2).
+[[noreturn]] void child(char** argv) {
+  const std::string name = argv[0];
+  const int64_t steps = bench::whole_int("bench_train", "--child steps", argv[1], 1, 100000);
+  for (const Config& c : configs())
+    if (name == c.name) {
+      try {
+        std::exit(child_main(c, steps, argv[2]));
+      } catch (const std::invalid_argument& e) {
+        bench::bad_option("bench_train", std::string("bad value for --child: ") + e.what());
+      }
+    }
+  bench::bad_option("bench_train", "unknown config " + name);
 }
 
 Options parse_options(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--child") child(argv + 2);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    try {
-      parse_option(argc, argv, i, o);
-    } catch (const std::exception& e) {
-      bench::bad_option("bench_train", "bad value for " + a + ": " + e.what());
-    }
-  }
+  bench::parse_command(kCommand, "bench_train", argc, argv, o);
+  o.only = name_list(o.only_list, {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
+  o.routes = name_list(o.routes_list, {"fused", "book"}, "--attention");
   return o;
 }
 
@@ -273,138 +289,282 @@ std::string self_executable() {
   return self;
 }
 
-bool have_torch() {
-  std::string out, err;
-  long rss;
-  return access("/usr/bin/python3", X_OK) == 0 &&
-         bench::run_child({"/usr/bin/python3", "-c", "import torch"}, 1, out, rss, err);
-}
+// ---- the bound: a step can go no faster than its GEMMs at the FMA probe plus the bytes the
+// optimizer and the embeddings must move at the copy probe's bandwidth ----
 
-// One row of the table: a configuration on one route, beside PyTorch's runs of it.
-struct Row {
-  const Config* config;
-  std::string route;
-  Result ours, theirs;
+struct Bound {
+  double params = 0, gemm_flops = 0, bytes = 0;  // per step
+  double gemm_s = 0, mem_s = 0, tokens_per_s = 0;
 };
 
-std::string json_row(const Row& w, const Options& o, int64_t steps) {
-  const Config& c = *w.config;
-  auto side = [&](const char* who, const Result& r) {
-    const std::string p = std::string(", \"") + who;
-    return p + "_tokens_per_s\": " + bench::json_number(r.tokens_per_s) + p +
-           "_run_median_s\": " + json_list(r.run_medians) + p +
-           "_run_mean_s\": " + json_list(r.run_means) + p +
-           "_peak_rss_mb\": " + bench::json_number(r.ok ? double(r.rss_kb) / 1024 : NAN) + p +
-           "_first_loss\": " + bench::json_number(r.first_loss);
-  };
-  return "{\"config\": \"" + std::string(c.name) + "\", \"attention\": \"" + w.route +
-         "\", \"cpu\": " + json::quote(bench::cpu_model()) +
-         ", \"isa\": " + json::quote(isa_line(o.isa)) +
-         ", \"threads\": " + std::to_string(o.threads) + ", \"batch\": " + std::to_string(c.batch) +
-         ", \"context\": " + std::to_string(c.cfg.context_length) +
-         ", \"steps\": " + std::to_string(steps) + ", \"reps\": " + std::to_string(o.reps) +
-         side("ours", w.ours) + side("torch", w.theirs) + "}";
+Bound step_bound(const Config& c, double gflops, double gbytes_per_s) {
+  const double V = double(c.cfg.vocab_size), T = double(c.cfg.context_length);
+  const double C = double(c.cfg.emb_dim), L = double(c.cfg.n_layers), B = double(c.batch);
+  Bound b;
+  // Token and position tables, per block W_q, W_k, W_v, out_proj (+ bias), the feed-forward's
+  // two layers (+ biases) and two LayerNorms, the final LayerNorm and the untied head.
+  b.params = V * C + T * C + L * (4 * C * C + C + 8 * C * C + 5 * C + 4 * C) + 2 * C + C * V;
+  // Forward: per token 2·(3C² + C² + 8C²) per block and 2·C·V for the head; per sequence and
+  // block the causal half of q·kᵀ and of p·v, 2·T²·C. Backward: twice the forward.
+  const double fwd = B * T * (L * 24 * C * C + 2 * C * V) + L * B * 2 * T * T * C;
+  b.gemm_flops = 3 * fwd;
+  // AdamW reads p, g, m, v and writes p, m, v; zero_grad writes g: 32 bytes per parameter. The
+  // embeddings per token: the forward reads two rows and writes one, the backward reads the
+  // gradient row and reads and writes a row of each table's gradient: 8 rows of C floats.
+  b.bytes = 32 * b.params + 8 * B * T * C * 4;
+  b.gemm_s = b.gemm_flops / (gflops * 1e9);
+  b.mem_s = b.bytes / (gbytes_per_s * 1e9);
+  b.tokens_per_s = B * T / (b.gemm_s + b.mem_s);
+  return b;
 }
 
-void print_row(const Row& w, const Options& o) {
-  auto num = [](const Result& r, const char* fmt, double v) {
-    char b[32];
-    if (!r.ok) return std::string("-");
-    std::snprintf(b, sizeof b, fmt, v);
-    return std::string(b);
-  };
-  auto mb = [&](const Result& r) { return num(r, "%.0f MB", double(r.rss_kb) / 1024); };
-  const Result &ours = w.ours, &theirs = w.theirs;
-  const bool both = ours.ok && theirs.ok;
-  std::printf("%-14s %-6s %7d %12s %12s %8s %11s %11s %11s %11s\n", w.config->name, w.route.c_str(),
-              o.threads, num(ours, "%.0f", ours.tokens_per_s).c_str(),
-              num(theirs, "%.1f", theirs.tokens_per_s).c_str(),
-              both ? num(theirs, "%.2fx", ours.tokens_per_s / theirs.tokens_per_s).c_str() : "-",
-              mb(ours).c_str(), mb(theirs).c_str(), num(ours, "%.6f", ours.first_loss).c_str(),
-              num(theirs, "%.6f", theirs.first_loss).c_str());
+// ---- the sides of a configuration: ours on each attention route, each PyTorch on the book's
+// model and (PyTorch 2) on its scaled_dot_product_attention ----
+
+using bench::Peer;
+
+struct Side {
+  std::string name;   // "tapegrad fused", "torch 2.6.0 sdpa"
+  const Peer* peer;   // null: ours
+  std::string route;  // ours: fused / book; PyTorch: book / sdpa
+  Result result;
+};
+
+std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
+  std::vector<Side> v;
+  for (const std::string& r : o.routes) v.push_back({"tapegrad " + r, nullptr, r, {}});
+  for (const Peer& p : peers) {
+    v.push_back({p.torch.version + " book", &p, "book", {}});
+    if (p.torch.version.rfind("torch 1.", 0) != 0)
+      v.push_back({p.torch.version + " sdpa", &p, "sdpa", {}});
+  }
+  return v;
+}
+
+std::vector<std::string> side_command(const Side& s, const Config& c, int64_t steps,
+                                      const Options& o, const std::string& self) {
+  if (s.peer == nullptr) return {self, "--child", c.name, std::to_string(steps), s.route};
+  // The script with -c and the book's classes as its last argument (bench/torch_peer.h).
+  static const std::string script =
+      bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tools/bench_train_torch.py");
+  static const std::string book =
+      bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tests/golden/book_gpt.py");
+  std::vector<std::string> cmd = s.peer->torch.launcher;
+  const std::vector<std::string> args = {"-c",
+                                         script,
+                                         std::to_string(c.cfg.vocab_size),
+                                         std::to_string(c.cfg.context_length),
+                                         std::to_string(c.cfg.emb_dim),
+                                         std::to_string(c.cfg.n_heads),
+                                         std::to_string(c.cfg.n_layers),
+                                         std::to_string(c.batch),
+                                         std::to_string(steps),
+                                         std::to_string(o.threads),
+                                         s.route,
+                                         book};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
+
+// Every side's runs of configuration c, the sides taking turns (each round starting one side
+// later) so that all see the same background load. A failed run stops the benchmark: one line
+// naming the side, exit status 1.
+void run_sides(const Config& c, const Options& o, const std::string& self,
+               std::vector<Side>& sides) {
+  const int64_t steps = std::string(c.name) == "tiny" ? o.steps_tiny : o.steps_124m;
+  const int64_t tokens = c.batch * c.cfg.context_length;
+  const size_t n = sides.size();
+  for (int64_t r = 0; r < o.reps; ++r)
+    for (size_t k = 0; k < n; ++k) {
+      Side& s = sides[(k + size_t(r)) % n];
+      const std::vector<bench::EnvChange> env =
+          s.peer ? s.peer->env.changes : std::vector<bench::EnvChange>{};
+      if (!measure(s.result, side_command(s, c, steps, o, self), o.threads, steps, tokens, env)) {
+        std::cerr << "bench_train: " << s.name << " on " << c.name << " failed: " << s.result.error
+                  << "\n";
+        std::exit(1);
+      }
+    }
+}
+
+// The fastest PyTorch side of a configuration, or null.
+const Side* fastest_torch(const std::vector<Side>& sides) {
+  const Side* best = nullptr;
+  for (const Side& s : sides)
+    if (s.peer && (!best || s.result.tokens_per_s > best->result.tokens_per_s)) best = &s;
+  return best;
+}
+
+// ---- output ----
+
+struct Machine {
+  std::string cpu, caches, isa;
+  double gflops = 0, gbytes_per_s = 0;  // FMA and copy probes at o.threads
+};
+
+void print_header(const Options& o, const Machine& m, const std::vector<Peer>& peers,
+                  const std::vector<std::string>& notes) {
+  std::printf("cpu: %s (%s)\n", m.cpu.c_str(), m.caches.c_str());
+  std::printf("ours: %s path, %d thread(s); FMA probe %.1f GFLOP/s, copy probe %.1f GB/s\n",
+              m.isa.c_str(), int(o.threads), m.gflops, m.gbytes_per_s);
+  for (const Peer& p : peers) {
+    std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
+                p.kernels.c_str());
+    for (const std::string& n : p.env.notes)
+      std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
+  }
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
+  std::printf("%-14s %-20s %11s %8s %9s %11s %16s %8s\n", "config", "side", "tok/s", "RSS", "loss0",
+              "vs fastest", "", "of bound");
+}
+
+void print_config(const Config& c, const std::vector<Side>& sides, const Bound& b,
+                  const Machine& m) {
+  const Side* fastest = fastest_torch(sides);
+  for (const Side& s : sides) {
+    const Result& r = s.result;
+    char vs[64] = "", of[16] = "";
+    if (!s.peer && fastest)
+      std::snprintf(vs, sizeof vs, "%10.2fx %-22s", r.tokens_per_s / fastest->result.tokens_per_s,
+                    ("(" + fastest->name + ")").c_str());
+    if (!s.peer) std::snprintf(of, sizeof of, "%7.1f%%", 100 * r.tokens_per_s / b.tokens_per_s);
+    std::printf("%-14s %-20s %11.1f %5.0f MB %9.6f %34s %8s\n", c.name, s.name.c_str(),
+                r.tokens_per_s, double(r.rss_kb) / 1024, r.first_loss, vs, of);
+  }
+  std::printf(
+      "%-14s bound %.0f tok/s: GEMMs %.3g GFLOP/step at %.1f GFLOP/s = %.1f ms, optimizer and "
+      "embeddings %.3g GB at %.1f GB/s = %.1f ms (%.4g M parameters)\n",
+      c.name, b.tokens_per_s, b.gemm_flops * 1e-9, m.gflops, b.gemm_s * 1e3, b.bytes * 1e-9,
+      m.gbytes_per_s, b.mem_s * 1e3, b.params * 1e-6);
   std::fflush(stdout);
 }
 
-// PyTorch's command for configuration c: tools/bench_train_torch.py with the model's sizes.
-std::vector<std::string> torch_command(const Config& c, int64_t steps, int threads) {
-  return {"/usr/bin/python3",
-          std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/bench_train_torch.py",
-          std::to_string(c.cfg.vocab_size),
-          std::to_string(c.cfg.context_length),
-          std::to_string(c.cfg.emb_dim),
-          std::to_string(c.cfg.n_heads),
-          std::to_string(c.cfg.n_layers),
-          std::to_string(c.batch),
-          std::to_string(steps),
-          std::to_string(threads)};
+std::string json_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + json::quote(x);
+  return "[" + s + "]";
 }
 
-// Configuration c on each route; PyTorch runs beside the first route only (its model has one
-// route). Ours and theirs alternate, starting with ours and swapping each run, until a side
-// fails. Returns false when a run failed.
-bool run_config(const Config& c, const Options& o, const std::string& self,
-                std::vector<std::string>& json_rows) {
-  const int64_t steps = std::string(c.name) == "tiny" ? o.steps_tiny : o.steps_124m;
-  const int64_t tokens = c.batch * c.cfg.context_length;
-  bool ok = true;
-  Result theirs;
-  for (size_t ri = 0; ri < o.routes.size(); ++ri) {
-    Row w{&c, o.routes[ri], {}, {}};
-    const std::vector<std::string> our_args = {self, "--child", c.name, std::to_string(steps),
-                                               w.route};
-    bool ours_alive = true, theirs_alive = o.torch && ri == 0;
-    for (int64_t r = 0; r < o.reps && (ours_alive || theirs_alive); ++r)
-      for (int side = 0; side < 2; ++side) {
-        if ((side == r % 2) && ours_alive)
-          ours_alive = measure(w.ours, our_args, o.threads, steps, tokens);
-        else if ((side != r % 2) && theirs_alive)
-          theirs_alive =
-              measure(theirs, torch_command(c, steps, o.threads), o.threads, steps, tokens);
-      }
-    w.theirs = theirs;
-    if (!w.ours.ok) {
-      std::cerr << "bench_train: our " << c.name << " (" << w.route
-                << ") run failed: " << w.ours.error << "\n";
-      ok = false;
-    }
-    if (o.torch && !theirs.ok && ri == 0) {  // PyTorch is there but failed: no peer
-      std::cerr << "bench_train: PyTorch's " << c.name << " run failed: " << theirs.error << "\n";
-      ok = false;
-    }
-    if (o.json)
-      json_rows.push_back(json_row(w, o, steps));
-    else
-      print_row(w, o);
+std::string json_config(const Config& c, const Options& o, const Machine& m,
+                        const std::vector<Side>& sides, const Bound& b) {
+  const Side* fastest = fastest_torch(sides);
+  std::string out =
+      "{\"config\": " + json::quote(c.name) + ", \"cpu\": " + json::quote(m.cpu) +
+      ", \"caches\": " + json::quote(m.caches) + ", \"isa\": " + json::quote(m.isa) +
+      ", \"threads\": " + std::to_string(o.threads) + ", \"batch\": " + std::to_string(c.batch) +
+      ", \"context\": " + std::to_string(c.cfg.context_length) +
+      ", \"reps\": " + std::to_string(o.reps) +
+      ", \"fma_probe_gflops\": " + bench::json_number(m.gflops) +
+      ", \"copy_probe_gbs\": " + bench::json_number(m.gbytes_per_s) +
+      ", \"params\": " + bench::json_number(b.params) +
+      ", \"gemm_flops\": " + bench::json_number(b.gemm_flops) +
+      ", \"bytes\": " + bench::json_number(b.bytes) +
+      ", \"bound_tokens_per_s\": " + bench::json_number(b.tokens_per_s) + ", \"sides\": [";
+  for (size_t i = 0; i < sides.size(); ++i) {
+    const Side& s = sides[i];
+    const Result& r = s.result;
+    out += std::string(i ? ", " : "") + "{\"side\": " + json::quote(s.name) +
+           ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) +
+           ", \"peer_env\": " + json_list(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
+           ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +
+           ", \"run_median_s\": " + json_list(r.run_medians) +
+           ", \"run_mean_s\": " + json_list(r.run_means) +
+           ", \"peak_rss_mb\": " + bench::json_number(double(r.rss_kb) / 1024) +
+           ", \"first_loss\": " + bench::json_number(r.first_loss);
+    if (!s.peer && fastest)
+      out += ", \"speedup_vs_fastest_torch\": " +
+             bench::json_number(r.tokens_per_s / fastest->result.tokens_per_s) +
+             ", \"fastest_torch\": " + json::quote(fastest->name);
+    if (!s.peer)
+      out += ", \"bound_fraction\": " + bench::json_number(r.tokens_per_s / b.tokens_per_s);
+    out += "}";
   }
-  return ok;
+  return out + "]}";
+}
+
+// --svg: a panel per configuration, tokens/s per side, the bound as a line.
+void write_svg(const std::string& path,
+               const std::vector<std::pair<Config, std::vector<Side>>>& all,
+               const std::vector<Bound>& bounds, const Machine& m, const Options& o) {
+  std::vector<tg::train::BarPanel> panels;
+  for (size_t i = 0; i < all.size(); ++i) {
+    tg::train::BarPanel p;
+    p.title = std::string(all[i].first.name) + ", " + std::to_string(o.threads) + " thread(s)";
+    p.y_label = "tokens/s";
+    p.bars = {{"tokens/s", {}}};
+    p.line.name = "bound (GEMMs at the FMA probe, optimizer and embeddings at the copy probe)";
+    for (const Side& s : all[i].second) {
+      p.categories.push_back(s.name);
+      p.bars[0].values.push_back(s.result.tokens_per_s);
+      p.line.values.push_back(bounds[i].tokens_per_s);
+    }
+    panels.push_back(p);
+  }
+  try {
+    tg::train::plot_bars(path, "training step, tokens/s, best of " + std::to_string(o.reps), panels,
+                         m.cpu + "; ours on " + m.isa);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: --svg %s\n", e.what());
+    std::exit(1);
+  }
+}
+
+// The PyTorch peers that answer, each with its environment beside our path and its kernels.
+std::vector<Peer> find_peers(const Options& o, const std::string& isa,
+                             std::vector<std::string>& notes) {
+  std::vector<Peer> peers;
+  if (o.no_torch) {
+    notes.push_back("no PyTorch peers (--no-torch)");
+    return peers;
+  }
+  const std::vector<std::pair<std::string, std::string>> where = {
+      {"/usr/bin/python3", "PyTorch 1.13"},
+      {bench::torch2_python(TAPEGRAD_SOURCE_ROOT), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"}};
+  for (const auto& [launcher, what] : where) {
+    Peer p = bench::find_peer(launcher, what, isa);
+    if (p.torch.version.empty())
+      notes.push_back("skipped " + p.torch.why_not);
+    else
+      peers.push_back(p);
+  }
+  return peers;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parse_options(argc, argv);
+  bench::check_settings("bench_train");
   const std::string self = self_executable();
   if (!o.isa.empty()) select_isa(o.isa);
-  if (o.torch) o.torch = have_torch();
-  if (!o.json) {
-    std::printf("cpu: %s (%s)\n", bench::cpu_model().c_str(), bench::cache_sizes().c_str());
-    std::printf("isa: %s\n", isa_line(o.isa).c_str());
-    std::printf("%-14s %-6s %7s %12s %12s %8s %11s %11s %11s %11s\n", "config", "route", "threads",
-                "ours tok/s", "torch tok/s", "speedup", "ours RSS", "torch RSS", "ours loss0",
-                "torch loss0");
-  }
+  Machine m{bench::cpu_model(), bench::cache_sizes(), tg::kernels::active_isa()};
+  std::vector<std::string> notes;
+  std::vector<Peer> peers = find_peers(o, m.isa, notes);
+  tg::set_num_threads(o.threads);
+  m.gflops = bench::probe_peak(o.threads);
+  m.gbytes_per_s = bench::copy_bandwidth(o.threads);
+  if (!o.json) print_header(o, m, peers, notes);
+  std::vector<std::pair<Config, std::vector<Side>>> all;
+  std::vector<Bound> bounds;
   std::vector<std::string> json_rows;
-  int rc = 0;
-  for (const Config& c : configs())
-    if (std::find(o.only.begin(), o.only.end(), c.name) != o.only.end())
-      if (!run_config(c, o, self, json_rows)) rc = 1;
+  for (const Config& c : configs()) {
+    if (std::find(o.only.begin(), o.only.end(), c.name) == o.only.end()) continue;
+    std::vector<Side> sides = sides_of(o, peers);
+    run_sides(c, o, self, sides);
+    const Bound b = step_bound(c, m.gflops, m.gbytes_per_s);
+    if (o.json)
+      json_rows.push_back(json_config(c, o, m, sides, b));
+    else
+      print_config(c, sides, b, m);
+    all.emplace_back(c, sides);
+    bounds.push_back(b);
+  }
   if (o.json) {
-    std::printf("[");
+    std::printf("{\"notes\": %s, \"configs\": [", json_list(notes).c_str());
     for (size_t i = 0; i < json_rows.size(); ++i)
       std::printf("%s%s", i ? ",\n " : "", json_rows[i].c_str());
-    std::printf("]\n");
-  } else if (!o.torch) {
-    std::printf("(no PyTorch column: /usr/bin/python3 with torch not found, or --no-torch)\n");
+    std::printf("]}\n");
   }
-  return rc;
+  if (!o.svg.empty()) write_svg(o.svg, all, bounds, m, o);
+  return 0;
 }

@@ -1,5 +1,6 @@
 // Running one measurement in a child process, so that its peak RSS (wait4's ru_maxrss) belongs
-// to that run alone and the thread count is read fresh; shared by bench_train and bench_attention.
+// to that run alone, the thread count is read fresh and a peer's environment (its kernel set) is
+// its own; shared by bench_matmul, bench_train and bench_attention.
 #pragma once
 #include <spawn.h>
 #include <sys/resource.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,25 +18,69 @@ extern char** environ;
 
 namespace bench {
 
-// Runs args (args[0] a path) with TAPEGRAD_THREADS and OMP_NUM_THREADS set to `threads`. Returns
-// true when it exited 0; fills its stdout and peak RSS in KB, or `err` with what went wrong.
+// One change to a child's environment: NAME=value, or NAME removed (no value).
+struct EnvChange {
+  std::string name;
+  std::optional<std::string> value;
+};
+
+// The last non-empty line of a child's stderr, without its newline.
+inline std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of("\r\n");
+  if (end == std::string::npos) return "";
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
+// The parent's environment with TAPEGRAD_THREADS and OMP_NUM_THREADS set to `threads` and
+// `changes` applied, as NAME=VALUE strings.
+inline std::vector<std::string> child_environment(int threads,
+                                                  const std::vector<EnvChange>& changes) {
+  std::vector<EnvChange> all = changes;
+  all.push_back({"TAPEGRAD_THREADS", std::to_string(threads)});
+  all.push_back({"OMP_NUM_THREADS", std::to_string(threads)});
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    bool replaced = false;
+    for (const EnvChange& c : all)
+      replaced |= std::strncmp(*e, (c.name + "=").c_str(), c.name.size() + 1) == 0;
+    if (!replaced) env.emplace_back(*e);
+  }
+  for (const EnvChange& c : all)
+    if (c.value) env.push_back(c.name + "=" + *c.value);
+  return env;
+}
+
+// Why a child that ran did not succeed: its exit status or signal, and the last line it wrote to
+// stderr (a child's own one-line message), so that the parent reports it in one line.
+inline std::string child_failure(const std::string& name, int status, const std::string& stderr_) {
+  std::string why =
+      name + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
+                                : " was killed by signal " + std::to_string(WTERMSIG(status)));
+  const std::string line = last_line(stderr_);
+  return line.empty() ? why : why + ": " + line;
+}
+
+// Runs args (args[0] a path) with TAPEGRAD_THREADS and OMP_NUM_THREADS set to `threads` and the
+// environment changes applied. Returns true when it exited 0; fills its stdout and peak RSS in KB,
+// or `err` with what went wrong (its stderr is kept, not shown: its last line goes into `err`).
 inline bool run_child(const std::vector<std::string>& args, int threads, std::string& out,
-                      long& peak_rss_kb, std::string& err) {
+                      long& peak_rss_kb, std::string& err,
+                      const std::vector<EnvChange>& changes = {}) {
   int fds[2];
-  if (pipe(fds) != 0) {
-    err = std::string("pipe: ") + std::strerror(errno);
+  std::FILE* errf = std::tmpfile();
+  if (errf == nullptr || pipe(fds) != 0) {
+    err = std::string("cannot start a child: ") + std::strerror(errno);
+    if (errf) std::fclose(errf);
     return false;
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, fileno(errf), STDERR_FILENO);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TAPEGRAD_THREADS=", 17) != 0 && std::strncmp(*e, "OMP_NUM_THREADS=", 16))
-      env.emplace_back(*e);
-  env.push_back("TAPEGRAD_THREADS=" + std::to_string(threads));
-  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  std::vector<std::string> env = child_environment(threads, changes);
   std::vector<char*> envp, argv;
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -47,6 +93,7 @@ inline bool run_child(const std::vector<std::string>& args, int threads, std::st
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
+    std::fclose(errf);
     err = "cannot run " + args[0] + ": " + std::strerror(rc);
     return false;
   }
@@ -58,10 +105,12 @@ inline bool run_child(const std::vector<std::string>& args, int threads, std::st
   struct rusage ru {};
   wait4(pid, &status, 0, &ru);
   peak_rss_kb = ru.ru_maxrss;  // kilobytes on Linux
+  std::string child_err;
+  std::rewind(errf);
+  while (std::fgets(buf, sizeof buf, errf)) child_err += buf;
+  std::fclose(errf);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    err =
-        args[0] + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
-                                     : " was killed by signal " + std::to_string(WTERMSIG(status)));
+    err = child_failure(args[0], status, child_err);
     return false;
   }
   return true;

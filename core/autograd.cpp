@@ -1,22 +1,25 @@
 // The tape: recording nodes, and replaying them in reverse execution order.
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
 
 #include "core/impl.h"
-#include "core/kernels/kernels.h"
-#include "core/ops/common.h"
+#include "core/tensor_detail.h"
+#include "core/threadpool.h"
 
 namespace tg {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local LeafGradHook g_leaf_grad_hook;
 std::atomic<uint64_t> g_next_seq{0};
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+void set_leaf_grad_hook(LeafGradHook hook) { g_leaf_grad_hook = std::move(hook); }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 
@@ -114,6 +117,22 @@ void accumulate(TensorImpl& leaf, const Tensor& g) {
     Tensor acc(leaf.grad);
     acc.add_(g.dtype() == leaf.dtype ? g : g.to(leaf.dtype));
   }
+  if (g_leaf_grad_hook) g_leaf_grad_hook(leaf);
+}
+
+// out[i] = a[i] + b[i] over n floats (out may alias a or b), split over the pool for large n.
+// One IEEE addition per element, so the bits are the add kernel's whatever the split.
+void add_floats(int64_t n, const float* a, const float* b, float* out) {
+  const int64_t parts = std::min<int64_t>(num_threads(), n >> 15);  // >= 32K floats a piece
+  auto piece = [&](int64_t p) {
+    const int64_t lo = parts <= 1 ? 0 : n * p / parts / 64 * 64;
+    const int64_t hi = parts <= 1 || p == parts - 1 ? n : n * (p + 1) / parts / 64 * 64;
+    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+  };
+  if (parts <= 1)
+    piece(0);
+  else
+    parallel_for(parts, piece);
 }
 
 // acc += g for two gradients reaching the same node (residual branches). Adds into whichever
@@ -126,13 +145,12 @@ void add_gradient(Tensor& acc, Tensor g) {
     if (dst) {
       float* d = dst->data<float>();
       const float* other = (dst == &acc ? g : acc).data<float>();
-      kernels::binary(kernels::BinOp::add, acc.numel(), d, other, d);  // out may alias a only
+      add_floats(acc.numel(), d, other, d);
       if (dst != &acc) acc = std::move(g);
       return;
     }
     Tensor sum = empty(acc.shape());  // both held elsewhere (an add passes one g to both inputs)
-    kernels::binary(kernels::BinOp::add, acc.numel(), acc.data<float>(), g.data<float>(),
-                    sum.data<float>());
+    add_floats(acc.numel(), acc.data<float>(), g.data<float>(), sum.data<float>());
     acc = std::move(sum);
     return;
   }

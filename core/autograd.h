@@ -6,7 +6,8 @@
 // backward() replays the part of the tape reachable from the output in reverse execution order,
 // so each node runs once, after every consumer of its output has added its share of the gradient.
 //
-// Not here: double backward (backward runs with grad mode off), hooks, retain_grad on non-leaves.
+// Not here: double backward (backward runs with grad mode off), per-tensor hooks, retain_grad on
+// non-leaves.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,12 @@
 #include "core/tensor.h"
 
 namespace tg {
+
+// Called after a backward on this thread added a gradient into a leaf's .grad, with the leaf (as
+// PyTorch's post-accumulate-grad hooks): data-parallel training starts sending a parameter's
+// gradient from here while backward goes on. One per thread; an empty function removes it.
+using LeafGradHook = std::function<void(const TensorImpl& leaf)>;
+void set_leaf_grad_hook(LeafGradHook hook);
 
 // Grad mode is per thread, as in PyTorch. NoGradGuard is torch.no_grad().
 bool grad_enabled();

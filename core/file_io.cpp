@@ -4,14 +4,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <istream>
 #include <random>
 #include <stdexcept>
@@ -46,15 +49,34 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
-  // Only a regular file (or nothing) is replaced: renaming over a device (/dev/null, /dev/full),
-  // a FIFO or a socket would swap the node itself for a regular file, which as root succeeds.
+namespace {
+
+// Only a regular file (or nothing) is replaced: renaming over a device (/dev/null, /dev/full),
+// a FIFO or a socket would swap the node itself for a regular file, which as root succeeds.
+void refuse_non_regular(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw std::runtime_error(path + (S_ISDIR(st.st_mode)
                                          ? ": is a directory, not a file"
                                          : ": not a regular file (a FIFO, device or socket); "
                                            "only a regular file is replaced"));
+}
+
+}  // namespace
+
+void check_writable(const std::string& path) {
+  refuse_non_regular(path);
+  // A name of write_file_atomic's form, so a probe left by a killed run is cleaned up like a
+  // temp file.
+  const std::string probe = path + ".tmp." + std::to_string(::getpid()) + ".probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot write", errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  refuse_non_regular(path);
   // A writer killed by SIGKILL (no clean-up) left its temp file: this run removes it.
   remove_stale_temp_files(path);
   // A unique name per call, so two writers (or a crashed earlier run) never share a temp file.
@@ -128,12 +150,19 @@ struct Fd {
   throw std::runtime_error(path + ": " + why);
 }
 
+std::string too_big(const std::string& size, uint64_t max_bytes, const char* what) {
+  return size + ", more than the " + std::to_string(max_bytes) + " a " + what + " file may have";
+}
+
 }  // namespace
 
-std::string read_regular_file(const std::string& path, uint64_t max_bytes, const char* what) {
+namespace {
+
+// Opens path for reading after the checks read_regular_file documents; `size` is fstat's.
+int open_regular(const std::string& path, uint64_t max_bytes, const char* what, uint64_t& size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. fstat on the open
   // descriptor (not stat on the name) so the checked file is the one read.
-  const Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) {
     if (errno == ENOENT) refuse(path, "no such file");
     refuse(path, std::string("cannot open (") + std::strerror(errno) + ")");
@@ -145,33 +174,65 @@ std::string read_regular_file(const std::string& path, uint64_t max_bytes, const
   if (!S_ISREG(st.st_mode))
     refuse(path,
            "not a regular file (a FIFO, device or socket); give a " + std::string(what) + " file");
-  if (uint64_t(st.st_size) > max_bytes)
-    refuse(path, std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
-                     " a " + what + " file may have");
-  std::string out(size_t(st.st_size), '\0');
-  size_t done = 0;
-  // Up to the size fstat gave; a file that grows meanwhile is read as it was.
-  while (done < out.size()) {
-    const ssize_t r = ::read(f.fd, out.data() + done, out.size() - done);
+  size = uint64_t(st.st_size);
+  if (size > max_bytes) refuse(path, too_big(std::to_string(size) + " bytes", max_bytes, what));
+  const int fd = f.fd;
+  f.fd = -1;
+  return fd;
+}
+
+}  // namespace
+
+void read_regular_file_blocks(const std::string& path, uint64_t max_bytes, const char* what,
+                              size_t block_bytes,
+                              const std::function<void(std::string_view)>& consume) {
+  uint64_t size = 0;
+  const Fd f{open_regular(path, max_bytes, what, size)};
+  // Up to the size fstat gave: a file that grows meanwhile is read as it was. Size 0 is what
+  // procfs and other generated files report whatever they hold: those are read to their end.
+  const uint64_t limit = size > 0 ? size : max_bytes + 1;
+  std::string buf(size_t(std::min<uint64_t>(block_bytes, limit)), '\0');
+  uint64_t done = 0;
+  while (done < limit) {
+    const size_t want = size_t(std::min<uint64_t>(buf.size(), limit - done));
+    const ssize_t r = ::read(f.fd, buf.data(), want);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) refuse(path, std::string("read error (") + std::strerror(errno) + ")");
-    if (r == 0) break;  // truncated meanwhile
-    done += size_t(r);
+    if (r == 0) break;  // the end (or truncated meanwhile)
+    done += uint64_t(r);
+    if (done > max_bytes)
+      refuse(path,
+             "more than the " + std::to_string(max_bytes) + " bytes a " + what + " file may have");
+    consume(std::string_view(buf.data(), size_t(r)));
   }
-  out.resize(done);
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes, const char* what) {
+  std::string out;
+  read_regular_file_blocks(path, max_bytes, what, size_t(1) << 24,
+                           [&](std::string_view b) { out.append(b); });
   return out;
+}
+
+void read_stream_blocks(std::istream& in, const std::string& name, uint64_t max_bytes,
+                        size_t block_bytes, const std::function<void(std::string_view)>& consume) {
+  std::string buf(block_bytes, '\0');
+  uint64_t done = 0;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    const size_t got = size_t(in.gcount());
+    done += got;
+    if (done > max_bytes)
+      refuse(name, "more than " + std::to_string(max_bytes) + " bytes; refused");
+    if (got > 0) consume(std::string_view(buf.data(), got));
+  }
+  if (in.bad()) refuse(name, "read error");
 }
 
 std::string read_stream(std::istream& in, const std::string& name, uint64_t max_bytes) {
   std::string out;
-  char buf[1 << 16];
-  while (in) {
-    in.read(buf, sizeof buf);
-    out.append(buf, size_t(in.gcount()));
-    if (out.size() > max_bytes)
-      refuse(name, "more than " + std::to_string(max_bytes) + " bytes; refused");
-  }
-  if (in.bad()) refuse(name, "read error");
+  read_stream_blocks(in, name, max_bytes, size_t(1) << 16,
+                     [&](std::string_view b) { out.append(b); });
   return out;
 }
 
@@ -195,6 +256,101 @@ int remove_stale_temp_files(const std::string& path) {
   }
   ::closedir(d);
   return removed;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Who a path is: device and inode when it exists, else its resolved directory and name.
+struct FileKey {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;
+  bool operator==(const FileKey& o) const {
+    return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : name == o.name);
+  }
+};
+
+FileKey key_of(const std::string& path) {
+  FileKey k;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    k.exists = true, k.dev = st.st_dev, k.ino = st.st_ino;
+    return k;
+  }
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  const fs::path dir = fs::weakly_canonical(p.parent_path(), ec);
+  k.name = ((ec ? p.parent_path() : dir) / p.filename()).lexically_normal().string();
+  return k;
+}
+
+}  // namespace
+
+std::string find_clobbered(const std::vector<NamedPath>& inputs,
+                           const std::vector<NamedPath>& outputs) {
+  auto skip = [](const NamedPath& p) { return p.path.empty() || p.path == "-"; };
+  std::vector<FileKey> in_keys;
+  for (const NamedPath& in : inputs) in_keys.push_back(skip(in) ? FileKey{} : key_of(in.path));
+  std::vector<FileKey> out_keys;
+  auto clash = [](const NamedPath& out, const NamedPath& other) {
+    return out.role + " " + out.path + " is the same file as " + other.role + " " + other.path +
+           " (refused: writing one would destroy the other)";
+  };
+  for (const NamedPath& out : outputs) {
+    out_keys.push_back(skip(out) ? FileKey{} : key_of(out.path));
+    if (skip(out)) continue;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!skip(inputs[i]) && in_keys[i] == out_keys.back()) return clash(out, inputs[i]);
+    for (size_t j = 0; j + 1 < out_keys.size(); ++j)
+      if (!skip(outputs[j]) && out_keys[j] == out_keys.back()) return clash(out, outputs[j]);
+  }
+  return "";
+}
+
+DirLock::~DirLock() { release(); }
+
+void DirLock::release() {
+  if (fd_ < 0) return;
+  // Removed while still locked: a run that opened this file meanwhile finds it gone (below).
+  ::unlink(path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+}
+
+bool DirLock::acquire(const std::string& dir, long& holder) {
+  release();
+  const std::string path = dir + "/" + kFileName;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    Fd f{::open(path.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644)};
+    if (f.fd < 0) fail(dir, "cannot write", errno);
+    struct stat mine {};
+    if (::fstat(f.fd, &mine) != 0 || !S_ISREG(mine.st_mode))
+      refuse(path, "not a regular file; remove it");
+    if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) fail(path, "cannot lock", errno);
+      char buf[32] = {};
+      const ssize_t r = ::pread(f.fd, buf, sizeof buf - 1, 0);
+      holder = r > 0 ? std::strtol(buf, nullptr, 10) : 0;
+      return false;
+    }
+    // The previous holder removes the file on release: if it did so between our open and our
+    // flock, the file we locked has no name any more, and the next run would lock a new one.
+    struct stat named {};
+    if (::stat(path.c_str(), &named) != 0 || named.st_ino != mine.st_ino ||
+        named.st_dev != mine.st_dev)
+      continue;
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(f.fd, 0) != 0 ||
+        ::pwrite(f.fd, pid.data(), pid.size(), 0) != ssize_t(pid.size()))
+      fail(path, "cannot write", errno);
+    fd_ = f.fd, path_ = path;
+    f.fd = -1;
+    return true;
+  }
+  fail(path, "cannot lock", EAGAIN);
 }
 
 }  // namespace tg

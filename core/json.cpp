@@ -287,6 +287,15 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
+std::string object(std::initializer_list<std::pair<std::string_view, std::string>> members) {
+  std::string out = "{";
+  for (const auto& [key, value] : members) {
+    if (out.size() > 1) out += ", ";
+    out += quote(key) + ": " + value;
+  }
+  return out + "}";
+}
+
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];

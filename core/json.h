@@ -12,9 +12,11 @@
 // number keeps its text too, so int64 values survive).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tg::json {
@@ -60,6 +62,9 @@ Value parse(std::string_view text);
 std::string quote(std::string_view s);
 // v with 17 significant digits, so it reads back to the same double; NaN and infinities as null.
 std::string number(double v);
+// {"k1": v1, "k2": v2, ...}: the keys quoted, the values already JSON (number(), quote(), ...),
+// in the order given.
+std::string object(std::initializer_list<std::pair<std::string_view, std::string>> members);
 
 // An object written member by member, in order: {"a": 1, "b": "x"} (", " and ": " between,
 // as GPTConfig::str writes). Keys are the caller's and not checked for repeats.

@@ -63,6 +63,21 @@ void Generator::twist() {
   kernels::mt19937_twist(state_.data());  // the vector paths vectorize the 624-word update
   left_ = kN;
   next_ = 0;
+  ++twists_;
+}
+
+// random_block's walk without the tempering.
+void Generator::discard(uint64_t n) {
+  while (n > 0) {
+    if (left_ == 1) {
+      twist();
+      left_ = kN + 1;
+    }
+    const uint64_t take = std::min<uint64_t>(n, uint64_t(left_ - 1));
+    next_ += static_cast<uint32_t>(take);
+    left_ -= static_cast<int32_t>(take);
+    n -= take;
+  }
 }
 
 void Generator::random_block(uint32_t* out, int64_t n) {

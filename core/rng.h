@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/kernels/kernels.h"
+#include "core/mt19937.h"
 
 namespace tg {
 
@@ -36,7 +36,7 @@ class Generator {
     // Like at::mt19937: `left_` counts down to the next twist, so a fresh seed twists on its
     // first draw and get_state() can report the exact position.
     if (--left_ == 0) twist();
-    return kernels::mt19937_temper_word(state_[next_++]);
+    return mt19937_temper_word(state_[next_++]);
   }
   uint64_t random64() {  // W64(): the first word is the high half
     const uint64_t hi = random();
@@ -45,6 +45,12 @@ class Generator {
   // The next n words of random(), in order, into out: the same stream and the same position
   // afterwards as n calls, without the per-word branch, so bulk draws vectorize.
   void random_block(uint32_t* out, int64_t n);
+  // Skips the next n words: the position n calls of random() reach, without tempering them.
+  // Data-parallel training starts rank r's dropout where micro-batch r's starts.
+  void discard(uint64_t n);
+  // Words drawn since construction (counting on across manual_seed and set_state, so only the
+  // difference between two readings means something): how far a forward moved the stream.
+  uint64_t words_drawn() const { return twists_ * kN - uint64_t(left_ - 1); }
 
   // torch.randperm(n): n-1 words, Fisher-Yates from the front with modulo bias (§5).
   std::vector<int64_t> randperm(int64_t n);
@@ -74,8 +80,9 @@ class Generator {
   void twist();
 
   uint64_t seed_ = kDefaultSeed;
-  int32_t left_ = 1;   // draws until the next twist (+1); 1 right after seeding
-  uint32_t next_ = 0;  // index of the next word in state_
+  int32_t left_ = 1;     // draws until the next twist (+1); 1 right after seeding
+  uint32_t next_ = 0;    // index of the next word in state_
+  uint64_t twists_ = 0;  // twist() calls so far, for words_drawn()
   std::array<uint32_t, kN> state_{};
   double next_double_normal_ = 0;
   bool has_next_double_normal_ = false;

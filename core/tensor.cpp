@@ -10,8 +10,8 @@
 #include "core/autograd.h"
 #include "core/impl.h"
 #include "core/ops.h"
-#include "core/ops/common.h"
 #include "core/print.h"
+#include "core/tensor_detail.h"
 #include "core/threadpool.h"
 
 namespace tg {

@@ -1,7 +1,6 @@
 // Chapter 4's GPT (see gpt.h).
 #include "nn/gpt.h"
 
-#include <sstream>
 #include <stdexcept>
 
 #include "core/json.h"
@@ -11,14 +10,30 @@ namespace tg::nn {
 
 // ---- GPTConfig -------------------------------------------------------------------------------
 
+bool is_attention_route(const std::string& name) {
+  for (const char* r : kAttentionRoutes)
+    if (name == r) return true;
+  return false;
+}
+
+std::string attention_routes_text() {
+  std::string out;
+  for (size_t i = 0; i < kAttentionRoutes.size(); ++i)
+    out += std::string(i == 0                             ? ""
+                       : i + 1 == kAttentionRoutes.size() ? " or "
+                                                          : ", ") +
+           kAttentionRoutes[i];
+  return out;
+}
+
 std::string GPTConfig::str() const {
-  std::ostringstream os;
-  os.precision(17);
-  os << "{\"vocab_size\": " << vocab_size << ", \"context_length\": " << context_length
-     << ", \"emb_dim\": " << emb_dim << ", \"n_heads\": " << n_heads
-     << ", \"n_layers\": " << n_layers << ", \"drop_rate\": " << drop_rate
-     << ", \"qkv_bias\": " << (qkv_bias ? "true" : "false") << "}";
-  return os.str();
+  return json::object({{"vocab_size", std::to_string(vocab_size)},
+                       {"context_length", std::to_string(context_length)},
+                       {"emb_dim", std::to_string(emb_dim)},
+                       {"n_heads", std::to_string(n_heads)},
+                       {"n_layers", std::to_string(n_layers)},
+                       {"drop_rate", json::number(drop_rate)},
+                       {"qkv_bias", qkv_bias ? "true" : "false"}});
 }
 
 bool GPTConfig::operator==(const GPTConfig& o) const {
@@ -55,9 +70,9 @@ void GPTConfig::validate() const {
   if (!(drop_rate >= 0 && drop_rate < 1))
     throw std::invalid_argument("GPT config: drop_rate must be in [0, 1), got " +
                                 std::to_string(drop_rate));
-  if (attention != "fused" && attention != "book")
-    throw std::invalid_argument("GPT config: attention must be fused or book, got '" + attention +
-                                "'");
+  if (!is_attention_route(attention))
+    throw std::invalid_argument("GPT config: attention must be " + attention_routes_text() +
+                                ", got '" + attention + "'");
 }
 
 namespace {
@@ -150,7 +165,7 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
     : Module("TransformerBlock") {
   // The book's MultiHeadAttention, or the same module with its attention core fused.
   std::shared_ptr<MultiHeadAttention> mha =
-      cfg.attention == "book"
+      cfg.attention == kAttentionBook
           ? std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
                                                  cfg.drop_rate, cfg.n_heads, cfg.qkv_bias, gen)
           : std::make_shared<MultiHeadAttentionSDPA>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,

@@ -20,6 +20,7 @@
 // Not here: weight tying with tok_emb (the book keeps them separate; the GPT-2 loader in
 // train/gpt2_weights.h copies wte into both), a sliding-window cache.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +36,15 @@
 
 namespace tg::nn {
 
+// GPTConfig::attention's values, the one list of them (options, benchmarks and errors name the
+// routes from here): the default first.
+inline constexpr const char* kAttentionFused = "fused";
+inline constexpr const char* kAttentionBook = "book";
+inline constexpr std::array<const char*, 2> kAttentionRoutes = {kAttentionFused, kAttentionBook};
+bool is_attention_route(const std::string& name);
+// "fused or book": the routes as errors and help lines name them.
+std::string attention_routes_text();
+
 // The book's GPT_CONFIG dictionary.
 struct GPTConfig {
   int64_t vocab_size = 50257;
@@ -48,7 +58,7 @@ struct GPTConfig {
   // scaled_dot_product_attention call (MultiHeadAttentionSDPA, nn/sdpa_attention.h); "book": the
   // §3.6.2 MultiHeadAttention op by op. Both compute the same function of the same parameters
   // with the same dropout draws, so the choice is neither saved by str() nor compared by ==.
-  std::string attention = "fused";
+  std::string attention = kAttentionFused;
 
   bool operator==(const GPTConfig& o) const;
   std::string str() const;  // {"vocab_size": 50257, ...} (JSON, the book's keys)

@@ -3,6 +3,7 @@
 // data, duplicate keys, unknown tensors, configs that do not match the tensors, corrupt training
 // state and stored options, NaN weights), lost output, an overwritten checkpoint.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +15,11 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/ops.h"
 #include "nn/gpt.h"
 #include "tests/temp_dir.h"
@@ -30,6 +34,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Dir = tg::testing::TempDir;
+using tg::DirLock;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -295,8 +300,37 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
       {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
       {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
       {"history", "{}", "checkpoint's 'history' is not a list"},
+      // Counters checked against each other and the run's options (issue 23).
+      {"epoch", "1000000000",
+       "checkpoint's 'epoch' is 1000000000, past the 1 epochs of the run that wrote it"},
+      {"global_step", "1000000000000000",
+       "checkpoint's 'global_step' is 1000000000000000, but epoch 1 and batch 0 of 30 per epoch "
+       "make it 29"},
+      {"optimizer_step", "0", "checkpoint's 'optimizer_step' is 0, but global_step 29 makes it 30"},
+      {"optimizer_step", "4611686018427387904",
+       "checkpoint's 'optimizer_step' is 4611686018427387904, but global_step 29 makes it 30"},
+      {"tokens_seen", "1921",
+       "checkpoint's 'tokens_seen' is 1921, but 30 steps of 64 tokens make it 1920"},
+      {"history", "[{\"epoch\": 1, \"step\": 99, \"tokens_seen\": 0}]",
+       "checkpoint's history has an evaluation at step 99, epoch 1, after the checkpoint's step 29 "
+       "(epoch 1)"},
+      // Each fact once: a second copy (checkpoints before issue 23) must agree with the first.
+      {"tokenizer", "gpt2",
+       "checkpoint's metadata 'tokenizer' is 'gpt2' but its options say 'bpe:256' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"preset", "tiny",
+       "checkpoint's metadata 'preset' is 'tiny' but its options say 'custom' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"step", "7", "checkpoint's 'step' is '7' but its optimizer_step is 30"},
   };
   for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
+  // A new checkpoint holds preset, tokenizer and the step count once; one from before, with the
+  // copies agreeing, still resumes.
+  const train::SafeTensors fresh = train::load_safetensors(dir + "/checkpoint.safetensors");
+  for (const char* key : {"preset", "tokenizer", "step"}) CHECK(fresh.metadata.count(key) == 0);
+  CHECK(resume_with(d, dir, "tokenizer", "bpe:256").rc == 0);
+  CHECK(resume_with(d, dir, "preset", "custom").rc == 0);
+  CHECK(resume_with(d, dir, "step", "30").rc == 0);
   // Stored options: the field's text replaced in the options JSON.
   const std::vector<Bad> options = {
       {"lr", "\"nan\"", "checkpoint option 'lr' expects a number >= 0, got \"nan\""},
@@ -313,6 +347,10 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
       {"cosine", "0", "checkpoint option 'cosine' expects true or false, got 0"},
       {"attention", "\"flash\"",
        "checkpoint option 'attention' expects fused or book, got \"flash\""},
+      // A relative --text is relative to where the run that wrote the checkpoint started.
+      {"text", "\"rel/none.txt\"",
+       "cannot read text file rel/none.txt: no such file (the --text stored in " + resumed +
+           "/checkpoint.safetensors, relative to the folder that run started in; give --text)"},
   };
   for (const Bad& b : options)
     check_refused(resume_with(d, dir, "options", options_with(dir, b.key, b.value)), "train",
@@ -366,4 +404,251 @@ TEST_CASE("output: a full device fails the command; a checkpoint is never replac
   o.overwrite = true;
   CHECK(train::run_training(o, out, err).global_step == 0);
   CHECK(slurp(dir + "/checkpoint.safetensors") != before);
+}
+
+namespace {
+
+// `tapegrad train` on the test text as a program in d/name, for as long as it is let run
+// (1000 epochs), printing an evaluation every step.
+std::string long_train_cmd(const Dir& d, const std::string& name) {
+  return std::string(TG_TAPEGRAD_EXE) + " train --text " + TG_GOLDEN_DIR +
+         "/train_text.txt --tokenizer bpe:300 --context 16 --batch-size 8 --epochs 1000 "
+         "--eval-freq 1 --eval-iter 1 --no-progress --out " +
+         (d / name);
+}
+
+// The last line of a file (without its newline), and how many lines it has.
+std::pair<std::string, int> last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  int n = 0;
+  while (std::getline(in, line)) last = line, ++n;
+  return {last, n};
+}
+
+// Runs `cmd` (sh -c) with stdout a pipe whose reader is gone; its exit status, or -signal.
+int with_stdout_closed(const std::string& cmd) {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  ::close(p[0]);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(p[1], 1);
+    ::signal(SIGPIPE, SIG_DFL);  // as a shell starts it
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM saves at the step's end like Ctrl-C and exits 143") {
+  Dir d;
+  int out_pipe[2];
+  REQUIRE(::pipe(out_pipe) == 0);
+  const std::string err_path = d / "err";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::close(out_pipe[0]);
+    const std::string cmd = "exec " + long_train_cmd(d, "o") + " 2> " + err_path;
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  // Training has started once its first log line is out.
+  char c = 0;
+  while (::read(out_pipe[0], &c, 1) == 1 && c != '\n') {
+  }
+  REQUIRE(c == '\n');
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  std::thread drain([&] {  // keep reading, so the run never blocks on a full pipe
+    char buf[4096];
+    while (::read(out_pipe[0], buf, sizeof buf) > 0) {
+    }
+  });
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  drain.join();
+  ::close(out_pipe[0]);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  const auto [line, lines] = last_line(err_path);
+  CHECK(lines == 1);
+  CHECK(line.rfind("stopped by SIGTERM after step ", 0) == 0);
+  const std::string tail = "; checkpoint " + (d / "o") +
+                           "/checkpoint.safetensors (continue with --resume " + (d / "o") + ")";
+  CHECK(line.size() > tail.size());
+  CHECK(line.substr(line.size() - std::min(line.size(), tail.size())) == tail);
+  CHECK(fs::exists(d / "o/checkpoint.safetensors"));
+  CHECK(!fs::exists(d / "o/tapegrad.lock"));
+}
+
+TEST_CASE("a closed stdout (train | head -1) stops with a saved checkpoint and one line") {
+  Dir d;
+  const std::string cmd = "{ " + long_train_cmd(d, "o") + " 2> " + (d / "err") + "; echo $? > " +
+                          (d / "rc") + "; } | head -1 > " + (d / "out");
+  REQUIRE(std::system(("sh -c '" + cmd + "'").c_str()) == 0);
+  CHECK(last_line(d / "rc").first == "1");
+  CHECK(last_line(d / "out").second == 1);
+  const auto [line, lines] = last_line(d / "err");
+  CHECK(lines == 1);
+  CHECK(line.rfind("tapegrad train: cannot write the output to stdout (disk full or pipe closed?); "
+                   "stopped after step ",
+                   0) == 0);
+  const std::string tail = " with checkpoint " + (d / "o") +
+                           "/checkpoint.safetensors (continue with --resume " + (d / "o") + ")";
+  CHECK(line.substr(line.size() - std::min(line.size(), tail.size())) == tail);
+  CHECK(fs::exists(d / "o/checkpoint.safetensors"));
+  // tokenize and generate report a closed pipe too, instead of dying of SIGPIPE unheard.
+  const std::string exe = TG_TAPEGRAD_EXE;
+  CHECK(with_stdout_closed(exe + " tokenize " + TG_GOLDEN_DIR + "/train_text.txt 2> " +
+                           (d / "terr")) == 1);
+  CHECK(last_line(d / "terr").first ==
+        "tapegrad tokenize: cannot write the output to stdout (disk full or pipe closed?)");
+  // Appending the ids to the text being read.
+  spit(d / "t.txt", "some text");
+  const std::string append =
+      exe + " tokenize " + (d / "t.txt") + " >> " + (d / "t.txt") + " 2> " + (d / "aerr");
+  CHECK(WEXITSTATUS(std::system(append.c_str())) == 2);
+  CHECK(slurp(d / "aerr") == "tapegrad tokenize: stdout /dev/stdout is the same file as the text " +
+                                 (d / "t.txt") +
+                                 " (refused: writing one would destroy the other)\n");
+  CHECK(slurp(d / "t.txt") == "some text");
+  CHECK(with_stdout_closed(exe + " generate --checkpoint " + (d / "o") + " 2> " + (d / "gerr")) ==
+        1);
+  CHECK(last_line(d / "gerr").first ==
+        "tapegrad generate: cannot write the output to stdout (disk full or pipe closed?)");
+}
+
+TEST_CASE("one run per --out: a second is refused at once naming the holder; --seed on --resume") {
+  Dir d;
+  const std::string dir = make_checkpoint(d, "ck", false);
+  const std::string text = std::string(TG_GOLDEN_DIR) + "/train_text.txt";
+  const std::vector<std::string> fresh = {"train",   "--text",    text,    "--tokenizer",
+                                          "bpe:300", "--context", "16",    "--epochs",
+                                          "0",       "--out",     d / "f", "--no-progress"};
+  fs::create_directories(d / "f");
+  {
+    DirLock held;  // another run's lock, as this process holds it
+    long holder = 0;
+    REQUIRE(held.acquire(dir, holder));
+    DirLock held_f;
+    REQUIRE(held_f.acquire(d / "f", holder));
+    const std::string pid = std::to_string(::getpid());
+    const Result r =
+        run(cli::train_main, {"train", "--resume", dir, "--epochs", "2", "--no-progress"});
+    CHECK(r.rc == 1);
+    CHECK(r.err == "tapegrad train: --out " + dir + " is in use by another run (PID " + pid +
+                       "); wait for it to end or choose another --out\n");
+    const Result f = run(cli::train_main, fresh);
+    CHECK(f.rc == 1);
+    CHECK(f.err == "tapegrad train: --out " + (d / "f") + " is in use by another run (PID " + pid +
+                       "); wait for it to end or choose another --out\n");
+  }
+  const Result f = run(cli::train_main, fresh);  // the holder is gone: the run goes ahead
+  CHECK(f.rc == 0);
+  CHECK(!fs::exists(d / "f/tapegrad.lock"));
+  // A procfs text (stat size 0) is read, not called empty: too short for a window of 1024.
+  const Result proc = run(
+      cli::train_main, {"train", "--text", "/proc/self/status", "--context", "1024", "--preset",
+                        "gpt2-124m", "--tokenizer", "bpe:256", "--out", d / "p", "--no-progress"});
+  CHECK(proc.rc == 1);
+  CHECK(proc.err.rfind("tapegrad train: text too short: the validation split of "
+                       "'/proc/self/status' has ",
+                       0) == 0);
+  // bpe:N on a text with fewer pairs says so, as bpe-train does.
+  std::vector<std::string> big = fresh;
+  big[4] = "bpe:100000";
+  const Result w = run(cli::train_main, big);
+  CHECK(w.rc == 0);
+  CHECK(w.err == "warning: the training text of " + text +
+                     " ran out of pairs; tokenizer bpe:100000 has 427 tokens, not 100000\n"
+                     "nothing to do: --epochs 0\n");
+
+  // --seed cannot change a resumed run's draws (the generator's state is the checkpoint's).
+  const Result s = run(cli::train_main, {"train", "--resume", dir, "--seed", "7", "--epochs", "2"});
+  CHECK(s.rc == 2);
+  CHECK(s.err == "tapegrad train: --seed 7 does not match the checkpoint " + dir +
+                     "/checkpoint.safetensors (trained with 123); a checkpoint from another "
+                     "config\n");
+  const Result same = run(cli::train_main, {"train", "--resume", dir, "--seed", "123", "--epochs",
+                                            "2", "--no-progress"});
+  CHECK(same.rc == 0);
+}
+
+TEST_CASE("make's apt-get waits for another package manager's lock, saying so, within a bound") {
+  Dir d;
+  // A stand-in apt-get: fails `fails` times with MODE's message, then succeeds.
+  spit(d / "apt-get",
+       "#!/bin/sh\n"
+       "echo \"$*\" >> " +
+           (d / "args") +
+           "\n"
+           "n=$(cat " +
+           (d / "count") + " 2>/dev/null || echo 0); echo $((n + 1)) > " + (d / "count") +
+           "\n"
+           "[ \"$n\" -ge \"$FAILS\" ] && exit 0\n"
+           "case $MODE in\n"
+           "lists) echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 42 "
+           "(unattended-upgr)' >&2; echo 'E: Unable to lock directory /var/lib/apt/lists/' >&2;;\n"
+           "dpkg) echo 'Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It "
+           "is held by process 7 (apt)...' >&2; echo 'E: Unable to acquire the dpkg frontend lock "
+           "(/var/lib/dpkg/lock-frontend), is another process using it?' >&2;;\n"
+           "*) echo 'E: Unable to locate package nosuch' >&2;;\n"
+           "esac\n"
+           "exit 100\n");
+  fs::permissions(d / "apt-get", fs::perms::owner_all);
+  struct Case {
+    std::string mode;
+    int fails, timeout, rc;
+    std::vector<std::string> lines;  // stderr of the wrapper itself ("make: ...")
+  };
+  const std::string lists =
+      "make: waiting for /var/lib/apt/lists/lock, held by process 42 "
+      "(unattended-upgr); up to ";
+  const std::string dpkg =
+      "make: waiting for /var/lib/dpkg/lock-frontend, held by process 7 (apt); up to ";
+  const std::vector<Case> cases = {
+      {"lists", 0, 600, 0, {}},
+      {"lists", 2, 600, 0, {lists, lists}},
+      {"dpkg", 1, 600, 0, {dpkg}},
+      {"other", 1, 600, 100, {}},
+      {"lists",
+       99,
+       0,
+       100,
+       {"make: gave up after 0 s waiting for /var/lib/apt/lists/lock, held by process 42 "
+        "(unattended-upgr) (raise APT_LOCK_TIMEOUT, or run make again once that package manager "
+        "is done)"}},
+  };
+  for (const Case& c : cases) {
+    fs::remove(d / "count");
+    fs::remove(d / "args");
+    const std::string cmd = "PATH=" + d.dir + ":$PATH MODE=" + c.mode +
+                            " FAILS=" + std::to_string(c.fails) + " APT_RETRY_SECONDS=0 " +
+                            TG_SOURCE_ROOT + "/tools/apt_get.sh " + std::to_string(c.timeout) +
+                            " install -y -q x > /dev/null 2> " + (d / "err");
+    const int status = std::system(cmd.c_str());
+    INFO("mode ", c.mode, ", fails ", c.fails, ", timeout ", c.timeout);
+    CHECK(WEXITSTATUS(status) == c.rc);
+    std::vector<std::string> mine;
+    std::istringstream err(slurp(d / "err"));
+    for (std::string line; std::getline(err, line);)
+      if (line.rfind("make: ", 0) == 0) mine.push_back(line);
+    REQUIRE(mine.size() == c.lines.size());
+    for (size_t i = 0; i < mine.size(); ++i) CHECK(mine[i].rfind(c.lines[i], 0) == 0);
+    // apt-get itself waits for dpkg's lock, for what is left of the bound.
+    const std::string args = slurp(d / "args");
+    REQUIRE(args.rfind("-o DPkg::Lock::Timeout=", 0) == 0);
+    const int left = std::atoi(args.c_str() + 23);
+    CHECK(left <= c.timeout);
+    CHECK(left >= c.timeout - 2);
+  }
 }

@@ -32,6 +32,11 @@ struct Files {
     REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);  // no writer: a blocking open hangs
     fs::create_directories(dir / "ck");
     std::ofstream(dir / "ck" / "checkpoint.safetensors") << "not really";
+    fs::create_symlink(dir / "junk", dir / "link");  // the same file as junk
+    fs::create_directories(dir / "ck2" / "checkpoint.safetensors");
+    fs::create_directories(dir / "o3");
+    REQUIRE(::mkfifo((dir / "o3" / "loss.svg").c_str(), 0600) == 0);
+    std::ofstream(dir / "aaaa") << std::string(10000, 'a');  // one chunk of 10000 bytes
   }
 };
 
@@ -98,6 +103,10 @@ void check_table(const std::vector<Case>& cases) {
 }
 
 const std::string kNotRegular = ": not a regular file (a FIFO, device or socket); give a ";
+const std::string kClobber = " (refused: writing one would destroy the other)";
+const std::string kLongMerge =
+    "{d}/aaaa: merge 12 would make a token of 8192 bytes, more than the 4096 a token may have (the "
+    "text has a run of letters, digits, punctuation or spaces that long)";
 
 }  // namespace
 
@@ -249,6 +258,15 @@ TEST_CASE("bad input table: tapegrad train") {
       {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
       {{"train", "--drop-rate", "1"}, 2, "--drop-rate expects a number in [0, 1), got '1'"},
       {{"train", "--drop-rate=-0.1"}, 2, "--drop-rate expects a number in [0, 1), got '-0.1'"},
+      {{"train", "--micro-batches", "-1"},
+       2,
+       "--micro-batches expects an integer from 1 to 1048576, got '-1'"},
+      {{"train", "--micro-batches", "3", "--batch-size", "4"},
+       2,
+       "--batch-size 4 does not split into 3 micro-batches"},
+      {{"train", "--micro-batches", "5", "--batch-size", "4"},
+       2,
+       "--batch-size 4 does not split into 5 micro-batches"},
       {{"train", "--tokenizer", "bpe:abc"},
        2,
        "--tokenizer names an unknown tokenizer 'bpe:abc' (known: gpt2, bpe:N with 256 <= N <= "
@@ -299,6 +317,39 @@ TEST_CASE("bad input table: tapegrad train") {
        1,
        "{d}/junk: not a valid safetensors file (shorter than 8 bytes)"},
       {{"train", "--resume", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "safetensors file"},
+      // Outputs that are inputs or each other (issue 23), refused before anything is written.
+      {{"train", "--text", "{d}/junk", "--log", "{d}/junk", "--out", "{d}/o"},
+       2,
+       "--log {d}/junk is the same file as --text {d}/junk" + kClobber},
+      {{"train", "--text", "{d}/link", "--log", "{d}/junk", "--out", "{d}/o"},
+       2,
+       "--log {d}/junk is the same file as --text {d}/link" + kClobber},
+      {{"train", "--text", "{d}/junk", "--log", "{d}/o/checkpoint.safetensors", "--out", "{d}/o"},
+       2,
+       "--log {d}/o/checkpoint.safetensors is the same file as the checkpoint "
+       "{d}/o/checkpoint.safetensors" +
+           kClobber},
+      {{"train", "--text", "{d}/junk", "--log", "{d}/o/../o/loss.svg", "--out", "{d}/o"},
+       2,
+       "--log {d}/o/../o/loss.svg is the same file as the plot {d}/o/loss.svg" + kClobber},
+      {{"train", "--text", "{d}/ck/checkpoint.safetensors", "--out", "{d}/ck", "--overwrite"},
+       2,
+       "the checkpoint {d}/ck/checkpoint.safetensors is the same file as --text "
+       "{d}/ck/checkpoint.safetensors" +
+           kClobber},
+      // Outputs that cannot be written are found before training (issue 23).
+      {{"train", "--out", "/proc"}, 1, "--out /proc: cannot write (No such file or directory)"},
+      {{"train", "--out", "{d}/junk/sub", "--text", "{d}/aaaa"},
+       1,
+       "cannot create output directory '{d}/junk/sub' (Not a directory)"},
+      {{"train", "--out", "{d}/ck2", "--overwrite", "--text", "{d}/junk"},
+       1,
+       "{d}/ck2/checkpoint.safetensors: is a directory, not a file"},
+      {{"train", "--out", "{d}/o3", "--text", "{d}/junk"},
+       1,
+       "{d}/o3/loss.svg: not a regular file (a FIFO, device or socket); only a regular file is "
+       "replaced"},
+      {{"train", "--text", "{d}/aaaa", "--tokenizer", "bpe:300", "--out", "{d}/o"}, 1, kLongMerge},
       {{"train", "--init-from", "a", "--resume", "b"},
        2,
        "--init-from starts a run from GPT-2's weights; it does not go with --resume"},
@@ -361,6 +412,17 @@ TEST_CASE("bad input table: tapegrad generate") {
        1,
        "/dev/zero" + kNotRegular + "safetensors file"},
       {{"generate", "--checkpoint", "{d}/fifo"}, 1, "{d}/fifo" + kNotRegular + "safetensors file"},
+      {{"generate", "--checkpoint", "{d}/ck", "--logits", "{d}/ck/checkpoint.safetensors"},
+       2,
+       "--logits {d}/ck/checkpoint.safetensors is the same file as --checkpoint "
+       "{d}/ck/checkpoint.safetensors" +
+           kClobber},
+      {{"generate", "--checkpoint", "{d}/ck/checkpoint.safetensors", "--logits",
+        "{d}/ck/./checkpoint.safetensors"},
+       2,
+       "--logits {d}/ck/./checkpoint.safetensors is the same file as --checkpoint "
+       "{d}/ck/checkpoint.safetensors" +
+           kClobber},
   });
 }
 
@@ -407,6 +469,13 @@ TEST_CASE("bad input table: tapegrad tokenize, bpe-train and chapter3") {
       {{"bpe-train", "--vocab-size", "300", "-o", "{d}/emptydir", "{d}/junk"},
        1,
        "{d}/emptydir: is a directory, not a file"},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/junk", "{d}/junk"},
+       2,
+       "-o {d}/junk is the same file as the text {d}/junk" + kClobber},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/link", "{d}/junk"},
+       2,
+       "-o {d}/link is the same file as the text {d}/junk" + kClobber},
+      {{"bpe-train", "--vocab-size", "300", "-o", "{d}/v", "{d}/aaaa"}, 1, kLongMerge},
       {{"chapter3", "--cell", "99"}, 2, "--cell expects an integer from 2 to 38, got '99'"},
       {{"chapter3", "--cell", ""}, 2, "--cell expects an integer from 2 to 38, got ''"},
       {{"chapter3", "--cell"}, 2, "--cell needs a value"},

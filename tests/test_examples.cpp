@@ -21,9 +21,9 @@ using namespace tg;
 
 namespace {
 
-// The example's stdout and stderr, and its exit status.
-std::string run_example(const std::string& name, int& status) {
-  const std::string cmd = std::string(TG_EXAMPLES_DIR) + "/" + name + " 2>&1";
+// The example's stdout and stderr, and its exit status; `launcher` runs it (mpirun ...).
+std::string run_example(const std::string& name, int& status, const std::string& launcher = "") {
+  const std::string cmd = launcher + std::string(TG_EXAMPLES_DIR) + "/" + name + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
@@ -147,4 +147,22 @@ TEST_CASE("examples/train_tiny_gpt prints the book's log and its loss falls") {
   REQUIRE(train_loss.size() >= 10);
   CHECK(std::abs(train_loss.front() - std::log(257.0)) < 0.5);  // about uniform at first
   CHECK(train_loss.back() < 0.5 * train_loss.front());
+}
+
+TEST_CASE("examples/ddp_regression fits its line on 2 ranks with the same weights on each") {
+  // Under mpirun when this build has MPI (as root it needs the two variables); else alone.
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const bool mpi = TG_HAVE_MPI && std::system("command -v mpirun > /dev/null 2>&1") == 0;
+  if (!mpi) MESSAGE("no MPI in this build or no mpirun: one process");
+  int status = 0;
+  const std::string out =
+      run_example("ddp_regression", status,
+                  mpi ? "ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np 2 " : "");
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out.find(std::string(mpi ? "2" : "1") +
+                 " rank(s): w = 3.000, b = -2.000, weights identical on every rank: yes\n") !=
+        std::string::npos);
+  CHECK(out.find("epoch 30: loss 0.000000\n") != std::string::npos);
 }

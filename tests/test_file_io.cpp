@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "core/file_io.h"
 #include "doctest/doctest.h"
@@ -172,4 +173,71 @@ TEST_CASE("read_regular_file: only regular files of a bounded size, and nothing 
   CHECK_THROWS_WITH(tg::read_stream(endless, "stdin", 100), "stdin: more than 100 bytes; refused");
   std::istringstream small("abc");
   CHECK(tg::read_stream(small, "stdin", 100) == "abc");
+}
+
+TEST_CASE("read_regular_file: a file whose stat size is 0 is read to its end (procfs)") {
+  struct stat st {};
+  REQUIRE(::stat("/proc/self/status", &st) == 0);
+  REQUIRE(st.st_size == 0);
+  const std::string status = tg::read_regular_file("/proc/self/status", 1 << 20, "text");
+  CHECK(status.rfind("Name:", 0) == 0);
+  CHECK_THROWS_WITH(tg::read_regular_file("/proc/self/status", 10, "text"),
+                    "/proc/self/status: more than the 10 bytes a text file may have");
+  // In blocks: the same bytes, in order.
+  std::string joined;
+  int blocks = 0;
+  TempDir d("tg_file_io");
+  tg::write_file_atomic(d / "t", "0123456789abcdef");
+  tg::read_regular_file_blocks(d / "t", 100, "text", 5, [&](std::string_view b) {
+    joined.append(b);
+    ++blocks;
+  });
+  CHECK(joined == "0123456789abcdef");
+  CHECK(blocks == 4);
+}
+
+TEST_CASE("find_clobbered: an output that is an input or another output, by device and inode") {
+  TempDir d("tg_file_io");
+  tg::write_file_atomic(d / "text", "x");
+  fs::create_symlink(d / "text", d / "link");
+  fs::create_directories(d / "sub");
+  using P = tg::NamedPath;
+  CHECK(tg::find_clobbered({{d / "text", "TEXT"}}, {{d / "out", "-o"}}).empty());
+  CHECK(tg::find_clobbered({{d / "text", "TEXT"}}, {{d / "link", "-o"}}) ==
+        "-o " + d / "link" + " is the same file as TEXT " + d / "text" +
+            " (refused: writing one would destroy the other)");
+  CHECK(!tg::find_clobbered({{d / "text", "TEXT"}}, {{d / "sub/../text", "-o"}}).empty());
+  // Names not there yet: the same resolved folder and name.
+  CHECK(!tg::find_clobbered({}, {P{d / "new", "a"}, P{d / "sub/../new", "b"}}).empty());
+  CHECK(tg::find_clobbered({}, {P{d / "new", "a"}, P{d / "sub/new", "b"}}).empty());
+  CHECK(tg::find_clobbered({{"-", "stdin"}}, {{"-", "stdout"}, {"", "--log"}, {"", "x"}}).empty());
+}
+
+TEST_CASE("DirLock: one holder at a time; a holder's death frees it; the file names the PID") {
+  TempDir d("tg_file_io");
+  long holder = -1;
+  {
+    tg::DirLock a;
+    REQUIRE(a.acquire(d.dir, holder));
+    CHECK(slurp(d / "tapegrad.lock") == std::to_string(::getpid()) + "\n");
+    tg::DirLock b;  // another open file description: flock refuses it, even in one process
+    CHECK(!b.acquire(d.dir, holder));
+    CHECK(holder == ::getpid());
+  }
+  CHECK(!fs::exists(d / "tapegrad.lock"));  // removed on release
+  // A holder killed without releasing: its file stays, its lock does not.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    tg::DirLock c;
+    long h = 0;
+    ::_exit(c.acquire(d.dir, h) ? 0 : 1);  // no destructor: the file is left behind
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(slurp(d / "tapegrad.lock") == std::to_string(pid) + "\n");
+  tg::DirLock e;
+  CHECK(e.acquire(d.dir, holder));
+  CHECK_THROWS_WITH(e.acquire("/proc", holder), "/proc: cannot write (No such file or directory)");
 }

@@ -129,3 +129,11 @@ TEST_CASE("json: quote and number read back") {
     CHECK(json::parse(json::number(d)).num == d);
   CHECK(json::number(std::nan("")) == "null");
 }
+
+TEST_CASE("json: object writes its members in order") {
+  CHECK(json::object({}) == "{}");
+  CHECK(json::object({{"a", "1"}}) == "{\"a\": 1}");
+  CHECK(json::object({{"b\"", json::quote("x")}, {"a", "[1, 2]"}}) ==
+        "{\"b\\\"\": \"x\", \"a\": [1, 2]}");
+  CHECK(json::parse(json::object({{"k", json::number(0.1)}})).find("k")->num == 0.1);
+}

@@ -601,7 +601,11 @@ TEST_CASE("bad input throws std::invalid_argument naming the function and the va
   msg = invalid_argument_message([&] { tg::linear_init_bound(-3); });
   CHECK(contains(msg, "linear_init_bound"));
   CHECK(contains(msg, "-3"));
+}
 
+TEST_CASE("bad input to multinomial and set_state throws, naming the function and the value") {
+  int64_t i[4];
+  std::string msg;
   const float neg[] = {0.5f, -0.1f, 0.6f};
   msg = invalid_argument_message([&] { tg::multinomial(i, neg, 1, 3, 1, false); });
   CHECK(contains(msg, "multinomial"));
@@ -640,4 +644,29 @@ TEST_CASE("bad input throws std::invalid_argument naming the function and the va
   CHECK(contains(msg, "set_state"));
   CHECK(contains(msg, "left=0"));
   CHECK(g.get_state() == tg::Generator().get_state());  // a rejected blob changes nothing
+}
+
+// Data-parallel training skips rank r's generator to micro-batch r's start (train/README.md).
+TEST_CASE("discard(n) lands where n draws land; words_drawn counts them") {
+  for (const uint64_t start : {0u, 1u, 623u, 624u, 1000u}) {
+    for (const uint64_t n : {0u, 1u, 2u, 622u, 623u, 624u, 625u, 1248u, 5001u}) {
+      CAPTURE(start);
+      CAPTURE(n);
+      tg::Generator drawn(123), skipped(123);
+      for (uint64_t i = 0; i < start; ++i) drawn.random(), skipped.random();
+      const uint64_t before = drawn.words_drawn();
+      for (uint64_t i = 0; i < n; ++i) drawn.random();
+      CHECK(drawn.words_drawn() - before == n);
+      skipped.discard(n);
+      CHECK(skipped.words_drawn() - before == n);
+      CHECK(skipped.get_state() == drawn.get_state());
+      CHECK(skipped.random() == drawn.random());
+    }
+  }
+  tg::Generator g(7);
+  std::vector<uint32_t> block(700);
+  const uint64_t before = g.words_drawn();
+  g.random_block(block.data(), 700);
+  g.random64();
+  CHECK(g.words_drawn() - before == 702);
 }

@@ -240,6 +240,9 @@ TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
   CHECK(c.context_length == 256);
   CHECK_FALSE(c.qkv_bias);
   CHECK(nn::GPTConfig::parse(c.str()) == c);
+  CHECK(c.str() ==
+        "{\"vocab_size\": 50257, \"context_length\": 256, \"emb_dim\": 768, \"n_heads\": 12, "
+        "\"n_layers\": 12, \"drop_rate\": 0.10000000000000001, \"qkv_bias\": false}");
   CHECK_THROWS_WITH_AS(nn::gpt_preset("gpt5"), doctest::Contains("unknown preset 'gpt5'"),
                        std::invalid_argument);
   nn::GPTConfig bad = c;
@@ -661,7 +664,9 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
       "4.0000000000000003e-05, \"attention\": \"fused\"}";
   // --drop-rate came after: its member is the last, so the old bytes are the new ones' start.
   o.drop_rate = 0.25;
-  const std::string now = before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25}";
+  o.micro_batches = 2;  // --micro-batches came after --drop-rate, its member after it
+  const std::string now =
+      before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25, \"micro_batches\": 2}";
   CHECK(train::options_json(o) == now);
   train::TrainOptions r;
   r.resume_dir = "ck";
@@ -673,6 +678,7 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
   old.resume_dir = "ck";
   train::merge_resume_options(old, json::parse(before), "ck");
   CHECK(old.drop_rate == -1);
+  CHECK(old.micro_batches == 1);  // before --micro-batches every step was one batch
   const size_t cut = before.find(", \"attention\"");
   train::merge_resume_options(old, json::parse(before.substr(0, cut) + "}"), "ck");
   CHECK(old.attention == "book");

@@ -49,7 +49,6 @@ std::vector<uint8_t> unhex(const std::string& s) {
 // The tokenizer's description for the checkpoint: merges for a trained BPE, nothing for gpt2.
 void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok,
                              std::vector<std::pair<std::string, Tensor>>& tensors, Metadata& md) {
-  md["tokenizer"] = spec;
   if (spec == "gpt2") return;
   std::vector<int64_t> merges;
   for (int id = 256; id < tok.n_mergeable(); ++id) {
@@ -184,11 +183,30 @@ nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& p
   return cfg;
 }
 
+namespace {
+
+// "preset" or "tokenizer": stored once, in the options.
+std::string recipe_entry(const SafeTensors& st, const std::string& path, const char* key) {
+  const json::Value options = options_from_checkpoint(st, path);
+  const json::Value* v = options.find(key);
+  const auto old = st.metadata.find(key);  // checkpoints before issue 23 held a second copy
+  if (!v || v->kind != json::Value::Kind::String) {
+    if (old != st.metadata.end()) return old->second;
+    throw TrainError(path + ": checkpoint options lack '" + key + "'");
+  }
+  if (old != st.metadata.end() && old->second != v->str)
+    throw TrainError(path + ": checkpoint's metadata '" + key + "' is '" + show_bytes(old->second) +
+                     "' but its options say '" + show_bytes(v->str) +
+                     "' (an edited checkpoint; one of them is wrong)");
+  return v->str;
+}
+
+}  // namespace
+
 std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
                                                            const std::string& path) {
-  const auto it = st.metadata.find("tokenizer");
-  if (it == st.metadata.end()) throw TrainError(path + ": checkpoint has no tokenizer entry");
-  if (it->second == "gpt2") {
+  const std::string spec = recipe_entry(st, path, "tokenizer");
+  if (spec == "gpt2") {
     try {
       return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
     } catch (const std::exception& e) {
@@ -199,7 +217,7 @@ std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st
   const auto sp = st.metadata.find("tokenizer_specials");
   if (!m || m->dim() != 2 || m->size(1) != 2 || m->dtype() != DType::Int64 ||
       sp == st.metadata.end())
-    throw TrainError(path + ": checkpoint's tokenizer '" + it->second + "' lacks its merges");
+    throw TrainError(path + ": checkpoint's tokenizer '" + spec + "' lacks its merges");
   std::vector<std::pair<int, int>> merges;
   const std::vector<int64_t> v = m->to_vector<int64_t>();
   for (size_t i = 0; i + 1 < v.size(); i += 2) {
@@ -236,8 +254,13 @@ SafeTensors read_checkpoint(const std::string& path) {
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
-  config_from_checkpoint(st, path);  // checks the format
+  check_checkpoint(st, path);
   return st;
+}
+
+void check_checkpoint(const SafeTensors& st, const std::string& path) {
+  config_from_checkpoint(st, path);  // checks the format
+  for (const char* key : {"preset", "tokenizer"}) recipe_entry(st, path, key);
 }
 
 json::Value options_from_checkpoint(const SafeTensors& st, const std::string& path) {
@@ -265,12 +288,10 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
   Metadata md;
   md["format"] = kFormat;
   md["config"] = recipe.cfg.str();
-  md["preset"] = recipe.preset;
-  md["options"] = recipe.options_json;
+  md["options"] = recipe.options_json;  // preset, tokenizer and the other options, once
   md["optimizer"] = "AdamW";
   md["optimizer_step"] = std::to_string(optimizer.step_count);
   md["global_step"] = std::to_string(pos.global_step);
-  md["step"] = std::to_string(pos.global_step + 1);  // optimizer steps taken
   md["epoch"] = std::to_string(pos.epoch);
   md["batch"] = std::to_string(pos.batch);
   md["tokens_seen"] = std::to_string(pos.tokens_seen);
@@ -384,6 +405,65 @@ std::vector<int64_t> read_epoch_order(const SafeTensors& st, const std::string& 
   return order;
 }
 
+// An integer option of the checkpoint's own run (merge_resume_options has checked its type).
+int64_t stored_option(const SafeTensors& st, const std::string& path, const char* key) {
+  const json::Value options = options_from_checkpoint(st, path);
+  const json::Value* v = options.find(key);
+  try {
+    if (v && v->kind == json::Value::Kind::Number) return v->as_int();
+  } catch (const json::Error&) {
+  }
+  throw TrainError(path + ": checkpoint option '" + key + "' must be an integer");
+}
+
+[[noreturn]] void bad_counter(const std::string& path, const char* key, int64_t v,
+                              const std::string& why) {
+  throw TrainError(path + ": checkpoint's '" + key + "' is " + std::to_string(v) + ", " + why);
+}
+
+// The counters follow from one another and from the options of the run that wrote them: a
+// changed one would resume at a wrong place, schedule or Adam bias correction.
+void check_counters(const SafeTensors& st, const std::string& path, const RunPosition& pos,
+                    int64_t optimizer_step, int64_t n_batches) {
+  const int64_t epochs = stored_option(st, path, "epochs");
+  if (pos.epoch > epochs || (pos.epoch == epochs && pos.batch > 0))
+    bad_counter(path, "epoch", pos.epoch,
+                "past the " + std::to_string(epochs) + " epochs of the run that wrote it");
+  int64_t steps = 0;  // an epoch count stored beside an explicit --epochs is unchecked: guarded
+  if (__builtin_mul_overflow(pos.epoch, n_batches, &steps) ||
+      __builtin_add_overflow(steps, pos.batch, &steps))
+    bad_counter(path, "epoch", pos.epoch, "past any run's length");
+  if (pos.global_step != steps - 1)
+    bad_counter(path, "global_step", pos.global_step,
+                "but epoch " + std::to_string(pos.epoch) + " and batch " +
+                    std::to_string(pos.batch) + " of " + std::to_string(n_batches) +
+                    " per epoch make it " + std::to_string(steps - 1));
+  if (optimizer_step != steps)
+    bad_counter(path, "optimizer_step", optimizer_step,
+                "but global_step " + std::to_string(pos.global_step) + " makes it " +
+                    std::to_string(steps));
+  const auto old = st.metadata.find("step");  // before issue 23, a copy of optimizer_step
+  if (old != st.metadata.end() && old->second != std::to_string(steps))
+    throw TrainError(path + ": checkpoint's 'step' is '" + show_bytes(old->second) +
+                     "' but its optimizer_step is " + std::to_string(steps));
+  int64_t per_step = 0, tokens = 0;
+  if (__builtin_mul_overflow(stored_option(st, path, "batch_size"),
+                             stored_option(st, path, "context_length"), &per_step) ||
+      per_step <= 0 || __builtin_mul_overflow(steps, per_step, &tokens) ||
+      pos.tokens_seen != tokens)
+    bad_counter(path, "tokens_seen", pos.tokens_seen,
+                "but " + std::to_string(steps) + " steps of " + std::to_string(per_step) +
+                    " tokens make it " + std::to_string(tokens));
+  // EvalPoint::epoch counts from 1, the epoch in progress included.
+  const int64_t last_epoch = pos.epoch + (pos.batch > 0 ? 1 : 0);
+  for (const EvalPoint& p : pos.history)
+    if (p.step < 0 || p.step > pos.global_step || p.epoch < 1 || p.epoch > last_epoch)
+      throw TrainError(path + ": checkpoint's history has an evaluation at step " +
+                       std::to_string(p.step) + ", epoch " + std::to_string(p.epoch) +
+                       ", after the checkpoint's step " + std::to_string(pos.global_step) +
+                       " (epoch " + std::to_string(last_epoch) + ")");
+}
+
 }  // namespace
 
 RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, nn::GPTModel& model,
@@ -423,6 +503,7 @@ RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, n
     throw TrainError(path + ": checkpoint position is out of range (epoch " +
                      std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch) + " of " +
                      std::to_string(n_batches) + ", step " + std::to_string(pos.global_step) + ")");
+  check_counters(st, path, pos, optimizer.step_count, n_batches);
   if (pos.batch > 0) pos.epoch_order = read_epoch_order(st, path, n_windows);
   return pos;
 }
@@ -437,9 +518,9 @@ LoadedModel load_checkpoint_model(const std::string& where) {
   const SafeTensors st = read_checkpoint(path);
   LoadedModel lm;
   lm.cfg = config_from_checkpoint(st, path);
-  lm.preset = st.metadata.count("preset") ? st.metadata.at("preset") : "";
+  lm.preset = recipe_entry(st, path, "preset");
   lm.tokenizer = tokenizer_from_checkpoint(st, path);
-  lm.tokenizer_spec = st.metadata.at("tokenizer");  // present: tokenizer_from_checkpoint checked
+  lm.tokenizer_spec = recipe_entry(st, path, "tokenizer");
   if (lm.tokenizer->n_vocab() > lm.cfg.vocab_size)
     throw TrainError(path + ": tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) +
                      " tokens but the model's vocab_size is " + std::to_string(lm.cfg.vocab_size));

@@ -27,8 +27,7 @@ inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
 // What the run was made from, recorded beside the tensors.
 struct RunRecipe {
   const nn::GPTConfig& cfg;
-  const std::string& preset;
-  const std::string& options_json;    // TrainOptions as JSON, read back on --resume
+  const std::string& options_json;    // TrainOptions as JSON (preset and tokenizer included)
   const std::string& tokenizer_spec;  // gpt2 | bpe:N
   const data::Tokenizer& tokenizer;
   const std::string& text_hash;  // text_hash() of the whole text
@@ -38,6 +37,8 @@ struct RunRecipe {
 void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& optimizer,
                      const Generator& gen, const RunRecipe& recipe, const RunPosition& pos);
 
+// The format and the recipe entries of a checkpoint already parsed (read_checkpoint does it).
+void check_checkpoint(const SafeTensors& st, const std::string& path);
 // Reads a checkpoint file and checks its format.
 SafeTensors read_checkpoint(const std::string& path);
 nn::GPTConfig config_from_checkpoint(const SafeTensors& st, const std::string& path);

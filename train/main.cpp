@@ -1,4 +1,5 @@
 // tapegrad: the command line. Each subcommand is one function; `tapegrad help` lists them.
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -39,6 +40,9 @@ int usage(std::ostream& os) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed pipe (`tapegrad tokenize FILE | head`) is a failed write, reported by the command,
+  // not a silent death: train saves its checkpoint first.
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) return usage(std::cerr);
   const std::string cmd = argv[1];
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {

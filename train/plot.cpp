@@ -131,7 +131,113 @@ std::string legend(const Frame& f) {
          num(lx + 30) + "\" y=\"" + num(ly + 24) + "\">Validation loss</text>\n";
 }
 
+// ---- bar charts (plot_bars) ----
+
+const char* const kBarColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                  "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+std::string escape(const std::string& t) {
+  std::string s;
+  for (char c : t)
+    s += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  return s;
+}
+
+std::string text(double x, double y, const std::string& t, const char* anchor,
+                 const char* extra = "") {
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" + extra +
+         ">" + escape(t) + "</text>\n";
+}
+
+// The panel's y range: from 0 to a little above its largest value.
+double panel_ymax(const BarPanel& p) {
+  double ymax = 0;
+  for (const BarSeries& b : p.bars)
+    for (double v : b.values)
+      if (std::isfinite(v)) ymax = std::max(ymax, v);
+  for (double v : p.line.values)
+    if (std::isfinite(v)) ymax = std::max(ymax, v);
+  return ymax > 0 ? ymax * 1.08 : 1;
+}
+
+// One panel in the box (L, top, pw, ph): y ticks, the bars, the line, the category labels.
+std::string bar_panel(const BarPanel& p, double L, double top, double pw, double ph) {
+  const double ymax = panel_ymax(p);
+  auto Y = [&](double v) { return top + ph * (1 - v / ymax); };
+  std::string s = "<rect x=\"" + num(L) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) +
+                  "\" height=\"" + num(ph) + "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (double t : ticks(0, ymax, 5)) {
+    s += "<line x1=\"" + num(L) + "\" y1=\"" + num(Y(t)) + "\" x2=\"" + num(L + pw) + "\" y2=\"" +
+         num(Y(t)) + "\" stroke=\"#e0e0e0\"/>";
+    s += text(L - 6, Y(t) + 4, num(t, t == std::floor(t) ? 0 : 1), "end");
+  }
+  s += text(L + pw / 2, top - 8, p.title, "middle", " font-weight=\"bold\"");
+  s += "<text transform=\"translate(" + num(L - 52) + "," + num(top + ph / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\">" + escape(p.y_label) + "</text>\n";
+  const size_t nc = std::max<size_t>(p.categories.size(), 1),
+               nb = std::max<size_t>(p.bars.size(), 1);
+  const double cw = pw / double(nc), bw = cw * 0.8 / double(nb);
+  for (size_t c = 0; c < p.categories.size(); ++c) {
+    const double x0 = L + cw * double(c) + cw * 0.1;
+    for (size_t b = 0; b < p.bars.size(); ++b) {
+      const double v = c < p.bars[b].values.size() ? p.bars[b].values[c] : NAN;
+      if (!std::isfinite(v)) continue;
+      s += "<rect x=\"" + num(x0 + bw * double(b)) + "\" y=\"" + num(Y(v)) + "\" width=\"" +
+           num(bw * 0.95) + "\" height=\"" + num(top + ph - Y(v)) + "\" fill=\"" +
+           kBarColors[b % 8] + "\"/>";
+    }
+    s += "<text transform=\"translate(" + num(L + cw * (double(c) + 0.5)) + "," +
+         num(top + ph + 12) + ") rotate(30)\" font-size=\"10\">" + escape(p.categories[c]) +
+         "</text>\n";
+  }
+  // The line as steps, level across each category's cell: one category still shows it.
+  std::string pts;
+  for (size_t c = 0; c < p.line.values.size() && c < p.categories.size(); ++c)
+    if (std::isfinite(p.line.values[c]))
+      pts += num(L + cw * (double(c) + 0.05)) + "," + num(Y(p.line.values[c])) + " " +
+             num(L + cw * (double(c) + 0.95)) + "," + num(Y(p.line.values[c])) + " ";
+  if (!pts.empty())
+    s += "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\" "
+         "points=\"" +
+         pts + "\"/>\n";
+  return s;
+}
+
+// The series' names and colours, in a row under the title.
+std::string bar_legend(const BarPanel& p, double x, double y) {
+  std::string s;
+  for (size_t b = 0; b < p.bars.size(); ++b) {
+    s += "<rect x=\"" + num(x) + "\" y=\"" + num(y - 9) + "\" width=\"12\" height=\"10\" fill=\"" +
+         kBarColors[b % 8] + "\"/>" + text(x + 16, y, p.bars[b].name, "start");
+    x += 30 + 7.0 * double(p.bars[b].name.size());
+  }
+  if (!p.line.name.empty())
+    s += "<line x1=\"" + num(x) + "\" y1=\"" + num(y - 4) + "\" x2=\"" + num(x + 20) + "\" y2=\"" +
+         num(y - 4) + "\" stroke=\"black\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>" +
+         text(x + 24, y, p.line.name, "start");
+  return s;
+}
+
 }  // namespace
+
+void plot_bars(const std::string& path, const std::string& title,
+               const std::vector<BarPanel>& panels, const std::string& footnote) {
+  size_t widest = 1;
+  for (const BarPanel& p : panels) widest = std::max(widest, p.categories.size());
+  const double L = 80, R = 80, pw = std::max(560.0, 46.0 * double(widest)), ph = 220;
+  const double head = 70, step = ph + 130;
+  const double W = L + pw + R, H = head + step * double(panels.size()) + 20;
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W, 0) +
+                  "\" height=\"" + num(H, 0) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += text(W / 2, 20, title, "middle", " font-size=\"15\"");
+  s += text(W / 2, 38, footnote, "middle", " font-size=\"10\"");
+  if (!panels.empty()) s += bar_legend(panels[0], L, 58);
+  for (size_t i = 0; i < panels.size(); ++i)
+    s += bar_panel(panels[i], L, head + 20 + step * double(i), pw, ph);
+  s += "</svg>\n";
+  write_file_atomic(path, s);
+}
 
 void plot_losses(const std::string& path, const std::vector<EvalPoint>& evals, int64_t num_epochs) {
   const Frame f = frame_for(evals, num_epochs);

@@ -217,7 +217,10 @@ auto file_error(const std::string& path) {
 }  // namespace
 
 SafeTensors load_safetensors(const std::string& path) {
-  const std::string file = read_regular_file(path, kMaxSafetensorsBytes, "safetensors");
+  return parse_safetensors(read_regular_file(path, kMaxSafetensorsBytes, "safetensors"), path);
+}
+
+SafeTensors parse_safetensors(const std::string& file, const std::string& path) {
   const auto fail = file_error(path);
   const uint64_t n = header_length(file, file.size(), fail);
   const std::string_view data = std::string_view(file).substr(8 + n);

@@ -42,6 +42,8 @@ inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 // shape whose size overflows, byte ranges that do not tile the data region exactly (in order,
 // no hole, no overlap, nothing after the last), and anything but a regular file.
 SafeTensors load_safetensors(const std::string& path);
+// The same checks on a file's bytes already read (`path` names it in the errors).
+SafeTensors parse_safetensors(const std::string& file, const std::string& path);
 
 // One tensor as the header describes it; dtype is the format's name ("F32", "F16", "BF16", ...).
 struct SafeTensorInfo {

@@ -7,17 +7,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "core/file_io.h"
@@ -25,6 +29,8 @@
 #include "core/threadpool.h"
 #include "data/bpe_train.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/dist.h"
 #include "train/gpt2_weights.h"
 #include "train/optim.h"
 #include "train/plot.h"
@@ -46,6 +52,40 @@ void keep_freed_memory() {
 std::atomic<bool>& stop_requested() {
   static std::atomic<bool> flag{false};
   return flag;
+}
+
+std::atomic<int>& stop_signal() {
+  static std::atomic<int> sig{0};
+  return sig;
+}
+
+namespace {
+
+void on_stop_signal(int sig) {
+  stop_signal().store(sig);
+  stop_requested().store(true);
+  std::signal(sig, SIG_DFL);  // a second one stops at once
+}
+
+// "SIGTERM" for the stop messages; a stop requested without a signal (tests) is Ctrl-C's.
+std::string stop_signal_name() { return stop_signal().load() == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+}  // namespace
+
+void install_stop_handlers() {
+  stop_signal().store(0);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+void remove_stop_handlers() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+int stop_exit_status(const TrainResult& r) {
+  if (!r.interrupted || !stop_requested().load()) return 0;
+  return 128 + (stop_signal().load() == SIGTERM ? SIGTERM : SIGINT);
 }
 
 namespace {
@@ -79,8 +119,11 @@ size_t utf8_length(const std::string& s) {
   return n;
 }
 
+// bpe:N is trained on the text: a text that runs out of pairs first gets fewer tokens, said on
+// `err` as bpe-train says it; a refusal names the text's file.
 std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
-                                                const std::string& train_text) {
+                                                const std::string& train_text,
+                                                const std::string& text_path, std::ostream& err) {
   if (spec == "gpt2") {
     try {
       return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
@@ -96,8 +139,18 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
       throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
     // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
     // bytes (no merges).
-    return std::make_unique<data::Tokenizer>(
-        data::bpe_train(train_text, int(v), {"<|endoftext|>"}));
+    data::BpeTrainStats st;
+    std::unique_ptr<data::Tokenizer> tok;
+    try {
+      tok = std::make_unique<data::Tokenizer>(
+          data::bpe_train(train_text, int(v), {"<|endoftext|>"}, &st));
+    } catch (const std::invalid_argument& e) {
+      throw TrainError(text_path + ": " + e.what());
+    }
+    if (256 + st.merges < size_t(v))
+      err << "warning: the training text of " << text_path << " ran out of pairs; tokenizer "
+          << spec << " has " << 256 + st.merges << " tokens, not " << v << "\n";
+    return tok;
   }
   throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
 }
@@ -128,23 +181,27 @@ std::pair<std::string, std::string> split_text(const std::string& text_data) {
   return {text_data.substr(0, split_byte), text_data.substr(split_byte)};
 }
 
-// GPTDatasetV1 over one split, windows and stride of T tokens.
-std::shared_ptr<const data::GPTDatasetV1> make_dataset(const data::Tokenizer& tokenizer,
-                                                       const std::string& txt, const char* which,
-                                                       int64_t T, const std::string& text_path) {
+// One split's token ids.
+std::vector<int64_t> encode_split(const data::Tokenizer& tokenizer, const std::string& txt,
+                                  const char* which) {
   std::vector<int> ids;
   try {
     ids = tokenizer.encode(txt, data::SpecialSet::Of({"<|endoftext|>"}));
   } catch (const std::exception& e) {
     throw TrainError(std::string(which) + " text does not tokenize: " + e.what());
   }
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+// GPTDatasetV1 over one split, windows and stride of T tokens.
+std::shared_ptr<const data::GPTDatasetV1> make_dataset(std::vector<int64_t> ids, const char* which,
+                                                       int64_t T, const std::string& text_path) {
   if (int64_t(ids.size()) < T + 1)
     throw TrainError("text too short: the " + std::string(which) + " split of '" + text_path +
                      "' has " + std::to_string(ids.size()) + " tokens, one window of context " +
                      std::to_string(T) + " needs " + std::to_string(T + 1) +
                      " (use a longer text or a smaller --context)");
-  return std::make_shared<const data::GPTDatasetV1>(std::vector<int64_t>(ids.begin(), ids.end()), T,
-                                                    T);
+  return std::make_shared<const data::GPTDatasetV1>(std::move(ids), T, T);
 }
 
 // An unwritable log is found before training, not after the first evaluation. O_NONBLOCK: a
@@ -185,6 +242,7 @@ class Session final : public TrainHooks {
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
+  void claim_outputs();
   void open_output_dir();
   void refuse_overwrite() const;
 
@@ -198,11 +256,24 @@ class Session final : public TrainHooks {
   bool after_step(double loss) override;
   bool after_epoch(const std::string& sample) override;
 
+  void stop_if_stdout_lost();
   void save();
   void write_plot();
   void show_progress(double loss);
 
+  // The output folder: made by this run (removed again if left empty), locked while it runs.
+  struct OutputDir {
+    std::string path;
+    bool created = false;
+    DirLock lock;
+    ~OutputDir() {
+      lock.release();
+      if (created) ::rmdir(path.c_str());  // fails, as it should, unless the run wrote nothing
+    }
+  };
+
   const Clock::time_point t_start_ = Clock::now();
+  OutputDir out_dir_;
   TrainOptions opt_;
   std::ostream& out_;
   std::ostream& err_;
@@ -217,8 +288,9 @@ class Session final : public TrainHooks {
   std::optional<data::DataLoader> train_loader_, val_loader_;
   std::unique_ptr<nn::GPTModel> model_;
   std::unique_ptr<AdamW> optimizer_;
-  RunPosition pos_;            // a fresh run: no steps yet
-  double seconds_before_ = 0;  // training time of the runs this one resumes
+  std::unique_ptr<DataParallelStep> runner_;  // micro-batches or ranks; none: the book's step
+  RunPosition pos_;                           // a fresh run: no steps yet
+  double seconds_before_ = 0;                 // training time of the runs this one resumes
   std::string ckpt_out_, plot_out_, last_good_, options_, hash_;
   // progress
   bool show_progress_ = false;
@@ -228,27 +300,37 @@ class Session final : public TrainHooks {
 
 Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
     : opt_(opt), out_(out), err_(err) {
+  check_same_options(opt_);  // under mpirun: one build, one set of options
   resuming_ = !opt_.resume_dir.empty();
   if (resuming_) resume_options();
   check_options(opt_);
-  refuse_overwrite();
-  if (opt_.threads > 0) set_num_threads(opt_.threads);
-  check_log_writable(opt_.log_path);
-  if (!opt_.init_from.empty()) init_from_gpt2();
+  resolve_micro_batches(opt_);
+  if (opt_.threads > 0)
+    set_num_threads(opt_.threads);
+  else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
+  if (!opt_.init_from.empty()) init_from_gpt2();  // every rank: its config sizes the model
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
-  load_text_and_tokenizer();
+  // Files are rank 0's (data_parallel.h): its errors reach every rank.
+  on_root([&] { claim_outputs(); });
+  on_root([&] { load_text_and_tokenizer(); });
+  dist::broadcast(&cfg_.vocab_size, sizeof cfg_.vocab_size);
+  // The other ranks never encode, print or save: a byte tokenizer stands in for rank 0's.
+  if (!tokenizer_)
+    tokenizer_ = std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges({}, {}));
   make_loaders();
   make_model();
-  open_output_dir();
-  if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
-    throw UsageError("--start-context is empty");
+  on_root([&] {
+    open_output_dir();
+    if (text_to_token_ids(opt_.start_context, *tokenizer_).empty())
+      throw UsageError("--start-context is empty");
+  });
 }
 
 // A checkpoint to resume supplies the options not given explicitly.
 void Session::resume_options() {
   ckpt_in_ = checkpoint_path(opt_.resume_dir);
-  if (!fs::exists(ckpt_in_)) throw TrainError(ckpt_in_ + ": no checkpoint to resume from");
-  ckpt_ = read_checkpoint(ckpt_in_);
+  ckpt_ = read_checkpoint_on_root(ckpt_in_);  // read by rank 0, parsed by every rank
   const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
   merge_resume_options(opt_, saved, ckpt_in_);
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
@@ -271,9 +353,18 @@ void Session::init_from_gpt2() {
 }
 
 void Session::load_text_and_tokenizer() {
-  text_data_ = read_text_file(opt_.text_path);
+  try {
+    text_data_ = read_text_file(opt_.text_path);
+  } catch (const TrainError& e) {
+    // A relative path stored by the run that wrote the checkpoint is relative to where it ran.
+    if (!resuming_ || is_explicit(opt_, "text") || fs::path(opt_.text_path).is_absolute()) throw;
+    throw TrainError(std::string(e.what()) + " (the --text stored in " + ckpt_in_ +
+                     ", relative to the folder that run started in; give --text)");
+  }
   if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
   std::tie(train_text_, val_text_) = split_text(text_data_);
+  hash_ = text_hash(text_data_);
+  std::string().swap(text_data_);  // the splits hold it; a large text is not kept three times
   if (resuming_) {
     tokenizer_ = tokenizer_from_checkpoint(ckpt_, ckpt_in_);
     // Before the vocabulary sizes a model: a corrupt tokenizer entry must not allocate one.
@@ -281,11 +372,11 @@ void Session::load_text_and_tokenizer() {
       throw TrainError(ckpt_in_ + ": checkpoint tokenizer has " +
                        std::to_string(tokenizer_->n_vocab()) +
                        " tokens, more than its model's vocab_size");
-    if (ckpt_.metadata["text_hash"] != text_hash(text_data_))
+    if (ckpt_.metadata["text_hash"] != hash_)
       throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
                        " was trained on");
   } else {
-    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_);
+    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_, opt_.text_path, err_);
   }
   if ((opt_.preset == "tiny" || opt_.preset == "custom") && opt_.init_from.empty())
     cfg_.vocab_size = tokenizer_->n_vocab();
@@ -296,14 +387,25 @@ void Session::load_text_and_tokenizer() {
 }
 
 // The training loader shuffles with drop_last, the validation loader runs in order. Both draw
-// from the global generator, as torch's do; constructing them draws nothing.
+// from the global generator, as torch's do; constructing them draws nothing. Rank 0 tokenizes,
+// every rank gets the ids.
 void Session::make_loaders() {
   const int64_t T = cfg_.context_length;
   Generator& gen = default_generator();
-  train_loader_.emplace(make_dataset(*tokenizer_, train_text_, "training", T, opt_.text_path),
+  std::vector<int64_t> train_ids, val_ids;
+  on_root([&] {
+    train_ids = encode_split(*tokenizer_, train_text_, "training");
+    val_ids = encode_split(*tokenizer_, val_text_, "validation");
+  });
+  broadcast_ids(train_ids);
+  broadcast_ids(val_ids);
+  train_loader_.emplace(make_dataset(std::move(train_ids), "training", T, opt_.text_path),
                         opt_.batch_size, /*shuffle=*/true, /*drop_last=*/true, gen);
-  val_loader_.emplace(make_dataset(*tokenizer_, val_text_, "validation", T, opt_.text_path),
+  val_loader_.emplace(make_dataset(std::move(val_ids), "validation", T, opt_.text_path),
                       opt_.batch_size, /*shuffle=*/false, /*drop_last=*/false, gen);
+  // The loaders hold the token ids; the text is not needed any more.
+  std::string().swap(train_text_);
+  std::string().swap(val_text_);
   if (train_loader_->size() == 0)
     throw TrainError("text too short: " + std::to_string(train_loader_->dataset().size()) +
                      " training windows of " + std::to_string(T) +
@@ -316,18 +418,67 @@ void Session::make_model() {
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
   if (!opt_.init_from.empty()) {
+    // Every rank reads the same weights, so the ranks start equal as from one seed.
     std::ostringstream notes;
     const auto gpt2 = load_gpt2_weights(opt_.init_from, notes, cfg_.context_length);
-    err_ << notes.str();
+    if (dist::is_root()) err_ << notes.str();
     model_->load_state_dict(gpt2->state_dict());
   }
-  if (!resuming_) return;
-  if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
-    throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
-                     " differs from " + cfg_.str() + " (a checkpoint from another config)");
-  pos_ = restore_checkpoint(ckpt_, ckpt_in_, *model_, *optimizer_, default_generator(),
-                            train_loader_->size(), train_loader_->dataset().size());
-  seconds_before_ = pos_.seconds;
+  if (opt_.micro_batches > 1)
+    runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);
+  if (resuming_) {
+    if (config_from_checkpoint(ckpt_, ckpt_in_) != cfg_)
+      throw TrainError(ckpt_in_ + ": checkpoint config " + ckpt_.metadata["config"] +
+                       " differs from " + cfg_.str() + " (a checkpoint from another config)");
+    pos_ = restore_checkpoint(ckpt_, ckpt_in_, *model_, *optimizer_, default_generator(),
+                              train_loader_->size(), train_loader_->dataset().size());
+    seconds_before_ = pos_.seconds;
+  }
+  if (runner_) runner_->take_moments(*optimizer_);  // ZeRO-1: this rank's shard only
+}
+
+// Before any work, and before anything is written: no output is an input or another output,
+// one run per --out (a lock held until the run ends), and every output can be written.
+void Session::claim_outputs() {
+  const fs::path dir(opt_.out_dir);
+  ckpt_out_ = (dir / kCheckpointFile).string();
+  plot_out_ = (dir / "loss.svg").string();
+  const std::vector<NamedPath> outputs = {{ckpt_out_, "the checkpoint"},
+                                          {plot_out_, "the plot"},
+                                          {opt_.log_path, "--log"},
+                                          {(dir / DirLock::kFileName).string(), "the lock file"}};
+  std::vector<NamedPath> inputs = {{opt_.text_path, "--text"}};
+  // The checkpoint --resume reads may be the one this run replaces: it is read whole first.
+  const std::vector<NamedPath> resumed = {{ckpt_in_, "--resume"}};
+  if (resuming_ && find_clobbered(resumed, {outputs[0]}).empty()) inputs.push_back(resumed[0]);
+  refuse_clobbered(inputs, outputs);
+
+  std::error_code ec;
+  out_dir_.path = opt_.out_dir;
+  out_dir_.created = !fs::is_directory(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
+                     ")");
+  long holder = 0;
+  bool locked = false;
+  try {
+    locked = out_dir_.lock.acquire(opt_.out_dir, holder);
+  } catch (const std::exception& e) {
+    throw TrainError("--out " + std::string(e.what()));
+  }
+  if (!locked)
+    throw TrainError("--out " + opt_.out_dir + " is in use by another run (PID " +
+                     (holder > 0 ? std::to_string(holder) : std::string("unknown")) +
+                     "); wait for it to end or choose another --out");
+  refuse_overwrite();
+  try {
+    check_writable(ckpt_out_);
+    check_writable(plot_out_);
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  check_log_writable(opt_.log_path);
 }
 
 // A fresh run never replaces a checkpoint silently (hours of training may be in it); found
@@ -342,17 +493,13 @@ void Session::refuse_overwrite() const {
 }
 
 void Session::open_output_dir() {
-  std::error_code ec;
-  fs::create_directories(opt_.out_dir, ec);
-  if (ec || !fs::is_directory(opt_.out_dir))
-    throw TrainError("cannot create output directory '" + opt_.out_dir + "' (" + ec.message() +
-                     ")");
-  ckpt_out_ = (fs::path(opt_.out_dir) / kCheckpointFile).string();
-
-  plot_out_ = (fs::path(opt_.out_dir) / "loss.svg").string();
   last_good_ = resuming_ ? ckpt_in_ : "";
-  options_ = options_json(opt_);
-  hash_ = text_hash(text_data_);
+  // The text's absolute path, so that --resume from another folder finds it.
+  TrainOptions stored = opt_;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(opt_.text_path, ec);
+  if (!ec) stored.text_path = abs.lexically_normal().string();
+  options_ = options_json(stored);
 }
 
 TrainResult Session::run() {
@@ -369,10 +516,11 @@ TrainResult Session::run() {
   show_progress_ = opt_.progress == 1 || (opt_.progress < 0 && ::isatty(2));
   run_start_ = Clock::now();
   tokens_at_start_ = pos_.tokens_seen;
-  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens};
+  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens, runner_.get(), dist::is_root()};
   const bool finished =
       train_model_simple(*model_, *train_loader_, *val_loader_, *optimizer_, opt_.epochs,
                          opt_.eval_freq, opt_.eval_iter, opt_.start_context, *tokenizer_, loop);
+  if (runner_ && dist::size() > 1) err_ << runner_->summary() << "\n";
   result_.evals = pos_.history;
   result_.global_step = pos_.global_step;
   result_.interrupted = !finished;
@@ -421,11 +569,13 @@ double Session::seconds() {
 
 void Session::after_eval(const EvalPoint& p) {
   if (opt_.log_path.empty()) return;
-  try {
-    tg::append_line(opt_.log_path, log_line(p));
-  } catch (const std::exception& e) {
-    throw TrainError(std::string("cannot write log file: ") + e.what());
-  }
+  on_root([&] {
+    try {
+      tg::append_line(opt_.log_path, log_line(p));
+    } catch (const std::exception& e) {
+      throw TrainError(std::string("cannot write log file: ") + e.what());
+    }
+  });
 }
 
 // Progress, the test hook, and a stop (Ctrl-C or --max-steps) that saves mid-epoch.
@@ -434,14 +584,34 @@ bool Session::after_step(double loss) {
   ++steps_this_run_;
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
+  stop_if_stdout_lost();
+  // A stop asked of any rank stops all of them after this step (dist::any, a tiny collective).
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
   if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
     return false;
   before_print();
   save();
   write_plot();
-  err_ << "stopped after step " << pos_.global_step << "; checkpoint " << ckpt_out_
+  err_ << "stopped " << (stop_requested().load() ? "by " + stop_signal_name() + " " : "")
+       << "after step " << pos_.global_step << "; checkpoint " << ckpt_out_
        << " (continue with --resume " << opt_.out_dir << ")\n";
   return true;
+}
+
+// The log cannot be printed any more (`tapegrad train | head -2`, a full disk): the run stops at
+// this step boundary with its checkpoint saved, in one line, rather than train unseen or die of
+// SIGPIPE (the CLI ignores it) without a checkpoint.
+void Session::stop_if_stdout_lost() {
+  // Rank 0's stdout (the others print nowhere), agreed by all: save() below is a collective.
+  if (!dist::any(dist::is_root() && !out_)) return;
+  before_print();
+  save();
+  write_plot();
+  throw TrainError(
+      "cannot write the output to stdout (disk full or pipe closed?); stopped after "
+      "step " +
+      std::to_string(pos_.global_step) + " with checkpoint " + ckpt_out_ +
+      " (continue with --resume " + opt_.out_dir + ")");
 }
 
 // Every epoch ends with a checkpoint and the plot; Ctrl-C during it stops here.
@@ -449,8 +619,11 @@ bool Session::after_epoch(const std::string& sample) {
   result_.samples.push_back(sample);
   save();
   write_plot();
+  stop_if_stdout_lost();
+  if (dist::any(stop_requested().load())) stop_requested().store(true);
   if (!stop_requested().load()) return false;
-  err_ << "stopped after epoch " << pos_.epoch << "; checkpoint " << ckpt_out_ << "\n";
+  err_ << "stopped by " << stop_signal_name() << " after epoch " << pos_.epoch << "; checkpoint "
+       << ckpt_out_ << "\n";
   return true;
 }
 
@@ -468,21 +641,32 @@ void Session::show_progress(double loss) {
 void Session::save() {
   RunPosition at = pos_;
   at.seconds = seconds();
-  const RunRecipe recipe{cfg_, opt_.preset, options_, opt_.tokenizer, *tokenizer_, hash_};
-  save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
+  if (runner_) runner_->gather_moments(*optimizer_);  // ZeRO-1: the whole moments on rank 0
+  on_root([&] {
+    const RunRecipe recipe{cfg_, options_, opt_.tokenizer, *tokenizer_, hash_};
+    save_checkpoint(ckpt_out_, *model_, *optimizer_, default_generator(), recipe, at);
+  });
+  if (runner_) runner_->release_moments(*optimizer_);
   last_good_ = ckpt_out_;
   result_.checkpoint = ckpt_out_;
 }
 
 void Session::write_plot() {
-  try {
-    plot_losses(plot_out_, pos_.history, opt_.epochs);
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
-  }
+  on_root([&] {
+    try {
+      plot_losses(plot_out_, pos_.history, opt_.epochs);
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  });
 }
 
 }  // namespace
+
+void refuse_clobbered(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  const std::string clash = find_clobbered(inputs, outputs);
+  if (!clash.empty()) throw UsageError(clash);
+}
 
 TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err) {
   return Session(opt, out, err).run();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/threadpool.h"
 #include "train/cli_options.h"
 #include "train/commands.h"
+#include "train/dist.h"
 #include "train/gpt2_weights.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -21,21 +23,23 @@ namespace tg::cli {
 
 namespace {
 
-void on_sigint(int) {
-  train::stop_requested().store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
-}
-
 // Output lost (a full disk, a closed pipe) is a failure, not a silent exit 0.
 void check_written(std::ostream& os) {
   os.flush();
   if (!os) throw train::TrainError("cannot write the output to stdout (disk full or pipe closed?)");
 }
 
-// Usage errors exit 2, every other failure 1 (README: exit codes).
+// Usage errors exit 2, every other failure 1 (README: exit codes). Under mpirun every rank meets
+// a TrainError together (rank 0's files and errors are shared, data_parallel.h): rank 0 prints
+// it; another rank prints only what happened to it alone, naming itself.
 int report(const char* cmd, const std::exception& e) {
+  const bool shared = dynamic_cast<const train::TrainError*>(&e) != nullptr ||
+                      dynamic_cast<const UsageError*>(&e) != nullptr;
   std::cout.flush();
-  std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  if (dist::rank() == 0)
+    std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  else if (!shared)
+    std::cerr << "tapegrad " << cmd << ": rank " << dist::rank() << ": " << e.what() << "\n";
   return dynamic_cast<const UsageError*>(&e) ? 2 : 1;
 }
 
@@ -50,14 +54,23 @@ int train_main(int argc, char** argv) {
       check_written(std::cout);
       return 0;
     }
+    try {
+      dist::init();  // several processes under mpirun (train/data_parallel.h)
+    } catch (const std::runtime_error& e) {  // a build without MPI under a launcher
+      if (dist::launcher_rank() == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
+      return 1;
+    }
     train::keep_freed_memory();
-    std::signal(SIGINT, on_sigint);
-    const train::TrainResult r = train::run_training(o, std::cout, std::cerr);
-    std::signal(SIGINT, SIG_DFL);
+    train::install_stop_handlers();
+    std::ostream quiet(nullptr);  // only rank 0 prints
+    const train::TrainResult r = dist::is_root() ? train::run_training(o, std::cout, std::cerr)
+                                                 : train::run_training(o, quiet, quiet);
+    train::remove_stop_handlers();
     check_written(std::cout);
-    return r.interrupted && train::stop_requested().load() ? 130 : 0;
+    // Under mpirun the signal may have reached another rank only: all stopped together.
+    return train::stop_exit_status(r);
   } catch (const std::exception& e) {
-    std::signal(SIGINT, SIG_DFL);
+    train::remove_stop_handlers();
     return report("train", e);
   }
 }
@@ -71,6 +84,11 @@ int generate_main(int argc, char** argv) {
       return 0;
     }
     if (g.threads > 0) set_num_threads(g.threads);
+    const std::string input =
+        g.gpt2_dir.empty() ? train::checkpoint_path(g.checkpoint)
+                           : (std::filesystem::path(g.gpt2_dir) / "model.safetensors").string();
+    train::refuse_clobbered({{input, g.gpt2_dir.empty() ? "--checkpoint" : "--gpt2"}},
+                            {{g.logits, "--logits"}});
     train::LoadedModel lm = g.gpt2_dir.empty() ? train::load_checkpoint_model(g.checkpoint)
                                                : train::load_gpt2_model(g.gpt2_dir, std::cerr);
     const std::vector<int64_t> ids = train::text_to_token_ids(g.prompt, *lm.tokenizer);

@@ -39,6 +39,9 @@ struct TrainOptions {
   int64_t context_length = 0;                         // 0: the preset's
   double drop_rate = -1;                              // < 0: the preset's
   int64_t epochs = 10, batch_size = 2;
+  // Micro-batches a global batch is cut into (gradient accumulation); 0: 1, or the process count
+  // under mpirun (train/data_parallel.h).
+  int64_t micro_batches = 0;
   double lr = 4e-4, weight_decay = 0.1;
   int64_t eval_freq = 5, eval_iter = 5;
   uint64_t seed = 123;
@@ -102,8 +105,10 @@ inline const cli::Command<O> kTrain{
             .stored(Resume::MayChange),
         cli::integer("eval-iter", &O::eval_iter, 1, kMaxCount, "N", "batches per evaluation")
             .stored(Resume::MayChange),
+        // On --resume the generator's state is the checkpoint's: another seed would change no
+        // draw, only the record.
         cli::integer("seed", &O::seed, 0, cli::kNoMax, "N", "torch.manual_seed of the run")
-            .stored(Resume::MayChange),
+            .stored(Resume::MustMatch),
         cli::text("start-context", &O::start_context, "TXT", "the prompt of each epoch's sample")
             .stored(Resume::MayChange),
         cli::integer("sample-tokens", &O::sample_tokens, 0, kMaxSampleTokens, "N",
@@ -133,7 +138,16 @@ inline const cli::Command<O> kTrain{
             .none(-1)
             .shown_default("the preset's, 0.1")
             .stored(Resume::MustMatch, "", "-1"),  // before it: the config's
-        cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool")
+        // Stored resolved (1, or the process count): a resumed run keeps its bits under any
+        // process count that divides it. Checkpoints from before it ran one batch.
+        cli::integer("micro-batches", &O::micro_batches, 1, 1 << 20, "K",
+                     "cut each batch into K micro-batches whose gradients are summed\n"
+                     "(gradient accumulation); under mpirun -np N each rank runs K/N, with\n"
+                     "--micro-batches K's numbers bit for bit")
+            .none(0)
+            .shown_default("1, or N under mpirun -np N")
+            .stored(Resume::MayChange, "", "1"),
+        cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool (per rank)")
             .none(0)
             .shown_default("TAPEGRAD_THREADS or all cores"),
         cli::path("out", &O::out_dir, "DIR",
@@ -154,7 +168,10 @@ inline const cli::Command<O> kTrain{
     },
     std::nullopt,
     "Exit status: 0 done, 1 bad input or failure, 2 bad command line.\n"
-    "Ctrl-C finishes the current step, saves the checkpoint and exits (status 130).\n"};
+    "Ctrl-C or SIGTERM finishes the current step, saves the checkpoint and exits (status 130,\n"
+    "143); so does a closed stdout (`| head`), with status 1.\n"
+    "Under mpirun -np N (a build with Open MPI) the ranks share each batch; rank 0 reads the\n"
+    "files, prints and writes.\n"};
 }  // namespace table
 
 inline const cli::Command<TrainOptions>& train_command() { return table::kTrain; }

@@ -11,6 +11,8 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "train/data_parallel.h"
+#include "train/dist.h"
 
 namespace tg::train {
 
@@ -35,11 +37,18 @@ double calc_loss_loader(const data::DataLoader& loader, nn::GPTModel& model, int
   num_batches = num_batches < 0 ? n : std::min(num_batches, n);
   // `for i, batch in enumerate(loader)` starts the iterator even when it breaks at once.
   const std::vector<int64_t> order = loader.epoch_order();
-  double total_loss = 0;
-  for (int64_t i = 0; i < num_batches; ++i) {
+  // Under mpirun each rank takes a contiguous share of the batches (dist.h); the sum below runs
+  // in batch order on every rank, as one process adds them.
+  std::vector<double> losses(size_t(num_batches), 0.0);
+  const int64_t first = num_batches * dist::rank() / dist::size();
+  const int64_t last = num_batches * (dist::rank() + 1) / dist::size();
+  for (int64_t i = first; i < last; ++i) {
     const auto [x, y] = to_tensors(loader.batch(order, i));
-    total_loss += calc_loss_batch(x, y, model).item<double>();
+    losses[size_t(i)] = calc_loss_batch(x, y, model).item<double>();
   }
+  share_batch_losses(losses);
+  double total_loss = 0;
+  for (const double l : losses) total_loss += l;
   return total_loss / double(num_batches);
 }
 
@@ -215,15 +224,23 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
     while (pos.batch < n_batches) {
       hooks.before_step(pos.global_step + 1);
       optimizer.zero_grad();  // reset loss gradients from the previous batch
-      const auto [input_batch, target_batch] =
-          to_tensors(train_loader.batch(pos.epoch_order, pos.batch));
-      Tensor loss = calc_loss_batch(input_batch, target_batch, model);
-      const double loss_value = loss.item<double>();
-      hooks.check_loss(loss_value);
-      loss.backward();  // calculate loss gradients
-      hooks.before_update();
-      optimizer.step();  // update model weights using loss gradients
-      pos.tokens_seen += input_batch.numel();
+      const data::Batch batch = train_loader.batch(pos.epoch_order, pos.batch);
+      double loss_value;
+      if (loop.runner) {  // micro-batches or ranks (train/data_parallel.h)
+        loss_value = loop.runner->loss_and_backward(batch, model);
+        hooks.check_loss(loss_value);
+        hooks.before_update();
+        loop.runner->update(optimizer);
+      } else {
+        const auto [input_batch, target_batch] = to_tensors(batch);
+        Tensor loss = calc_loss_batch(input_batch, target_batch, model);
+        loss_value = loss.item<double>();
+        hooks.check_loss(loss_value);
+        loss.backward();  // calculate loss gradients
+        hooks.before_update();
+        optimizer.step();  // update model weights using loss gradients
+      }
+      pos.tokens_seen += batch.batch_size * batch.max_length;
       ++pos.global_step;
       ++pos.batch;
 
@@ -241,8 +258,10 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
     }
     // Print a sample text after each epoch
     hooks.before_print();
-    const std::string sample =
-        generate_and_print_sample(model, tokenizer, start_context, loop.out, loop.sample_tokens);
+    const std::string sample = loop.print_sample
+                                   ? generate_and_print_sample(model, tokenizer, start_context,
+                                                               loop.out, loop.sample_tokens)
+                                   : std::string();
     ++pos.epoch;
     pos.batch = 0;
     pos.epoch_order.clear();

@@ -9,7 +9,8 @@
 // masks of each forward; every evaluation iterates train_loader (two W64) and val_loader (one
 // W64, it does not shuffle). So with the same seed the losses follow PyTorch's run.
 //
-// Not here: gradient accumulation, mixed precision, several processes.
+// Gradient accumulation and several processes plug in through TrainLoop::runner
+// (train/data_parallel.h). Not here: mixed precision.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "data/bpe_tokenizer.h"
@@ -106,13 +108,28 @@ class TrainHooks {
   virtual bool after_epoch(const std::string& /*sample*/) { return false; }  // true: stop
 };
 
+// How a step makes and applies its gradient when it is more than the book's one batch:
+// micro-batches, or several processes (train/data_parallel.h).
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  // The global batch's mean loss; its gradient is in the parameters' .grad() (on several ranks:
+  // at least this rank's shard of it).
+  virtual double loss_and_backward(const data::Batch& batch, nn::GPTModel& model) = 0;
+  // optimizer.step()'s place.
+  virtual void update(AdamW& optimizer) = 0;
+};
+
 // train_model_simple's arguments beyond the book's: where its print() goes, where it starts (a
-// fresh RunPosition, or a checkpoint's) and is kept up to date, the hooks, the sample's length.
+// fresh RunPosition, or a checkpoint's) and is kept up to date, the hooks, the sample's length,
+// and a StepRunner for micro-batches or ranks (none: the book's step).
 struct TrainLoop {
   std::ostream& out;
   RunPosition& pos;
   TrainHooks& hooks;
   int64_t sample_tokens = 50;
+  StepRunner* runner = nullptr;
+  bool print_sample = true;  // false on the ranks that do not print (rank 0 prints)
 };
 
 // The book's loop: for each epoch, for each batch of train_loader: zero_grad, calc_loss_batch,
@@ -145,8 +162,20 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostrea
 // step's large buffers (logits, gradients). Call once at start-up; a no-op elsewhere.
 void keep_freed_memory();
 
-// Set by the SIGINT handler the CLI installs: the trainer finishes the step, saves and returns.
+// Set by the SIGINT and SIGTERM handlers the CLI installs: the trainer finishes the step, saves
+// and returns.
 std::atomic<bool>& stop_requested();
+// The signal that set it (0: none, or set directly).
+std::atomic<int>& stop_signal();
+// The CLI's handlers for SIGINT and SIGTERM (a second one of either stops at once), and back.
+void install_stop_handlers();
+void remove_stop_handlers();
+// 0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM), as a shell reports it.
+int stop_exit_status(const TrainResult& r);
+
+// UsageError "ROLE PATH is the same file as ROLE PATH ..." for an output that would destroy an
+// input or another output (core/file_io.h find_clobbered), before anything is written.
+void refuse_clobbered(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 // --- checkpoints ------------------------------------------------------------------------------
 

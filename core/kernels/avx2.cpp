@@ -131,8 +131,7 @@ inline void transpose8(const __m256 r[8], __m256 t[8]) {
 // Packs one 6×kc micro-panel of row-major A. Eight k at a time: six row loads, an 8×8 transpose
 // in registers (rows 6 and 7 zero) and eight stores of 8 floats, each overlapping the next by the
 // two padding lanes (the last masked, as nothing follows it); the k left over, one masked gather
-// and one masked store each. The gathers alone (Zen 4, tiny preset's dY·W 128×128×50257, A rows
-// 200 KB apart) took 28% of the GEMM's time.
+// and one masked store each (a gather per k is far slower when A's rows are pages apart).
 void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
   const __m256i rows = lane_mask(kMR);
   int64_t p = 0;
@@ -156,7 +155,7 @@ void sgemm_pack_a_avx2_6(int64_t kc, const float* A, int64_t rsA, float* out) {
 
 // Packs one kc×16 micro-panel of a transposed B (column j at B + j·csB). Eight k at a time: two
 // 8×8 transposes of eight column pieces each; the k left over, two gathers of 8 column values
-// each. The gathers alone took 29% of the tiny preset's X·Wᵀ 128×50257×128 (Zen 4).
+// each (a gather per k is far slower: columns are pages apart).
 void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
@@ -261,7 +260,7 @@ const KernelTable* avx2_table() {
       .sgemm_ukernel_cola = sgemm_ukernel_avx2_6x16_cola,
       .sgemm_pack_a_rowmajor = sgemm_pack_a_avx2_6,
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx2_16,
-      TG_GENERIC_TABLE_ENTRIES,
+#include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx2,
   };
   return &t;

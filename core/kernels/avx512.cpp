@@ -33,9 +33,8 @@ namespace {
 // MODE kColA: A is read in place from a transposed matrix (a(i, p) = a[p·lda + i]): the packed
 // layout with a row stride of lda instead of 12, so only full tiles (m = 12) may use it.
 constexpr int kMR = 12;
-// B prefetch distance in k-steps (4 KiB of a packed panel ahead). 32 rather than 8: a B read in
-// place from memory (the tiny preset's dY·W, 128×128×50257) ran 3-4% faster, L2-resident packed
-// panels within ±2% (in-process A/B, medians of 20-30 runs).
+// B prefetch distance in k-steps (4 KiB of a packed panel ahead): far enough for a B read in
+// place from memory, and no cost for L2-resident packed panels.
 constexpr int64_t kPrefetchB = 32;
 // A stored transposed (kColA) is read 12 floats per k-step from rows lda apart: fetch them
 // this many k-steps ahead, as the packing loop would.
@@ -258,8 +257,8 @@ double fma_probe_avx512(int64_t iters) {
 
 // Blocking for L1d 48 KiB / L2 2 MiB: A micro-panel 12×256 floats (12 KiB) and the B micro-panel
 // it meets (256×32 floats, 32 KiB) both fit L1, so A stays there across the jr sweep; the
-// B panel 256×1024 floats (1 MiB) stays in L2. KC = 384 (A + B micro-panels 66 KiB) measured
-// ~20% slower in the macro-kernel alone.
+// B panel 256×1024 floats (1 MiB) stays in L2. A larger KC would push the two micro-panels
+// past L1.
 const KernelTable* avx512_table() {
   static const KernelTable t = {
       .name = "avx512",
@@ -269,7 +268,7 @@ const KernelTable* avx512_table() {
       .sgemm_ukernel_cola = sgemm_ukernel_avx512_12x32_cola,
       .sgemm_pack_a_rowmajor = sgemm_pack_a_avx512_12,
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx512_32,
-      TG_GENERIC_TABLE_ENTRIES,
+#include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx512,
   };
   return &t;

@@ -4,10 +4,10 @@
 // Shape legend: C[M, N] (+)= A[M, K] · B[K, N], A and B with general row/col strides.
 // Block sizes MC, KC, NC: gemm_blocking.cpp (from the caches).
 //
-// Loop nest (class Nest: run, k_group, macro_kernel):
+// Loop nest (class Nest: run, run_k_group, macro_kernel):
 //   jc: N in steps of NC      ─ B panels kc×nc are packed once per (jc, pc) and stay in L2 or
 //                               the L3 share (small row-major Bs are read in place instead)
-//    pg: K in groups of KC    ─ one K block per group, or several when B is narrow (N < NC)
+//    group_k0: K in groups  ─ one K block per group, or several when B is narrow (N < NC)
 //     ic: M in steps of MC    ─ the A block mc×kc comes from a_block: packed, kept from the first
 //                               jc when N > NC, or read in place when N spans few NR panels
 //      pc: the group's K blocks of KC ─ the first pc applies beta, later ones accumulate
@@ -41,50 +41,35 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
 }
 
-// Below this many multiply-adds a GEMM stays on one thread (waking a worker costs ~10 µs).
+// Below this many multiply-adds a GEMM stays on one thread: waking a worker costs more.
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
 // A row-major B of at most this many elements (256 KiB) is read in place by the micro-kernel
-// instead of being packed: it stays in L2 anyway, and for small GEMMs packing B costs ~10%.
+// instead of being packed: it stays in L2 anyway, and packing it is a visible cost of small GEMMs.
 constexpr int64_t kDirectBElems = int64_t(1) << 16;
-// A narrow B with a long K (the tiny preset's dY·W, 128×128×50257) is packed like any other:
-// reading it in place (the rule until 2026-11, for N <= 128) measured no faster on one thread and
-// 10% slower on two on the AMD EPYC Zen 4's AVX2 path (bench_matmul, 0.91 -> 1.00× OpenBLAS).
 // With at most this many column panels, A is read in place instead of packed (when the table has
 // an in-place-A micro-kernel for its layout): packing costs about as much as one panel's compute.
-// For a transposed A (dYᵀ·X, M = 50257, N = K = 128; attention's Pᵀ·dO, 256×64×256), measured
-// by alternating both in one process (best of 40-200): 169 → 192 and 172 → 207 GFLOP/s on 2
-// threads, 87 → 125 for the attention shape on one.
 constexpr int64_t kDirectAPanels = 4;
 // Up to this many floats (5 MiB) of packed A are kept across column blocks, in a scratch buffer
 // that stays with the thread: reading the packed copy back is cheaper than transposing the
-// source again. Bounded so that no buffer of a thread holds more (it was 16 MiB): GPT-2's X·Wᵀ
-// keeps 1.5 MiB, 1024² 4 MiB; 2048² packs A again per column block. Freeing a per-call copy instead
-// cost 4% on X·Wᵀ 512×2304×768 (glibc maps a fresh one each call, and its pages fault in again).
+// source again, and the bound keeps any one thread's buffer small.
 constexpr int64_t kKeepPackedA = int64_t(5) << 18;
 
 // K blocks packed together into one B panel: a narrow B (N < NC) fits several in the space of
 // one full KC×NC panel, and packing them at once lets a team meet at its barriers once per group
-// instead of once per K block (e.g. 128×50257·50257×128: 197 K blocks of 26 µs of work each).
+// instead of once per K block (e.g. 128×50257·50257×128 has 197 K blocks of little work each).
 int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
 }
 
-// Where the micro-kernel reads A from: chosen once per GEMM.
-enum class ASource {
-  kPacked,      // packed one row block × KC at a time
-  kKept,        // packed at the first column block, kept for the others (N > NC)
-  kRowInPlace,  // a row-major A read in place (sgemm_ukernel_rowa)
-  kColInPlace,  // a transposed A read in place (sgemm_ukernel_cola), its edge row panel packed
-};
-
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  ASource a;
-  bool direct_b;      // B (row-major) read in place instead of packed
-  bool split_rows;    // a team splits rows (else the columns of each NC block)
-  int64_t rb_panels;  // row panels per row block (the A block packed at a time)
-  int64_t a_rows;     // rows of the kept packed A per K column (all row panels)
-  int64_t kg;         // K extent of one packed B group (a multiple of KC)
+  AReadKind a_read;  // how the micro-kernels read A (packing.h)
+  bool keep_a;       // packed A: packed at the first column block, kept for the others (N > NC)
+  bool direct_b;     // B (row-major) read in place instead of packed
+  bool split_rows;   // a team splits rows (else the columns of each NC block)
+  int64_t row_block_panels;  // row panels per row block (the A block packed at a time)
+  int64_t a_rows;            // rows of the kept packed A per K column (all row panels)
+  int64_t group_depth;       // K extent of one packed B group (a multiple of KC)
 };
 
 Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
@@ -94,14 +79,8 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   p.direct_b = csB == 1 && K * N <= kDirectBElems;
   const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
   p.a_rows = (M + MR - 1) / MR * MR;
-  if (csA == 1 && t.sgemm_ukernel_rowa != nullptr && few_panels)
-    p.a = ASource::kRowInPlace;
-  else if (rsA == 1 && t.sgemm_ukernel_cola != nullptr && few_panels)
-    p.a = ASource::kColInPlace;
-  else if (N > NC && p.a_rows * K <= kKeepPackedA)
-    p.a = ASource::kKept;
-  else
-    p.a = ASource::kPacked;
+  p.a_read = few_panels ? a_read_kind(t, rsA, csA) : AReadKind::kPacked;
+  p.keep_a = p.a_read == AReadKind::kPacked && N > NC && p.a_rows * K <= kKeepPackedA;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -114,15 +93,14 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
   };
   // Cost of each split beyond an ideal one, in cycles: the busiest member's extra compute (about
   // 32 multiply-adds per cycle), and for the column split the A that every member reads and packs
-  // whole where a row split handles each A row once (about a cycle per element, measured: e.g.
-  // 512×768·768×2304 and 128³ run faster split by rows, X·Wᵀ with N = 2304 by columns).
+  // whole where a row split handles each A row once (about a cycle per element).
   const double per_member = double(M) * N * K / 32 / team;
   const double rows_extra = (imbalance(MR, M) - 1) * per_member;
   const double cols_extra =
       (imbalance(NR, std::min(N, NC)) - 1) * per_member + double(M) * K * (team - 1) / team;
   p.split_rows = rows_extra <= cols_extra;
-  p.rb_panels = std::max<int64_t>(1, bk.mc / MR);
-  p.kg = bk.kc * k_blocks_per_panel(bk, N);
+  p.row_block_panels = std::max<int64_t>(1, bk.mc / MR);
+  p.group_depth = bk.kc * k_blocks_per_panel(bk, N);
   return p;
 }
 
@@ -130,10 +108,7 @@ Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M
 // owner takes blocks of kOwnPanels from the front, and a member whose own share is done takes
 // single panels from the back of the others'. A member that falls behind (a burst from a
 // neighbour on its core; the edge panel) then no longer keeps the rest waiting at the barrier.
-// Who computes a tile does not change its FMAs, so results stay bit-identical. In-process A/B
-// against the static split on a busy machine (40 alternating runs, 2 threads): best within ±3%,
-// median 2-7% higher for the row-split shapes of GPT-2 (e.g. dY·W 512×768×768: 176 -> 188
-// GFLOP/s; dYᵀ·X 3072×768×512: 194 -> 208).
+// Who computes a tile does not change its FMAs, so results stay bit-identical.
 constexpr int64_t kOwnPanels = 4;
 std::atomic<int64_t> g_taken_over{0};
 class alignas(64) PanelRange {
@@ -191,16 +166,17 @@ struct Member {
 // its own share, then single panels from the back of the others' (PanelRange).
 class RowBlocks {
  public:
-  RowBlocks(const Member& me, int64_t panel0, int64_t panel1, int64_t rb_panels)
-      : me_(me), p0_(panel0 - rb_panels), end_(panel1), rbp_(rb_panels) {}
+  RowBlocks(const Member& me, int64_t panel0, int64_t panel1, int64_t row_block_panels)
+      : me_(me), p0_(panel0 - row_block_panels), end_(panel1), block_panels_(row_block_panels) {}
   // The next block [p0, p0 + np), or false when the group is done.
   bool next(int64_t& p0, int64_t& np) {
     if (me_.ranges == nullptr) {
-      p0_ += rbp_;
-      p0 = p0_, np = std::min(rbp_, end_ - p0_);
+      p0_ += block_panels_;
+      p0 = p0_, np = std::min(block_panels_, end_ - p0_);
       return p0_ < end_;
     }
-    if (victim_ == 0 && me_.ranges[me_.tid].take(std::min(kOwnPanels, rbp_), false, p0, np))
+    if (victim_ == 0 &&
+        me_.ranges[me_.tid].take(std::min(kOwnPanels, block_panels_), false, p0, np))
       return true;
     for (victim_ = std::max(victim_, 1); victim_ < me_.team; ++victim_)
       if (me_.ranges[(me_.tid + victim_) % me_.team].take(1, true, p0, np)) {
@@ -212,13 +188,14 @@ class RowBlocks {
 
  private:
   const Member& me_;
-  int64_t p0_, end_, rbp_;
+  int64_t p0_, end_, block_panels_;
   int victim_ = 0;  // 0: own share; then the offset of the member taken from
 };
 
 // The columns of one NC block that a member computes, and where their packed B lives: micro-panel
-// jr (a column offset in the block) of K block pc is at b + (pc - pg) * width + (jr - base) * kc,
-// pg being the first K block of its group.
+// jr (a column offset in the block) of K block pc is at
+//   b + (pc - group_k0) * width + (jr - base) * kc,
+// group_k0 being the first K block of its group.
 struct ColBlock {
   int64_t jc, nc;       // the block: columns [jc, jc + nc) of C
   int64_t c0, c1;       // this member's columns within it (all when a team splits rows)
@@ -245,16 +222,16 @@ class Nest {
     const int64_t block_panels = (std::min(g.N, bk.nc) + bk.nr - 1) / bk.nr;
     b_ = plan.split_rows
              ? b_shared
-             : b_own.get(plan.kg * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
-    a_ = plan.a != ASource::kKept ? a_buf.get(bk.kc * plan.rb_panels * bk.mr) : a_kept;
+             : b_own.get(plan.group_depth * ((block_panels + me.team - 1) / me.team + 1) * bk.nr);
+    a_ = !plan.keep_a ? a_buf.get(bk.kc * plan.row_block_panels * bk.mr) : a_kept;
   }
 
-  // jc: N in steps of NC, then pg: K in groups of KG (one packed B panel each).
+  // jc: N in steps of NC, then group_k0: K in groups of group_depth (one packed B panel each).
   void run() {
     for (int64_t jc = 0; jc < g_.N; jc += bk_.nc) {
       const ColBlock cb = col_block(jc);
-      for (int64_t pg = 0; pg < g_.K; pg += plan_.kg)
-        k_group(cb, pg, std::min(g_.K, pg + plan_.kg));
+      for (int64_t group_k0 = 0; group_k0 < g_.K; group_k0 += plan_.group_depth)
+        run_k_group(cb, group_k0, std::min(g_.K, group_k0 + plan_.group_depth));
     }
   }
 
@@ -270,19 +247,20 @@ class Nest {
   }
 
   // One K group: pack its B, then compute the member's row blocks against it.
-  void k_group(const ColBlock& cb, int64_t pg, int64_t pg_end) {
-    for (int64_t pc = pg; pc < pg_end; pc += bk_.kc)
-      pack_b_block(cb, pc, cb.b + (pc - pg) * cb.width);
+  void run_k_group(const ColBlock& cb, int64_t group_k0, int64_t group_k1) {
+    for (int64_t pc = group_k0; pc < group_k1; pc += bk_.kc)
+      pack_b_block(cb, pc, cb.b + (pc - group_k0) * cb.width);
     // Every member resets its own range only once all have left the previous group's.
     if (me_.ranges != nullptr) me_.ranges[me_.tid].reset(panel0_, panel1_);
     if (plan_.split_rows) me_.barrier.arrive_and_wait();  // the group's B panels are packed
-    RowBlocks blocks(me_, panel0_, panel1_, plan_.rb_panels);
+    RowBlocks blocks(me_, panel0_, panel1_, plan_.row_block_panels);
     int64_t p0 = 0, np = 0;
     while (blocks.next(p0, np)) {
       const int64_t ic = p0 * bk_.mr, mc = std::min(np * bk_.mr, g_.M - ic);
-      for (int64_t pc = pg; pc < pg_end; pc += bk_.kc) {
+      for (int64_t pc = group_k0; pc < group_k1; pc += bk_.kc) {
         const int64_t kc = std::min(bk_.kc, g_.K - pc);
-        macro_kernel(cb, a_block(cb, ic, mc, pc, kc), ic, mc, pc, kc, cb.b + (pc - pg) * cb.width);
+        macro_kernel(cb, a_block(cb, ic, mc, pc, kc), ic, mc, pc, kc,
+                     cb.b + (pc - group_k0) * cb.width);
       }
     }
     if (plan_.split_rows) me_.barrier.arrive_and_wait();  // everyone is done with these B panels
@@ -305,28 +283,23 @@ class Nest {
     }
   }
 
-  // The A block [ic, ic + mc) × [pc, pc + kc) as the micro-kernels read it: packed now, kept
-  // from the first column block, or in place (then only a transposed A's edge panel is packed).
+  // The packed A block [ic, ic + mc) × [pc, pc + kc): packed now, kept from the first column
+  // block, or (A read in place) only the edge panel a_panel_packed asks for.
   const float* a_block(const ColBlock& cb, int64_t ic, int64_t mc, int64_t pc, int64_t kc) {
     const int64_t MR = bk_.mr;
     const float* const a = g_.A + ic * g_.rsA + pc * g_.csA;
-    switch (plan_.a) {
-      case ASource::kPacked:
-        pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
-        return a_;
-      case ASource::kKept: {
-        float* const ap = a_ + pc * plan_.a_rows + ic * kc;
-        if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
-        return ap;
-      }
-      case ASource::kColInPlace:
-        if (mc % MR != 0)
-          pack_a(t_, mc % MR, kc, a + (mc - mc % MR) * g_.rsA, g_.rsA, g_.csA, MR,
-                 a_ + (mc - mc % MR) * kc);
-        return a_;
-      case ASource::kRowInPlace:
-        return a_;
+    if (plan_.keep_a) {
+      float* const ap = a_ + pc * plan_.a_rows + ic * kc;
+      if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
+      return ap;
     }
+    if (plan_.a_read == AReadKind::kPacked) {
+      pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
+      return a_;
+    }
+    const int64_t edge = mc - mc % MR;  // the last, partial row panel
+    if (edge < mc && a_panel_packed(plan_.a_read, mc - edge, MR))
+      pack_a(t_, mc - edge, kc, a + edge * g_.rsA, g_.rsA, g_.csA, MR, a_ + edge * kc);
     return a_;
   }
 
@@ -347,18 +320,11 @@ class Nest {
     }
   }
 
-  // One m×n tile of C (rows from i) from the micro-kernel of the A source; `a` is the packed
-  // micro-panel, when there is one.
+  // One m×n tile of C (rows from i); `a` is the packed micro-panel, when there is one.
   void tile(const float* a, int64_t i, int64_t m, int64_t pc, int64_t kc, const float* b,
             int64_t ldb, float* c, int64_t n, bool accumulate) const {
-    if (plan_.a == ASource::kColInPlace && m == bk_.mr)
-      t_.sgemm_ukernel_cola(kc, g_.A + i * g_.rsA + pc * g_.csA, g_.csA, b, ldb, c, g_.ldc, m, n,
-                            accumulate);
-    else if (plan_.a == ASource::kRowInPlace)
-      t_.sgemm_ukernel_rowa(kc, g_.A + i * g_.rsA + pc, g_.rsA, b, ldb, c, g_.ldc, m, n,
-                            accumulate);
-    else
-      t_.sgemm_ukernel(kc, a, b, ldb, c, g_.ldc, m, n, accumulate);
+    a_panel_ukernel(t_, plan_.a_read, kc, g_.A + i * g_.rsA + pc * g_.csA, g_.rsA, g_.csA, a, b,
+                    ldb, c, g_.ldc, m, n, accumulate);
   }
 
   const KernelTable& t_;
@@ -385,8 +351,8 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
   const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
   thread_local Scratch b_buf, a_shared;
-  float* bp = b_buf.get(plan.kg * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
-  const bool kept = plan.a == ASource::kKept;
+  float* bp = b_buf.get(plan.group_depth * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  const bool kept = plan.keep_a;
   float* a_team = kept && plan.split_rows ? a_shared.get(plan.a_rows * K) : nullptr;
   // A team that splits columns packs all of A in every member: each keeps its own copy.
   auto kept_a = [&]() -> float* {

@@ -98,9 +98,7 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
     // need no residency; the paper's share for the second panel is for BLIS's order, where it
     // is reused) and one for C and the stack. A multiple of 8 (whole lines), at least 128, at
     // most 512: beyond that the C tile's reload is under 0.5% of a call, and a longer KC only
-    // grows the packed panels. Measured on a Zen 4 (in-process A/B, CPU time, best of 8-12):
-    // KC 160 (the paper's rule with the streaming panel's share) was 2-6% slower than 256, 512
-    // 0-3% faster than 256, 1024 (AVX2) within 1% of 512.
+    // grows the packed panels (measurements: bench/README.md, "The GEMM's constants").
     const int64_t way = c.l1d.bytes / c.l1d.ways;
     bk.kc = std::clamp<int64_t>((c.l1d.ways - 2) * way / (bk.mr * f) / 8 * 8, 128, 512);
   }
@@ -110,20 +108,16 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
     // AVX2's 6-row tile on a core with two 8-lane FMA units. L3 keeps up with half of that
     // (MR >= 8), so such tiles may use this core's share of L3 (per logical CPU, at most twice
     // L2: the C rows a row panel updates, MR×nc, should stay in L2); a 6-row tile's panel has
-    // to fit in L2. Zen 4: a 2 MiB panel (KC 512, NC 1024) ran 0-3% faster than 1 MiB with
-    // AVX-512's 12 rows, a 1.5 MiB one 3% slower than 0.75 MiB with AVX2's 6 (dYᵀ·X, K = 512);
-    // NC 8192 (the 16 MiB L3 share a VM reported) 9% slower on X·Wᵀ 512×50257×768.
+    // to fit in L2.
     int64_t panel = c.l2.bytes;
     if (bk.mr >= 8 && c.l3.bytes > 0 && c.l3.shared_by > 0)
       panel = std::clamp(c.l3.bytes / c.l3.shared_by, panel, 2 * panel);
     // NC at least kMinNC, shortening KC if need be: each column block reads (and packs, or reads
-    // the kept copy of) all of A again. Zen 4: NC 400-512 ran 3-12% slower than 1024.
+    // the kept copy of) all of A again.
     bk.kc = std::max<int64_t>(128, std::min(bk.kc, panel / (kMinNC * f) / 8 * 8));
     bk.nc = round_down(panel / (bk.kc * f), bk.nr);
     // The A block mc×kc: a quarter of L2, beside the part of the B panel that L2 holds; packed
-    // just before its row panels are read back. (Measured before a transposed A was packed a
-    // panel at a time: AVX2's dYᵀ·X 50257×128×128 ran 4% slower with MC 510, half of L2, than
-    // 240; MC 120 and 252 within 1% of each other with AVX-512.)
+    // just before its row panels are read back.
     bk.mc = round_down(c.l2.bytes / 4 / (bk.kc * f), bk.mr);
   }
   // Whatever the caches claim (a hypervisor may report anything), the blocks stay within what

@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "core/mt19937.h"
+
 namespace tg::kernels {
 
 // ---- GEMM ---------------------------------------------------------------------------------------
@@ -49,164 +51,28 @@ void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
                    int64_t rsA, int64_t csA, const float* B, int64_t strideB, int64_t rsB,
                    int64_t csB, float beta, float* C, int64_t strideC, int64_t ldc);
 
-// ---- elementwise binary ops ---------------------------------------------------------------------
 enum class BinOp { add, sub, mul, div };
-// out[i] = a[i] op b[i]                    (contiguous, n elements)
-void binary(BinOp op, int64_t n, const float* a, const float* b, float* out);
-// out[r, c] = a[r, c] op b[c]              (row broadcast: a, out are [rows, cols], b is [cols])
-void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
-                     float* out);
-// out[i] = a[i] op s                       (scalar right operand)
-void binary_scalar(BinOp op, int64_t n, const float* a, float s, float* out);
 
-// ---- exp ----------------------------------------------------------------------------------------
-// y[i] = exp(x[i]). Max relative error 2e-7 against std::exp (in double) for normal results
-// (measured 8e-8 on AVX2/AVX-512/NEON); denormal results (x < -87.34) are within one denormal
-// ulp, exp(x < -103.9) and exp(-inf) are 0, x > 88.72 gives +inf, NaN stays NaN.
-// Valid range: all floats. The SIMD paths use a Cephes-style polynomial (simd_generic.h).
-void exp(int64_t n, const float* x, float* y);
+// ---- the vector kernels: each one's contract is its entry in vector_kernels.def ---------------
+// Declared from that list: the float entry (the active path), its scalar twin name_ref with the
+// same signature, and for the TG_KERNEL entries a float64 overload (always the reference).
+#define TG_T float
+#define TG_KERNEL(name, params, args) \
+  void name params;                   \
+  void name##_ref params;
+#define TG_KERNEL_NO_F64(name, params, args) TG_KERNEL(name, params, args)
+#include "core/kernels/vector_kernels.def"
+#define TG_T double
+#define TG_KERNEL(name, params, args) void name params;
+#include "core/kernels/vector_kernels.def"
 
-// ---- softmax over rows --------------------------------------------------------------------------
-// y[r, :] = exp(x[r, :] - max) / sum. A row that is all -inf gives a row of NaN (as PyTorch).
-void softmax_rows(int64_t rows, int64_t cols, const float* x, float* y);
-// From the saved output y: dx[r, :] = y[r, :] ⊙ (dy[r, :] - <y[r, :], dy[r, :]>). Overwrites dx.
-void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const float* dy, float* dx);
-
-// ---- softmax statistics, for cross-entropy ------------------------------------------------------
-// mx[r] = max_c x[r, c] and sum[r] = sum_c exp(x[r, c] - mx[r]): softmax_rows' first two passes
-// without storing the exponentials (an all -inf row gives mx = -inf and sum = NaN).
-void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
-// out[r, c] = exp(x[r, c] - mx[r]) * scale[r], with softmax_rows' exp. out may alias x.
-void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
-                     const float* scale, float* out);
-
-// ---- masked_fill --------------------------------------------------------------------------------
-// x, out are [rows, cols]; mask is [mask_rows, cols] and row r uses mask row r % mask_rows, so a
-// (T, T) causal mask broadcasts over (B, H, T, T) with mask_rows = T.
-// out[r, c] = mask[r % mask_rows, c] ? value : x[r, c].
-void masked_fill(int64_t rows, int64_t cols, const float* x, const uint8_t* mask, int64_t mask_rows,
-                 float value, float* out);
-
-// ---- LayerNorm (llm.c / the book: eps inside the sqrt, biased variance) -----------------------
-// x, out are [rows, C]; weight, bias are [C]; mean, rstd are [rows] (saved for backward).
-// out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps).
-void layernorm_forward(int64_t rows, int64_t C, const float* x, const float* weight,
-                       const float* bias, float eps, float* out, float* mean, float* rstd);
-// ACCUMULATES (+=) into dx [rows, C], dweight [C] and dbias [C], like llm.c.
-void layernorm_backward(int64_t rows, int64_t C, const float* dout, const float* x,
-                        const float* weight, const float* mean, const float* rstd, float* dx,
-                        float* dweight, float* dbias);
-
-// ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---------------------------
-void gelu_forward(int64_t n, const float* x, float* out);
-// dx = dout * gelu'(x). Overwrites dx.
-void gelu_backward(int64_t n, const float* x, const float* dout, float* dx);
-
-// ---- row reductions -----------------------------------------------------------------------------
-// out[r] = sum_c x[r, c] (x is [rows, cols], out is [rows]).
-void sum_rows(int64_t rows, int64_t cols, const float* x, float* out);
-// out[r] = max_c x[r, c]; -inf for an empty row; NaN if the row holds a NaN.
-void max_rows(int64_t rows, int64_t cols, const float* x, float* out);
-// out[c] = sum_r x[r, c] (bias gradients; out is [cols]). Overwrites out.
-void sum_cols(int64_t rows, int64_t cols, const float* x, float* out);
-
-// ---- matrix · vector: a linear layer on one row (each step of KV-cache generation) -----------
-// y[r] = b[r] + sum_c w[r*ldw + c] * x[c] for r < rows (b == nullptr: no bias). w streams from
-// memory once; the threads split the rows.
-void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
-               const float* b, float* y);
-
-// ---- AdamW (PyTorch semantics), one step over n parameters -------------------------------------
-// step is the 1-based step count after increment. In order, per element (torch.optim.AdamW):
-//   p *= 1 - lr*wd;  m += (1-b1)*(g - m);  v = b2*v + (1-b2)*g*g;
-//   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps)
-// Bit-identical on every path (no FMA contraction, correctly rounded sqrt and division).
-void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
-           float beta2, float eps, float weight_decay, int64_t step);
-
-// ---- MT19937 and Bernoulli draws (the bulk paths of core/rng.cpp) -------------------------------
-// Integer kernels, so every path gives the same bits; they run on the calling thread (a generator
-// is sequential). The vector paths are the scalar loops, vectorized by the compiler per ISA.
-// One generation step of std::mt19937 over its 624-word state, in place.
-void mt19937_twist(uint32_t* state);
-// MT19937's tempering of one state word: the one definition Generator::random() and the temper
-// kernels share.
-constexpr uint32_t mt19937_temper_word(uint32_t y) {
-  y ^= y >> 11;
-  y ^= (y << 7) & 0x9D2C5680u;
-  y ^= (y << 15) & 0xEFC60000u;
-  return y ^ (y >> 18);
-}
-// out[i] = mt19937_temper_word(in[i]); out may alias in.
-void mt19937_temper(int64_t n, const uint32_t* in, uint32_t* out);
-// Element i reads the W64 draw (w[2i] << 32 | w[2i+1]) and keeps its low 53 bits r:
-// out[i] = r < limit ? kept : dropped. With limit = ceil(p * 2^53) that is U53 < p (rng.h §4).
-void bernoulli_words(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
-                     float* out);
-
-// ---- scalar references (same signatures) --------------------------------------------------------
+// ---- scalar references of the GEMM (same signatures) -------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
 void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
                        int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,
                        int64_t ldc);
-void binary_ref(BinOp op, int64_t n, const float* a, const float* b, float* out);
-void binary_rowbcast_ref(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
-                         float* out);
-void binary_scalar_ref(BinOp op, int64_t n, const float* a, float s, float* out);
-void exp_ref(int64_t n, const float* x, float* y);
-void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y);
-void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
-                               float* dx);
-void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum);
-void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
-                         const float* scale, float* out);
-void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
-                     int64_t mask_rows, float value, float* out);
-void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
-                           const float* bias, float eps, float* out, float* mean, float* rstd);
-void layernorm_backward_ref(int64_t rows, int64_t C, const float* dout, const float* x,
-                            const float* weight, const float* mean, const float* rstd, float* dx,
-                            float* dweight, float* dbias);
-void gelu_forward_ref(int64_t n, const float* x, float* out);
-void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx);
-void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
-void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
-                   const float* b, float* y);
-void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out);
-void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out);
-void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
-               float beta2, float eps, float weight_decay, int64_t step);
-void mt19937_twist_ref(uint32_t* state);
-void mt19937_temper_ref(int64_t n, const uint32_t* in, uint32_t* out);
-void bernoulli_words_ref(int64_t n, const uint32_t* w, uint64_t limit, float kept, float dropped,
-                         float* out);
-
-// ---- float64: always the reference path ---------------------------------------------------
-void binary(BinOp op, int64_t n, const double* a, const double* b, double* out);
-void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const double* a, const double* b,
-                     double* out);
-void binary_scalar(BinOp op, int64_t n, const double* a, double s, double* out);
-void exp(int64_t n, const double* x, double* y);
-void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y);
-void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
-                           double* dx);
-void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum);
-void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
-                     const double* scale, double* out);
-void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
-                 int64_t mask_rows, double value, double* out);
-void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,
-                       const double* bias, double eps, double* out, double* mean, double* rstd);
-void layernorm_backward(int64_t rows, int64_t C, const double* dout, const double* x,
-                        const double* weight, const double* mean, const double* rstd, double* dx,
-                        double* dweight, double* dbias);
-void gelu_forward(int64_t n, const double* x, double* out);
-void gelu_backward(int64_t n, const double* x, const double* dout, double* dx);
-void sum_rows(int64_t rows, int64_t cols, const double* x, double* out);
-void max_rows(int64_t rows, int64_t cols, const double* x, double* out);
-void sum_cols(int64_t rows, int64_t cols, const double* x, double* out);
 
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with
@@ -214,8 +80,8 @@ void sum_cols(int64_t rows, int64_t cols, const double* x, double* out);
 //   x[i, j]   = scale · q[i]·k[j] + mask[i, j]   (mask additive, optional; -inf removes a key)
 //               and x[i, j] = -inf for j > i when causal (PyTorch's is_causal: tril, top-left)
 //   P[i, j]   = exp(x[i, j] − lse[i]),  lse[i] = log Σ_j exp(x[i, j])
-//   out[i]    = Σ_j P[i, j] · keep[i, j] · v[j]   keep = keep_scale or 0 by the dropout bits, else
-//   1
+//   out[i]    = Σ_j P[i, j] · keep[i, j] · v[j]
+//               keep[i, j] = keep_scale or 0 by the dropout bits; 1 without dropout
 // A row that no key reaches (every x = -inf) gives out = 0, lse = -inf and zero gradients, as
 // PyTorch 2's math path (its _safe_softmax) does.
 // Forward: query blocks × key blocks with an online softmax; key blocks past the diagonal are

@@ -151,7 +151,7 @@ const KernelTable* neon_table() {
       .sgemm_ukernel_cola = nullptr,
       .sgemm_pack_a_rowmajor = nullptr,
       .sgemm_pack_b_colmajor = nullptr,
-      TG_GENERIC_TABLE_ENTRIES,
+#include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_neon,
   };
   return &t;

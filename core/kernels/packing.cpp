@@ -48,9 +48,7 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
     // Transposed A (Aᵀ stored row-major): row p of Aᵀ holds the block's mc values side by side.
     // One micro-panel at a time, down the kc rows: the panel is written in order, and the rows'
     // cache lines, fetched one line ahead, serve the next panels from L1, as the in-place kernels
-    // read them. (Walking each row of Aᵀ across all panels instead, kc rows pages apart, ran the
-    // tiny head's dYᵀ·X, 50257×128×128, at 69-84 GFLOP/s instead of 86-93 on a Zen 4's AVX2 path,
-    // one thread: 17% of its time was this loop.)
+    // read them (walking each row of Aᵀ across all panels instead touches kc rows pages apart).
     const int64_t full = mc / MR;
     for (int64_t ip = 0; ip < full; ++ip) {
       const float* a = A + ip * MR;

@@ -272,48 +272,17 @@ void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
              ldc);
 }
 
-void binary_ref(BinOp op, int64_t n, const float* a, const float* b, float* out) {
-  binary_t(op, n, a, b, out);
-}
-void binary_rowbcast_ref(BinOp op, int64_t rows, int64_t cols, const float* a, const float* b,
-                         float* out) {
-  binary_rowbcast_t(op, rows, cols, a, b, out);
-}
-void binary_scalar_ref(BinOp op, int64_t n, const float* a, float s, float* out) {
-  binary_scalar_t(op, n, a, s, out);
-}
-void exp_ref(int64_t n, const float* x, float* y) { exp_t(n, x, y); }
-void softmax_rows_ref(int64_t rows, int64_t cols, const float* x, float* y) {
-  softmax_rows_t(rows, cols, x, y);
-}
-void softmax_rows_backward_ref(int64_t rows, int64_t cols, const float* y, const float* dy,
-                               float* dx) {
-  softmax_rows_backward_t(rows, cols, y, dy, dx);
-}
-void softmax_stats_rows_ref(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
-  softmax_stats_rows_t(rows, cols, x, mx, sum);
-}
-void exp_rows_scaled_ref(int64_t rows, int64_t cols, const float* x, const float* mx,
-                         const float* scale, float* out) {
-  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
-}
-void masked_fill_ref(int64_t rows, int64_t cols, const float* x, const uint8_t* mask,
-                     int64_t mask_rows, float value, float* out) {
-  masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
-}
-void layernorm_forward_ref(int64_t rows, int64_t C, const float* x, const float* weight,
-                           const float* bias, float eps, float* out, float* mean, float* rstd) {
-  layernorm_forward_t(rows, C, x, weight, bias, eps, out, mean, rstd);
-}
-void layernorm_backward_ref(int64_t rows, int64_t C, const float* dout, const float* x,
-                            const float* weight, const float* mean, const float* rstd, float* dx,
-                            float* dweight, float* dbias) {
-  layernorm_backward_t(rows, C, dout, x, weight, mean, rstd, dx, dweight, dbias);
-}
-void gelu_forward_ref(int64_t n, const float* x, float* out) { gelu_forward_t(n, x, out); }
-void gelu_backward_ref(int64_t n, const float* x, const float* dout, float* dx) {
-  gelu_backward_t(n, x, dout, dx);
-}
+// name_ref (float) and the float64 entry of every TG_KERNEL: its template name_t above.
+#define TG_T float
+#define TG_KERNEL(name, params, args) \
+  void name##_ref params { name##_t args; }
+#include "core/kernels/vector_kernels.def"
+#define TG_T double
+#define TG_KERNEL(name, params, args) \
+  void name params { name##_t args; }
+#include "core/kernels/vector_kernels.def"
+
+// y = W x (+ b), one row of W at a time, summed in column order.
 void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
                    const float* b, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -322,15 +291,7 @@ void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, cons
     y[r] = (b ? b[r] : 0.f) + s;
   }
 }
-void sum_rows_ref(int64_t rows, int64_t cols, const float* x, float* out) {
-  sum_rows_t(rows, cols, x, out);
-}
-void max_rows_ref(int64_t rows, int64_t cols, const float* x, float* out) {
-  max_rows_t(rows, cols, x, out);
-}
-void sum_cols_ref(int64_t rows, int64_t cols, const float* x, float* out) {
-  sum_cols_t(rows, cols, x, out);
-}
+
 // PyTorch's single-tensor AdamW, step by step (torch/optim/adamw.py, _single_tensor_adamw): the
 // bias corrections are Python floats (double), the tensor math is float.
 void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
@@ -350,61 +311,10 @@ void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr
   }
 }
 
-// ---- float64 public entries: always the reference ---------------------------------------------
+// ---- float64 GEMM: always the reference -------------------------------------------------------
 void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
            const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc) {
   gemm_ref(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
-}
-void binary(BinOp op, int64_t n, const double* a, const double* b, double* out) {
-  binary_t(op, n, a, b, out);
-}
-void binary_rowbcast(BinOp op, int64_t rows, int64_t cols, const double* a, const double* b,
-                     double* out) {
-  binary_rowbcast_t(op, rows, cols, a, b, out);
-}
-void binary_scalar(BinOp op, int64_t n, const double* a, double s, double* out) {
-  binary_scalar_t(op, n, a, s, out);
-}
-void exp(int64_t n, const double* x, double* y) { exp_t(n, x, y); }
-void softmax_rows(int64_t rows, int64_t cols, const double* x, double* y) {
-  softmax_rows_t(rows, cols, x, y);
-}
-void softmax_rows_backward(int64_t rows, int64_t cols, const double* y, const double* dy,
-                           double* dx) {
-  softmax_rows_backward_t(rows, cols, y, dy, dx);
-}
-void softmax_stats_rows(int64_t rows, int64_t cols, const double* x, double* mx, double* sum) {
-  softmax_stats_rows_t(rows, cols, x, mx, sum);
-}
-void exp_rows_scaled(int64_t rows, int64_t cols, const double* x, const double* mx,
-                     const double* scale, double* out) {
-  exp_rows_scaled_t(rows, cols, x, mx, scale, out);
-}
-void masked_fill(int64_t rows, int64_t cols, const double* x, const uint8_t* mask,
-                 int64_t mask_rows, double value, double* out) {
-  masked_fill_t(rows, cols, x, mask, mask_rows, value, out);
-}
-void layernorm_forward(int64_t rows, int64_t C, const double* x, const double* weight,
-                       const double* bias, double eps, double* out, double* mean, double* rstd) {
-  layernorm_forward_t(rows, C, x, weight, bias, eps, out, mean, rstd);
-}
-void layernorm_backward(int64_t rows, int64_t C, const double* dout, const double* x,
-                        const double* weight, const double* mean, const double* rstd, double* dx,
-                        double* dweight, double* dbias) {
-  layernorm_backward_t(rows, C, dout, x, weight, mean, rstd, dx, dweight, dbias);
-}
-void gelu_forward(int64_t n, const double* x, double* out) { gelu_forward_t(n, x, out); }
-void gelu_backward(int64_t n, const double* x, const double* dout, double* dx) {
-  gelu_backward_t(n, x, dout, dx);
-}
-void sum_rows(int64_t rows, int64_t cols, const double* x, double* out) {
-  sum_rows_t(rows, cols, x, out);
-}
-void max_rows(int64_t rows, int64_t cols, const double* x, double* out) {
-  max_rows_t(rows, cols, x, out);
-}
-void sum_cols(int64_t rows, int64_t cols, const double* x, double* out) {
-  sum_cols_t(rows, cols, x, out);
 }
 
 // ---- MT19937 and Bernoulli draws, as defined (std::mt19937; rng.h §4) ------------------------
@@ -437,27 +347,9 @@ extern const KernelTable kScalarTable = {
     .sgemm_ukernel_cola = nullptr,
     .sgemm_pack_a_rowmajor = nullptr,
     .sgemm_pack_b_colmajor = nullptr,
-    .binary = binary_ref,
-    .binary_rowbcast = binary_rowbcast_ref,
-    .binary_scalar = binary_scalar_ref,
-    .exp = exp_ref,
-    .softmax_rows = softmax_rows_ref,
-    .softmax_rows_backward = softmax_rows_backward_ref,
-    .softmax_stats_rows = softmax_stats_rows_ref,
-    .exp_rows_scaled = exp_rows_scaled_ref,
-    .masked_fill = masked_fill_ref,
-    .layernorm_forward = layernorm_forward_ref,
-    .layernorm_backward = layernorm_backward_ref,
-    .gelu_forward = gelu_forward_ref,
-    .gelu_backward = gelu_backward_ref,
-    .sum_rows = sum_rows_ref,
-    .max_rows = max_rows_ref,
-    .sum_cols = sum_cols_ref,
-    .gemv_rows = gemv_rows_ref,
-    .adamw = adamw_ref,
-    .mt19937_twist = mt19937_twist_ref,
-    .mt19937_temper = mt19937_temper_ref,
-    .bernoulli_words = bernoulli_words_ref,
+#define TG_KERNEL(name, params, args) .name = name##_ref,
+#define TG_KERNEL_NO_F64(name, params, args) TG_KERNEL(name, params, args)
+#include "core/kernels/vector_kernels.def"
     .attn_fwd_tile = attn_fwd_tile_ref,
     .attn_bwd_tile = attn_bwd_tile_ref,
     .fma_probe = mul_add_probe_ref,

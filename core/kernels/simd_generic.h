@@ -211,8 +211,7 @@ void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* 
     const V::T vm = V::set1(m);
     V::T vsum = V::set1(0.f);
     // This pass reads the row from L2 (the max pass brought it there) and is bound by exp_v:
-    // meanwhile bring the next row into L2, so that its max pass does not wait on memory (the
-    // GPT's 128 × 50257 logits, 2 threads: 2.75 -> 1.7-2.0 ms).
+    // meanwhile bring the next row into L2, so that its max pass does not wait on memory.
     const bool next = r + 1 < rows;
     for_each_vec(cols, [&](int64_t i, int64_t c) {
       if (next) __builtin_prefetch(xr + cols + i, 0, 2);
@@ -227,8 +226,7 @@ void exp_rows_scaled_simd(int64_t rows, int64_t cols, const float* x, const floa
                           const float* scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const V::T vm = V::set1(mx[r]), vs = V::set1(scale[r]);
-    // Written for cross_entropy's backward, which overwrites x (out == x): fetch x for writing
-    // (128 × 50257 in place, 2 threads: 2.35 -> 1.3-1.6 ms).
+    // Written for cross_entropy's backward, which overwrites x (out == x): fetch x for writing.
     for_each_vec(cols, [&](int64_t i, int64_t c) {
       prefetch_ahead<1>(x, r * cols + i, rows * cols);
       const V::T e = exp_v(V::sub(load_n(x + r * cols + i, c), vm));
@@ -382,8 +380,7 @@ void max_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
 // Each column adds its rows in order from 0, as the reference does. Rows of up to 1024 columns
 // (a page or less) are walked one vector of columns at a time, the sum in a register. Wider
 // rows go row by row into `out` (blocks of 4096 columns, 16 KiB, that stay in L1), so x streams
-// in order: the vector walk would take a new page at every row (512×3072, a GPT-2 bias
-// gradient: 8 GB/s against 20).
+// in order: the vector walk would take a new page at every row.
 void sum_cols_simd(int64_t rows, int64_t cols, const float* x, float* out) {
   if (cols <= 1024) {
     for_each_vec(cols, [&](int64_t i, int64_t c) {
@@ -419,7 +416,7 @@ void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float l
   const V::T bc2_sqrt = V::set1(static_cast<float>(std::sqrt(bc2)));
   const V::T w1 = V::set1(1.f - beta1), w2 = V::set1(1.f - beta2), b2 = V::set1(beta2);
   const V::T veps = V::set1(eps);
-  // Seven streams from memory (13.3M parameters, 2 threads: median 9.3 -> 8.5 ms with these).
+  // Seven streams from memory: prefetch the four that are read.
   for_each_vec(n, [&](int64_t i, int64_t c) {
     prefetch_ahead<1>(p, i, n);
     prefetch_ahead<0>(g, i, n);
@@ -564,17 +561,3 @@ void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse
   if (t.mask != nullptr && t.mask_cs == 0) return attn_bwd_tile_v<true>(t, s, dp, lse, D);
   attn_bwd_tile_v<false>(t, s, dp, lse, D);
 }
-
-// The vector part of a KernelTable, filled by name with this ISA's copies.
-#define TG_GENERIC_TABLE_ENTRIES                                                             \
-  .binary = binary_simd, .binary_rowbcast = binary_rowbcast_simd,                            \
-  .binary_scalar = binary_scalar_simd, .exp = exp_simd, .softmax_rows = softmax_rows_simd,   \
-  .softmax_rows_backward = softmax_rows_backward_simd,                                       \
-  .softmax_stats_rows = softmax_stats_rows_simd, .exp_rows_scaled = exp_rows_scaled_simd,    \
-  .masked_fill = masked_fill_simd, .layernorm_forward = layernorm_forward_simd,              \
-  .layernorm_backward = layernorm_backward_simd, .gelu_forward = gelu_forward_simd,          \
-  .gelu_backward = gelu_backward_simd, .sum_rows = sum_rows_simd, .max_rows = max_rows_simd, \
-  .sum_cols = sum_cols_simd, .gemv_rows = gemv_rows_simd, .adamw = adamw_simd,               \
-  .mt19937_twist = mt19937_twist_simd, .mt19937_temper = mt19937_temper_simd,                \
-  .bernoulli_words = bernoulli_words_simd, .attn_fwd_tile = attn_fwd_tile_simd,              \
-  .attn_bwd_tile = attn_bwd_tile_simd

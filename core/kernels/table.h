@@ -38,11 +38,11 @@ struct GemmBlocking {
   int64_t nc;      // columns of B packed per block (B panel kc×nc stays in L2)
 };
 
-// ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp)
-// --------- One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 +
-// r and keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c·mask_cs], and
-// -inf where causal and c > r + diag (diag = i0 − j0). mask_ld may be 0 (one mask row for every
-// query) and mask_cs is 1 or 0 (one value per query row for every key: a broadcast last dim).
+// ---- fused attention's elementwise steps (attention.cpp; references in attention_ref.cpp) ----
+// One tile of one problem: s [rows, cols] (row stride ld) holds q·kᵀ for query rows i0 + r and
+// keys j0 + c. Its scores are x[r, c] = scale·s[r, c] + mask[r·mask_ld + c·mask_cs], and -inf
+// where causal and c > r + diag (diag = i0 − j0). mask_ld may be 0 (one mask row for every query)
+// and mask_cs is 1 or 0 (one value per query row for every key: a broadcast last dim).
 struct AttnTile {
   int64_t rows = 0, cols = 0, ld = 0;
   float scale = 1;
@@ -79,29 +79,11 @@ struct KernelTable {
   // Optional, the same transposition for B stored transposed (row stride 1, column stride
   // csB < 2^31 / NR): packs one full kc×NR micro-panel into out[p*NR + j].
   void (*sgemm_pack_b_colmajor)(int64_t kc, const float* B, int64_t csB, float* out);
-  // The vector entries. Each field's type is its `_ref` twin's (kernels.h), so a signature is
-  // written once; the tables fill them by name, so two entries of one type cannot be swapped.
-  decltype(&binary_ref) binary;
-  decltype(&binary_rowbcast_ref) binary_rowbcast;
-  decltype(&binary_scalar_ref) binary_scalar;
-  decltype(&exp_ref) exp;
-  decltype(&softmax_rows_ref) softmax_rows;
-  decltype(&softmax_rows_backward_ref) softmax_rows_backward;
-  decltype(&softmax_stats_rows_ref) softmax_stats_rows;
-  decltype(&exp_rows_scaled_ref) exp_rows_scaled;
-  decltype(&masked_fill_ref) masked_fill;
-  decltype(&layernorm_forward_ref) layernorm_forward;
-  decltype(&layernorm_backward_ref) layernorm_backward;
-  decltype(&gelu_forward_ref) gelu_forward;
-  decltype(&gelu_backward_ref) gelu_backward;
-  decltype(&sum_rows_ref) sum_rows;
-  decltype(&max_rows_ref) max_rows;
-  decltype(&sum_cols_ref) sum_cols;
-  decltype(&gemv_rows_ref) gemv_rows;
-  decltype(&adamw_ref) adamw;
-  decltype(&mt19937_twist_ref) mt19937_twist;
-  decltype(&mt19937_temper_ref) mt19937_temper;
-  decltype(&bernoulli_words_ref) bernoulli_words;
+  // The vector entries, one per vector_kernels.def entry, of its `_ref` twin's type; the tables
+  // fill them by name, so two entries of one type cannot be swapped.
+#define TG_KERNEL(name, params, args) decltype(&name##_ref) name;
+#define TG_KERNEL_NO_F64(name, params, args) TG_KERNEL(name, params, args)
+#include "core/kernels/vector_kernels.def"
   decltype(&attn_fwd_tile_ref) attn_fwd_tile;
   decltype(&attn_bwd_tile_ref) attn_bwd_tile;
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this

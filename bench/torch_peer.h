@@ -1,0 +1,143 @@
+// PyTorch as a benchmark's peer: where its interpreters are (/usr/bin/python3 with PyTorch 1.13,
+// torch2-python's chroot with PyTorch 2.x), which kernels it should run beside a given path of
+// ours, and which it does run (ATen's CPU capability, the BLAS it loaded and that BLAS's kernel
+// set), read by a probe under the same environment as the measured children.
+#pragma once
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/child.h"
+#include "bench/peer_env.h"
+#include "core/kernels/kernels.h"
+
+namespace bench {
+
+struct TorchPeer {
+  std::vector<std::string> launcher;  // the interpreter (and its arguments)
+  std::string version;                // "torch 1.13.0a0"; empty: not available
+  std::string why_not;                // why it is not
+};
+
+// torch2-python: TAPEGRAD_TORCH2_PYTHON when set, else shared/tools/ beside the source tree.
+inline std::string torch2_python(const std::string& source_root) {
+  const char* env = std::getenv("TAPEGRAD_TORCH2_PYTHON");
+  return env && *env ? env : source_root + "/../shared/tools/torch2-python";
+}
+
+// The interpreter, if it runs and imports torch; `what` names it in why_not.
+inline TorchPeer find_torch(std::vector<std::string> launcher, const std::string& what) {
+  TorchPeer p;
+  p.launcher = launcher;
+  if (access(launcher[0].c_str(), X_OK) != 0) {
+    p.why_not = what + ": " + launcher[0] + " not found";
+    return p;
+  }
+  std::string out, err;
+  long rss = 0;
+  launcher.insert(launcher.end(), {"-c", "import torch; print(torch.__version__)"});
+  if (!run_child(launcher, 1, out, rss, err) || out.empty()) {
+    p.why_not = what + ": no torch there (" + (err.empty() ? "import failed" : err) + ")";
+    return p;
+  }
+  p.version = "torch " + out.substr(0, out.find_first_of("\n+"));
+  return p;
+}
+
+// PyTorch's kernels beside our path `isa`: on avx512, ATen's AVX-512 kernels (PyTorch 1.13 picks
+// AVX2 by itself) and OpenBLAS's own choice; on avx2 where the CPU has AVX-512, ATen's AVX2 and
+// OpenBLAS's Haswell kernels; on avx2 as the best path, the peers' own choice.
+inline PeerEnv torch_env(const std::string& isa) {
+  const std::vector<std::string> have = tg::kernels::available_isas();
+  const bool has512 = std::find(have.begin(), have.end(), "avx512") != have.end();
+  PeerEnv e;
+  if (isa == "avx2" && has512) {
+    peer_var(e, "ATEN_CPU_CAPABILITY", "avx2", "ATen's AVX2 kernels, as wide as our path");
+    peer_var(e, "OPENBLAS_CORETYPE", "Haswell", "OpenBLAS's AVX2 kernels, as wide as our path");
+    return e;
+  }
+  if (isa == "avx512")
+    peer_var(e, "ATEN_CPU_CAPABILITY", "avx512",
+             "ATen's AVX-512 kernels, as wide as our path (PyTorch 1.x picks AVX2 by itself)");
+  if (isa != "scalar")
+    for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+      peer_var(e, name, nullptr, "it would hold OpenBLAS to other kernels than its best here");
+  return e;
+}
+
+// "ATen AVX512, OpenBLAS SkylakeX": what the peer runs under `env`, from a probe process.
+inline std::string torch_kernels(const TorchPeer& p, const PeerEnv& env) {
+  static const char* probe = R"PY(
+import ctypes, os, torch
+cpu = getattr(torch.backends, "cpu", None)
+cap = cpu.get_cpu_capability() if cpu is not None and hasattr(cpu, "get_cpu_capability") else None
+for line in ([] if cap else torch.__config__.show().splitlines()):  # PyTorch 1.x
+    if "CPU capability usage:" in line: cap = line.split(":", 1)[1].strip()
+with open("/proc/self/maps") as f:
+    libs = sorted({l.split()[-1] for l in f if "blas" in l.split()[-1].lower()})
+blas = "BLAS " + (", ".join(os.path.basename(x) for x in libs) or "unknown")
+for lib in libs:
+    if "openblas" in lib:
+        core = ctypes.CDLL(lib).openblas_get_corename
+        core.restype = ctypes.c_char_p
+        blas = "OpenBLAS " + core().decode()
+print("ATen %s, %s" % (cap or "unknown", blas))
+)PY";
+  std::vector<std::string> args = p.launcher;
+  args.insert(args.end(), {"-c", probe});
+  std::string out, err;
+  long rss = 0;
+  if (!run_child(args, 1, out, rss, err, env.changes)) return "unknown (" + err + ")";
+  return last_line(out);
+}
+
+// The peer's environment beside our path `isa` and the kernels it runs with it; on an AVX-512
+// path, OpenBLAS on an AVX-512 kernel set even where it misdetects the CPU.
+inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::string& kernels) {
+  PeerEnv env = torch_env(isa);
+  kernels = torch_kernels(p, env);
+  const size_t at = kernels.find("OpenBLAS ");
+  if (isa == "avx512" && at != std::string::npos && !openblas_avx512_core(kernels.substr(at + 9))) {
+    openblas_best_core(env, kernels.substr(at + 9));
+    kernels = torch_kernels(p, env);
+  }
+  return env;
+}
+
+// A PyTorch peer as a benchmark uses it: where, its environment beside our path, its kernels.
+struct Peer {
+  TorchPeer torch;
+  PeerEnv env;
+  std::string kernels;  // what the probe saw it load
+};
+
+inline Peer find_peer(const std::string& launcher, const std::string& what,
+                      const std::string& isa) {
+  Peer p{find_torch({launcher}, what), {}, ""};
+  if (!p.torch.version.empty()) p.env = torch_setup(p.torch, isa, p.kernels);
+  return p;
+}
+
+// The text of a file of the source tree (a script or the book's classes), for a PyTorch peer: a
+// chroot's python cannot see the tree, so they are passed as arguments. A missing file is one
+// line naming it, exit status 1.
+inline std::string source_text(const char* prog, const std::string& source_root,
+                               const std::string& rel) {
+  const std::string path = source_root + "/" + rel;
+  std::ifstream f(path);
+  if (!f) {
+    std::fprintf(stderr, "%s: cannot read %s\n", prog, path.c_str());
+    std::exit(1);
+  }
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+}  // namespace bench

@@ -1,0 +1,333 @@
+// Data-parallel training (train/data_parallel.h, train/dist.h): the reduction's order, the flat
+// layout, micro-batches against the book's one batch, and the promise itself: `mpirun -np N
+// tapegrad train` prints the log and writes the checkpoint tensors of `tapegrad train
+// --micro-batches N`, and a checkpoint resumes under another process count to the same bits.
+// The mpirun cases need a build with MPI and mpirun on PATH; without them they say so and pass.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "train/data_parallel.h"
+#include "train/ddp.h"
+#include "train/dist.h"
+#include "train/safetensors.h"
+#include "train_testing.h"
+
+using namespace tg;
+using namespace tg::train;
+namespace fs = std::filesystem;
+
+TEST_CASE("sum_in_order adds the parts in the order given") {
+  // 1 + 1e8 rounds back to 1e8 in float, so the order shows in the result.
+  const std::vector<float> a = {1.0f, 2.0f}, b = {1e8f, 3.0f}, c = {-1e8f, 4.0f};
+  std::vector<float> out(2);
+  const float* parts[] = {a.data(), b.data(), c.data()};
+  sum_in_order(parts, out.data(), 2);
+  CHECK(out[0] == 0.0f);  // (1 + 1e8) - 1e8
+  CHECK(out[1] == 9.0f);
+  const float* reversed[] = {c.data(), b.data(), a.data()};
+  sum_in_order(reversed, out.data(), 2);
+  CHECK(out[0] == 1.0f);  // (-1e8 + 1e8) + 1
+  // In place: out is the first part.
+  std::vector<float> acc = a;
+  const float* onto[] = {acc.data(), b.data()};
+  sum_in_order(onto, acc.data(), 2);
+  CHECK(acc == std::vector<float>{1e8f, 5.0f});
+}
+
+TEST_CASE("FlatLayout: shards tile the flat vector and pieces follow the parameters") {
+  const std::vector<Tensor> params = {zeros({3}), zeros({2, 2}), zeros({5})};  // 12 elements
+  const FlatLayout l(params, 3);
+  CHECK(l.numel() == 12);
+  CHECK(l.begin(0) == 0);
+  CHECK(l.end(0) == 4);
+  CHECK(l.begin(1) == 4);
+  CHECK(l.end(2) == 12);
+  std::vector<std::vector<int64_t>> pieces;
+  l.for_range(2, 8, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    pieces.push_back({int64_t(k), in_param, at, n});
+  });
+  const std::vector<std::vector<int64_t>> want = {{0, 2, 2, 1}, {1, 0, 3, 4}, {2, 0, 7, 1}};
+  CHECK(pieces == want);
+}
+
+namespace {
+
+// The trainer tests' small GPT, with this dropout.
+nn::GPTConfig small_config(double drop_rate) {
+  nn::GPTConfig c = testing::small_config();
+  c.drop_rate = drop_rate;
+  return c;
+}
+
+data::Batch small_batch(int64_t B, int64_t T) {
+  data::Batch b;
+  b.batch_size = B, b.max_length = T;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.inputs.push_back((i * 7 + 3) % 32);
+    b.targets.push_back((i * 5 + 1) % 32);
+  }
+  return b;
+}
+
+std::vector<std::vector<float>> grads_of(const nn::GPTModel& m) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.grad().contiguous().to_vector<float>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("micro-batches: the gradient of the global batch's mean, summed in order") {
+  const data::Batch batch = small_batch(4, 8);
+  manual_seed(1);
+  nn::GPTModel model(small_config(0.0));
+  // The book's step: one batch.
+  model.zero_grad();
+  const Tensor x = from_vector(batch.inputs, {4, 8}), y = from_vector(batch.targets, {4, 8});
+  const Tensor loss = calc_loss_batch(x, y, model);
+  loss.backward();
+  const auto whole = grads_of(model);
+  // Two micro-batches by hand: each loss scaled by 1/2, gradients added in order.
+  std::vector<std::vector<float>> by_hand;
+  double mean = 0;
+  for (int k = 0; k < 2; ++k) {
+    model.zero_grad();
+    const std::vector<int64_t> xi(batch.inputs.begin() + k * 16,
+                                  batch.inputs.begin() + k * 16 + 16);
+    const std::vector<int64_t> yi(batch.targets.begin() + k * 16,
+                                  batch.targets.begin() + k * 16 + 16);
+    const Tensor l = calc_loss_batch(from_vector(xi, {2, 8}), from_vector(yi, {2, 8}), model);
+    mean += l.item<double>() / 2;
+    (l * 0.5).backward();
+    const auto g = grads_of(model);
+    if (k == 0) by_hand = g;
+    for (size_t p = 0; k == 1 && p < g.size(); ++p)
+      for (size_t i = 0; i < g[p].size(); ++i) by_hand[p][i] += g[p][i];
+  }
+  DataParallelStep step(model, 2, false);
+  model.zero_grad();
+  CHECK(step.loss_and_backward(batch, model) == mean);
+  const auto got = grads_of(model);
+  CHECK(got == by_hand);
+  // ... and the same gradient as one batch's, to rounding.
+  double worst = 0;
+  for (size_t p = 0; p < got.size(); ++p)
+    for (size_t i = 0; i < got[p].size(); ++i)
+      worst = std::max(worst, double(std::abs(got[p][i] - whole[p][i])));
+  CHECK(worst < 1e-6);
+  CHECK(std::abs(mean - loss.item<double>()) < 1e-6);
+}
+
+TEST_CASE("micro-batches draw as many dropout words as the whole batch's forward") {
+  const data::Batch batch = small_batch(4, 8);
+  manual_seed(2);
+  nn::GPTModel model(small_config(0.1));
+  const uint64_t before = default_generator().words_drawn();
+  model(from_vector(batch.inputs, {4, 8}));
+  const uint64_t whole = default_generator().words_drawn() - before;
+  CHECK(whole > 0);
+  DataParallelStep step(model, 4, false);
+  model.zero_grad();
+  const uint64_t at = default_generator().words_drawn();
+  step.loss_and_backward(batch, model);
+  CHECK(default_generator().words_drawn() - at == whole);
+}
+
+// ---- the promise, through mpirun ------------------------------------------------------------
+
+namespace {
+
+bool have_mpirun() {
+  return dist::built_with_mpi() && std::system("command -v mpirun > /dev/null 2>&1") == 0;
+}
+
+int run(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Dir {
+  fs::path path = fs::temp_directory_path() / ("tapegrad_test_dist_" + std::to_string(::getpid()));
+  Dir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+    // mpirun as root needs both; --oversubscribe lets 4 ranks share 2 cores.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  ~Dir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+const std::string kExe = TG_TAPEGRAD_EXE;
+const std::string kMpirun = "ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe ";
+const std::string kTiny =
+    " train --preset tiny --context 32 --epochs 1 --eval-freq 2 --eval-iter 3 --sample-tokens 4"
+    " --threads 1 --no-progress";
+
+std::string bytes(const Tensor& t) {
+  const size_t n = size_t(t.numel()) * dtype_size(t.dtype());
+  switch (t.dtype()) {
+    case DType::Float32:
+      return std::string(reinterpret_cast<const char*>(t.data<float>()), n);
+    case DType::Float64:
+      return std::string(reinterpret_cast<const char*>(t.data<double>()), n);
+    case DType::Int64:
+      return std::string(reinterpret_cast<const char*>(t.data<int64_t>()), n);
+    case DType::Bool:
+      return std::string(reinterpret_cast<const char*>(t.data<bool>()), n);
+  }
+  return "";
+}
+
+// Tensors byte for byte, and the metadata but the timings.
+void check_same_checkpoint(const std::string& a, const std::string& b) {
+  const SafeTensors x = load_safetensors(a), y = load_safetensors(b);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  std::vector<std::string> differ;  // names of the tensors whose bytes differ
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    const auto& [name, s] = x.tensors[i];
+    const Tensor& t = y.tensors[i].second;
+    if (name != y.tensors[i].first || s.shape() != t.shape() || s.dtype() != t.dtype() ||
+        bytes(s) != bytes(t))
+      differ.push_back(name);
+  }
+  CHECK(differ == std::vector<std::string>{});
+  for (const char* key :
+       {"rng_state", "optimizer_step", "global_step", "tokens_seen", "options", "epoch", "batch"}) {
+    CAPTURE(key);
+    CHECK(x.metadata.at(key) == y.metadata.at(key));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np N gives --micro-batches N's log and checkpoint, N = 2, 3, 4") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  for (const int n : {2, 3, 4}) {
+    CAPTURE(n);
+    // 3 ranks also clip, which gathers the whole reduced gradient on every rank.
+    const std::string opts = kTiny + " --batch-size " + std::to_string(n == 3 ? 6 : 4) +
+                             " --max-steps 4" + (n == 3 ? " --clip-grad 0.5" : "");
+    const std::string one = d / ("one" + std::to_string(n)),
+                      many = d / ("many" + std::to_string(n));
+    REQUIRE(run(kExe + opts + " --micro-batches " + std::to_string(n) + " --out " + one + " > " +
+                one + ".log 2> /dev/null") == 0);
+    // Gradients leave in buckets while backward runs: one bucket (2 ranks), buckets of 50 KB
+    // (3), or after backward (4).
+    const std::string bucket_mb = n == 2 ? "25" : n == 3 ? "0.05" : "0";
+    REQUIRE(run(kMpirun + "-x TAPEGRAD_BUCKET_MB=" + bucket_mb + " -np " + std::to_string(n) + " " +
+                kExe + opts + " --out " + many + " > " + many + ".log 2> /dev/null") == 0);
+    CHECK(slurp(one + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
+    CHECK(slurp(one + ".log") == slurp(many + ".log"));
+    check_same_checkpoint(one + "/checkpoint.safetensors", many + "/checkpoint.safetensors");
+  }
+}
+
+TEST_CASE("a checkpoint resumes under another process count to the uninterrupted run's bits") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  const std::string opts = kTiny + " --batch-size 4";
+  REQUIRE(run(kExe + opts + " --micro-batches 2 --max-steps 8 --out " + (d / "whole") +
+              " > /dev/null 2>&1") == 0);
+  // 2 ranks, then 1 process; 1 process, then 2 ranks.
+  REQUIRE(run(kMpirun + "-np 2 " + kExe + opts + " --max-steps 4 --out " + (d / "a") +
+              " > /dev/null 2>&1") == 0);
+  REQUIRE(run(kExe + " train --resume " + (d / "a") + " --max-steps 4 > /dev/null 2>&1") == 0);
+  check_same_checkpoint(d / "whole/checkpoint.safetensors", d / "a/checkpoint.safetensors");
+  REQUIRE(run(kExe + opts + " --micro-batches 2 --max-steps 4 --out " + (d / "b") +
+              " > /dev/null 2>&1") == 0);
+  REQUIRE(run(kMpirun + "-np 2 " + kExe + " train --resume " + (d / "b") +
+              " --max-steps 4 > /dev/null 2>&1") == 0);
+  check_same_checkpoint(d / "whole/checkpoint.safetensors", d / "b/checkpoint.safetensors");
+  // 4 ranks cannot share the checkpoint's 2 micro-batches.
+  CHECK(run(kMpirun + "-np 4 " + kExe + " train --resume " + (d / "b") + " > /dev/null 2> " +
+            (d / "err")) == 2);
+  CHECK(slurp(d / "err").find("tapegrad train: --micro-batches 2 (the checkpoint's) does not "
+                              "split among 4 processes; give a multiple of 4\n") == 0);
+}
+
+TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other options") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  CHECK(run(kMpirun + "-np 3 " + kExe + kTiny + " --batch-size 4 --out " + (d / "x") +
+            " > /dev/null 2> " + (d / "err")) == 2);
+  CHECK(slurp(d / "err").find("tapegrad train: --batch-size 4 does not split among 3 processes; "
+                              "give a multiple of 3\n") == 0);
+  CHECK_FALSE(fs::exists(d / "x"));
+  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --lr 0.001 --out " + (d / "y") + " : -np 1 " +
+            kExe + kTiny + " --lr 0.002 --out " + (d / "y") + " > /dev/null 2> " + (d / "err")) ==
+        2);
+  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 0.002, rank 0 has 0.001; every "
+                              "rank must run with the same options\n") == 0);
+  CHECK_FALSE(fs::exists(d / "y"));
+}
+
+TEST_CASE("a build without MPI refuses to run as one of several launched processes") {
+  if (dist::built_with_mpi()) {
+    MESSAGE("skipped: this build has MPI");
+    return;
+  }
+  const Dir d;
+  CHECK(run("OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=0 " + kExe + kTiny + " --out " +
+            (d / "x") + " > /dev/null 2> " + (d / "err")) == 1);
+  CHECK(slurp(d / "err") ==
+        "tapegrad train: started as one of 3 processes by an MPI launcher, but this tapegrad was "
+        "built without MPI (rebuild with Open MPI: meson setup -Dmpi=enabled)\n");
+  // The other copies refuse too, without repeating the line.
+  CHECK(run("PMI_SIZE=3 PMI_RANK=2 " + kExe + kTiny + " --out " + (d / "x") + " > /dev/null 2> " +
+            (d / "err")) == 1);
+  CHECK(slurp(d / "err").empty());
+  CHECK(run("PMIX_RANK=1 " + kExe + kTiny + " --out " + (d / "x") + " > /dev/null 2>&1") == 1);
+  CHECK_FALSE(fs::exists(d / "x"));
+  CHECK(dist::launcher_size() == 1);
+}
+
+TEST_CASE("DistributedSampler gives PyTorch's indices (tests/golden/gen_dist_sampler.py)") {
+  const std::vector<std::vector<int64_t>> shuffled = {{1, 6, 0, 7}, {4, 3, 2, 1}, {9, 5, 8, 4}};
+  const std::vector<std::vector<int64_t>> dropped = {{1, 6, 0}, {4, 3, 2}, {9, 5, 8}};
+  for (int r = 0; r < 3; ++r) {
+    DistributedSampler s(10, true, 3, false, 3, r), d(10, true, 3, true, 3, r);
+    s.set_epoch(2);
+    d.set_epoch(2);
+    CHECK(s.indices() == shuffled[size_t(r)]);
+    CHECK(s.num_samples() == 4);
+    CHECK(d.indices() == dropped[size_t(r)]);
+    CHECK(d.num_samples() == 3);
+  }
+  // In order, padded from the start: rank 1 of 3 over 10.
+  CHECK(DistributedSampler(10, false, 0, false, 3, 1).indices() ==
+        std::vector<int64_t>{1, 4, 7, 0});
+  CHECK_THROWS_WITH(DistributedSampler(10, false, 0, false, 3, 3),
+                    "DistributedSampler: invalid rank 3, rank should be in the interval [0, 2]");
+}

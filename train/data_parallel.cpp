@@ -1,0 +1,300 @@
+// Micro-batches, ranks and ZeRO-1 with the single process's bits (see data_parallel.h).
+#include "train/data_parallel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/autograd.h"
+#include "core/kernels/kernels.h"
+#include "core/ops.h"
+#include "train/bucket_exchange.h"
+#include "train/dist.h"
+
+namespace tg::train {
+
+void sum_in_order(std::span<const float* const> parts, float* out, int64_t n) {
+  if (parts.empty()) throw std::invalid_argument("sum_in_order: no parts");
+  if (out != parts[0]) std::memcpy(out, parts[0], size_t(n) * sizeof(float));
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const float* p = parts[k];
+    for (int64_t i = 0; i < n; ++i) out[i] += p[i];
+  }
+}
+
+// ---- the flat vector -----------------------------------------------------------------------
+
+FlatLayout::FlatLayout(const std::vector<Tensor>& params, int parts) : parts_(parts) {
+  for (const Tensor& p : params) {
+    if (p.dtype() != DType::Float32 || !p.is_contiguous())
+      throw std::invalid_argument("FlatLayout: parameters must be contiguous float32");
+    offsets_.push_back(numel_);
+    numel_ += p.numel();
+  }
+  offsets_.push_back(numel_);
+}
+
+void FlatLayout::for_range(int64_t lo, int64_t hi,
+                           const std::function<void(size_t, int64_t, int64_t, int64_t)>& f) const {
+  for (size_t k = 0; k + 1 < offsets_.size(); ++k) {
+    const int64_t a = std::max(lo, offsets_[k]), b = std::min(hi, offsets_[k + 1]);
+    if (a < b) f(k, a - offsets_[k], a, b - a);
+  }
+}
+
+namespace {
+
+// Shard sizes and flat offsets of every rank, in `unit`-byte elements.
+struct ShardBytes {
+  std::vector<size_t> bytes, offsets;
+  ShardBytes(const FlatLayout& l, int ranks, size_t unit) {
+    for (int r = 0; r < ranks; ++r) {
+      bytes.push_back(size_t(l.end(r) - l.begin(r)) * unit);
+      offsets.push_back(size_t(l.begin(r)) * unit);
+    }
+  }
+};
+
+float* grad_data(const Tensor& p) {
+  Tensor g = p.grad();
+  if (!g.defined() || !g.is_contiguous() || g.dtype() != DType::Float32)
+    throw std::logic_error("DataParallelStep: a parameter has no contiguous float32 gradient");
+  return g.data<float>();
+}
+
+}  // namespace
+
+// ---- the step --------------------------------------------------------------------------------
+
+DataParallelStep::DataParallelStep(nn::GPTModel& model, int64_t micro_batches, bool full_gradient)
+    : params_(model.parameters()),
+      K_(micro_batches),
+      rank_(dist::rank()),
+      ranks_(dist::size()),
+      full_gradient_(full_gradient),
+      layout_(params_, dist::size()) {
+  if (K_ < 1 || K_ % ranks_ != 0)
+    throw std::invalid_argument("DataParallelStep: " + std::to_string(K_) +
+                                " micro-batches do not split among " + std::to_string(ranks_) +
+                                " processes");
+  per_rank_ = K_ / ranks_;
+  acc_.resize(size_t(layout_.numel()));
+  // One micro-batch per rank: its backward produces the gradients the ranks exchange, so they
+  // can leave while it runs. TAPEGRAD_BUCKET_MB sets DDP's bucket_cap_mb (25; 0: no overlap).
+  const char* mb = std::getenv("TAPEGRAD_BUCKET_MB");
+  const double bucket_mb = mb && *mb ? std::atof(mb) : 25.0;
+  if (ranks_ > 1 && per_rank_ == 1 && bucket_mb > 0)
+    exchange_ = std::make_unique<BucketExchange>(params_, layout_, acc_.data(),
+                                                 size_t(bucket_mb * 1024 * 1024));
+}
+
+DataParallelStep::~DataParallelStep() = default;
+
+// Micro-batch k's loss (the mean over its windows); its gradient, scaled by 1/K, in .grad().
+double DataParallelStep::micro_batch(const data::Batch& batch, int64_t k, nn::GPTModel& model) {
+  const int64_t b = batch.batch_size / K_, T = batch.max_length;
+  const auto rows = [&](const std::vector<int64_t>& v) {
+    return from_vector(std::vector<int64_t>(v.begin() + k * b * T, v.begin() + (k + 1) * b * T),
+                       {b, T});
+  };
+  const Tensor loss = calc_loss_batch(rows(batch.inputs), rows(batch.targets), model);
+  const double value = loss.item<double>();
+  (loss * (1.0 / double(K_))).backward();
+  return value;
+}
+
+// The generator words one micro-batch's forward draws (its dropout masks): the same for every
+// micro-batch, as they have one shape. Measured once on a forward without gradients, from a copy
+// of the generator's state that is then put back.
+uint64_t DataParallelStep::words_per_micro_batch(const data::Batch& batch, nn::GPTModel& model) {
+  if (draws_ >= 0) return uint64_t(draws_);
+  Generator& gen = default_generator();
+  const Generator saved = gen;
+  const int64_t b = batch.batch_size / K_, T = batch.max_length;
+  {
+    NoGradGuard no_grad;
+    model(from_vector(std::vector<int64_t>(batch.inputs.begin(), batch.inputs.begin() + b * T),
+                      {b, T}));
+  }
+  draws_ = int64_t(gen.words_drawn() - saved.words_drawn());
+  gen = saved;
+  return uint64_t(draws_);
+}
+
+// This process's micro-batch gradient into acc_: copied for the first, summed for the others.
+void DataParallelStep::fold_gradient(bool first) {
+  layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t, int64_t flat, int64_t n) {
+    const float* g = grad_data(params_[k]);
+    float* a = acc_.data() + flat;
+    if (first) {
+      std::memcpy(a, g, size_t(n) * sizeof(float));
+    } else {
+      const float* parts[] = {a, g};
+      sum_in_order(parts, a, n);
+    }
+  });
+}
+
+void DataParallelStep::write_gradient(int64_t lo, int64_t hi, const float* flat) {
+  layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    std::memcpy(grad_data(params_[k]) + in_param, flat + (at - lo), size_t(n) * sizeof(float));
+  });
+}
+
+double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTModel& model) {
+  if (batch.batch_size % K_ != 0)
+    throw TrainError("a batch of " + std::to_string(batch.batch_size) + " does not split into " +
+                     std::to_string(K_) + " micro-batches");
+  Generator& gen = default_generator();
+  const Generator start = gen;
+  const int64_t first = rank_ * per_rank_;
+  if (ranks_ > 1) gen.discard(uint64_t(first) * words_per_micro_batch(batch, model));
+  std::vector<double> losses(size_t(K_), 0.0);
+  if (exchange_) {  // buckets leave while backward runs
+    exchange_->start();
+    losses[size_t(first)] = micro_batch(batch, first, model);
+    exchange_->finish();
+  }
+  for (int64_t j = 0; !exchange_ && j < per_rank_; ++j) {
+    if (j > 0) model.zero_grad();
+    losses[size_t(first + j)] = micro_batch(batch, first + j, model);
+    fold_gradient(j == 0);
+  }
+  if (ranks_ > 1) {  // where the single process's K forwards leave the generator
+    gen = start;
+    gen.discard(uint64_t(K_) * uint64_t(draws_));
+    const std::vector<size_t> bytes(size_t(ranks_), size_t(per_rank_) * sizeof(double));
+    std::vector<size_t> offsets;
+    for (int r = 0; r < ranks_; ++r) offsets.push_back(size_t(r) * bytes[0]);
+    dist::gather_all(losses.data() + first, losses.data(), bytes, offsets);
+    if (!exchange_) reduce_across_ranks();
+    finish_reduction();
+  } else {
+    write_gradient(0, layout_.numel(), acc_.data());
+  }
+  double total = 0;
+  for (const double l : losses) total += l;
+  return total / double(K_);
+}
+
+// Rank r receives every rank's partial gradient of its shard and sums them in rank order.
+void DataParallelStep::reduce_across_ranks() {
+  const int64_t lo = layout_.begin(rank_), n = layout_.end(rank_) - lo;
+  const ShardBytes send(layout_, ranks_, sizeof(float));
+  std::vector<float> recv(size_t(n) * size_t(ranks_));
+  const std::vector<size_t> recv_bytes(size_t(ranks_), size_t(n) * sizeof(float));
+  std::vector<size_t> recv_offsets;
+  std::vector<const float*> parts;
+  for (int r = 0; r < ranks_; ++r) {
+    recv_offsets.push_back(size_t(r) * size_t(n) * sizeof(float));
+    parts.push_back(recv.data() + size_t(r) * size_t(n));
+  }
+  dist::exchange(acc_.data(), send.bytes, send.offsets, recv.data(), recv_bytes, recv_offsets);
+  sum_in_order(parts, acc_.data() + lo, n);
+}
+
+// This rank's reduced shard, in acc_, into the parameters' .grad(); the whole gradient on every
+// rank when clipping needs its norm.
+void DataParallelStep::finish_reduction() {
+  const int64_t lo = layout_.begin(rank_), hi = layout_.end(rank_);
+  write_gradient(lo, hi, acc_.data() + lo);
+  if (!full_gradient_) return;
+  const ShardBytes shards(layout_, ranks_, sizeof(float));
+  dist::gather_all(acc_.data() + lo, acc_.data(), shards.bytes, shards.offsets);
+  write_gradient(0, layout_.numel(), acc_.data());
+}
+
+void DataParallelStep::update(AdamW& opt) {
+  if (ranks_ == 1) return opt.step();
+  NoGradGuard no_grad;
+  ++opt.step_count;
+  const int64_t lo = layout_.begin(rank_), hi = layout_.end(rank_);
+  layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    // AdamW::step's kernel on this rank's piece of the parameter: elementwise, so a piece
+    // updates as it would inside the whole.
+    kernels::adamw(n, params_[k].data<float>() + in_param, grad_data(params_[k]) + in_param,
+                   exp_avg_.data() + (at - lo), exp_avg_sq_.data() + (at - lo), float(opt.lr),
+                   float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
+                   opt.step_count);
+  });
+  // Every rank's updated shard to every rank.
+  layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    std::memcpy(acc_.data() + at, params_[k].data<float>() + in_param, size_t(n) * sizeof(float));
+  });
+  const ShardBytes shards(layout_, ranks_, sizeof(float));
+  dist::gather_all(acc_.data() + lo, acc_.data(), shards.bytes, shards.offsets);
+  layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    std::memcpy(params_[k].data<float>() + in_param, acc_.data() + at, size_t(n) * sizeof(float));
+  });
+}
+
+std::string DataParallelStep::summary() const {
+  char line[256];
+  const double mb = double(moment_bytes()) / (1024.0 * 1024.0);
+  if (!exchange_) {
+    std::snprintf(line, sizeof line, "data parallel: %d ranks, AdamW state %.1f MiB per rank",
+                  ranks_, mb);
+    return line;
+  }
+  const double ex = exchange_->exchange_seconds, wait = exchange_->wait_seconds;
+  std::snprintf(line, sizeof line,
+                "data parallel: %d ranks, AdamW state %.1f MiB per rank, gradient exchange %.2f s "
+                "in %zu buckets, %.0f%% of it hidden behind backward",
+                ranks_, mb, ex, exchange_->buckets(),
+                ex > 0 ? 100.0 * std::max(0.0, 1 - wait / ex) : 0.0);
+  return line;
+}
+
+// ---- ZeRO-1 moments --------------------------------------------------------------------------
+
+void DataParallelStep::take_moments(AdamW& opt) {
+  if (ranks_ == 1) return;
+  const int64_t lo = layout_.begin(rank_), hi = layout_.end(rank_);
+  exp_avg_.assign(size_t(hi - lo), 0.0f);
+  exp_avg_sq_.assign(size_t(hi - lo), 0.0f);
+  layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+    std::memcpy(exp_avg_.data() + (at - lo), opt.exp_avg[k].data<float>() + in_param,
+                size_t(n) * sizeof(float));
+    std::memcpy(exp_avg_sq_.data() + (at - lo), opt.exp_avg_sq[k].data<float>() + in_param,
+                size_t(n) * sizeof(float));
+  });
+  release_moments(opt);
+}
+
+void DataParallelStep::release_moments(AdamW& opt) const {
+  if (ranks_ == 1) return;  // one process keeps AdamW whole
+  for (Tensor& t : opt.exp_avg) t = Tensor();
+  for (Tensor& t : opt.exp_avg_sq) t = Tensor();
+}
+
+// Parameter by parameter, straight into rank 0's whole tensors: no flat copy of the moments.
+void DataParallelStep::gather_moments(AdamW& opt) {
+  if (ranks_ == 1) return;
+  const int64_t lo = layout_.begin(rank_);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    std::vector<size_t> bytes, offsets;  // each rank's piece of parameter k
+    int64_t mine_at = 0;                 // this rank's piece: its flat start (if any)
+    for (int r = 0; r < ranks_; ++r) {
+      int64_t n = 0, in_param = 0;
+      layout_.for_range(layout_.begin(r), layout_.end(r),
+                        [&](size_t i, int64_t p, int64_t at, int64_t c) {
+                          if (i != k) return;
+                          n = c, in_param = p;
+                          if (r == rank_) mine_at = at;
+                        });
+      bytes.push_back(size_t(n) * sizeof(float));
+      offsets.push_back(size_t(in_param) * sizeof(float));
+    }
+    for (const bool second : {false, true}) {
+      Tensor& whole = (second ? opt.exp_avg_sq : opt.exp_avg)[k];
+      if (rank_ == 0) whole = zeros(params_[k].shape());
+      const std::vector<float>& mine = second ? exp_avg_sq_ : exp_avg_;
+      const float* piece = bytes[size_t(rank_)] > 0 ? mine.data() + (mine_at - lo) : mine.data();
+      dist::gather(piece, rank_ == 0 ? whole.data<float>() : nullptr, bytes, offsets);
+    }
+  }
+}
+
+}  // namespace tg::train

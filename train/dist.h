@@ -1,0 +1,67 @@
+// The processes of a data-parallel run, behind one small interface: rank, size, broadcast,
+// exchange (all-to-all of byte blocks), gather, barrier and an agreed stop flag. Two
+// implementations, chosen at build time: dist_mpi.cpp (Open MPI, meson option -Dmpi) and
+// dist_single.cpp (one process; no dependency). Only these files know MPI exists.
+//
+// No collective here combines floats: every sum over ranks is done by our code, in rank order
+// (train/data_parallel.h), so the result does not depend on MPI's choice of algorithm.
+//
+// Not here: communicators other than the world, non-blocking calls, GPU buffers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tg::dist {
+
+// The process count a launcher (mpirun, srun) announced in the environment: OMPI_COMM_WORLD_SIZE
+// or PMI_SIZE; 1 when none did (PMIX_RANK or PMI_RANK alone, above 0, counts as 2: more than one).
+int launcher_size();
+// This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK),
+// 0 when none did: a build without MPI prints its refusal once, from rank 0.
+int launcher_rank();
+
+// Ranks the launcher started on this machine (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS),
+// else size(): they share its cores.
+int local_size();
+
+// Whether this build can run several processes (built with MPI).
+bool built_with_mpi();
+
+// Starts the world when a launcher started more than one process (MPI_Init_thread, FUNNELED);
+// otherwise the world is this one process and MPI is never touched. A build without MPI under a
+// launcher of size > 1 throws std::runtime_error with one line (N copies would write one --out).
+// Safe to call more than once.
+void init();
+// MPI_Finalize when init() started MPI (the atexit handler does it too).
+void finalize();
+// Ends every process of the job at once with this exit status (MPI_Abort); exit() alone.
+[[noreturn]] void abort_all(int status);
+
+int rank();
+int size();
+inline bool is_root() { return rank() == 0; }
+
+// Rank root's bytes into every rank's buffer (bytes must agree on all ranks).
+void broadcast(void* data, size_t bytes, int root = 0);
+// Root's string to every rank (the others' is replaced).
+void broadcast(std::string& s, int root = 0);
+// All-to-all of byte blocks: block j of `send` (send_offsets[j], send_bytes[j]) goes to rank j;
+// rank i's block for me lands at recv_offsets[i], recv_bytes[i]. Each vector has size() entries.
+void exchange(const void* send, const std::vector<size_t>& send_bytes,
+              const std::vector<size_t>& send_offsets, void* recv,
+              const std::vector<size_t>& recv_bytes, const std::vector<size_t>& recv_offsets);
+// Every rank's block, at offsets[r] with bytes[r], into every rank's `all` (allgather);
+// `mine` is this rank's block (may alias its place in `all`).
+void gather_all(const void* mine, void* all, const std::vector<size_t>& bytes,
+                const std::vector<size_t>& offsets);
+// Every rank's block to root only (the others' `all` is untouched).
+void gather(const void* mine, void* all, const std::vector<size_t>& bytes,
+            const std::vector<size_t>& offsets, int root = 0);
+void barrier();
+// True on every rank when any rank passed true (a stop requested on one stops all at the same
+// step boundary).
+bool any(bool mine);
+
+}  // namespace tg::dist

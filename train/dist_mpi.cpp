@@ -1,0 +1,134 @@
+// dist.h on MPI (Open MPI). MPI starts only when a launcher started more than one process, so a
+// plain `tapegrad train` in this build never touches it. Byte blocks travel as MPI_BYTE; the one
+// reduction, any(), is a max over ints. Every sum of floats is ours (train/data_parallel.h).
+// The C API only: Open MPI's deprecated C++ bindings do not build with -Werror.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "train/dist.h"
+
+namespace tg::dist {
+
+namespace {
+
+bool g_started = false;  // MPI_Init_thread ran (and MPI_Finalize has not)
+int g_rank = 0, g_size = 1;
+
+int count_of(size_t bytes) {
+  if (bytes > size_t(INT_MAX))
+    throw std::runtime_error("a message of " + std::to_string(bytes) +
+                             " bytes is above MPI's 2 GiB per block");
+  return int(bytes);
+}
+
+std::vector<int> counts_of(const std::vector<size_t>& v) {
+  std::vector<int> out;
+  for (size_t b : v) out.push_back(count_of(b));
+  return out;
+}
+
+// Without a launcher (g_started false) the world is this process: a block to myself is a copy.
+void copy_own_block(const void* from, void* to, size_t offset, size_t bytes) {
+  std::memmove(static_cast<char*>(to) + offset, from, bytes);
+}
+
+}  // namespace
+
+bool built_with_mpi() { return true; }
+
+void init() {
+  if (g_started || launcher_size() <= 1) return;
+  int provided = 0;
+  // SERIALIZED: the training thread and the gradient thread take turns, never at once.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw std::runtime_error("the MPI library does not support MPI_THREAD_SERIALIZED");
+  g_started = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  std::atexit(finalize);
+}
+
+void finalize() {
+  if (!g_started) return;
+  g_started = false;
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+
+void abort_all(int status) {
+  if (g_started) MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);
+}
+
+int rank() { return g_rank; }
+int size() { return g_size; }
+
+// In pieces of 1 GiB: a checkpoint with its moments is larger than one MPI count reaches.
+void broadcast(void* data, size_t bytes, int root) {
+  if (g_size == 1) return;
+  constexpr size_t kPiece = size_t(1) << 30;
+  for (size_t at = 0; at < bytes; at += kPiece)
+    MPI_Bcast(static_cast<char*>(data) + at, count_of(std::min(kPiece, bytes - at)), MPI_BYTE, root,
+              MPI_COMM_WORLD);
+}
+
+void broadcast(std::string& s, int root) {
+  if (g_size == 1) return;
+  uint64_t n = s.size();
+  broadcast(&n, sizeof n, root);
+  s.resize(n);
+  broadcast(s.data(), n, root);
+}
+
+void exchange(const void* send, const std::vector<size_t>& send_bytes,
+              const std::vector<size_t>& send_offsets, void* recv,
+              const std::vector<size_t>& recv_bytes, const std::vector<size_t>& recv_offsets) {
+  if (!g_started)
+    return copy_own_block(static_cast<const char*>(send) + send_offsets[0], recv, recv_offsets[0],
+                          send_bytes[0]);
+  const std::vector<int> sc = counts_of(send_bytes), so = counts_of(send_offsets),
+                         rc = counts_of(recv_bytes), ro = counts_of(recv_offsets);
+  MPI_Alltoallv(send, sc.data(), so.data(), MPI_BYTE, recv, rc.data(), ro.data(), MPI_BYTE,
+                MPI_COMM_WORLD);
+}
+
+void gather_all(const void* mine, void* all, const std::vector<size_t>& bytes,
+                const std::vector<size_t>& offsets) {
+  if (!g_started) return copy_own_block(mine, all, offsets[0], bytes[0]);
+  const std::vector<int> c = counts_of(bytes), o = counts_of(offsets);
+  const bool in_place = static_cast<const char*>(all) + offsets[size_t(g_rank)] == mine;
+  MPI_Allgatherv(in_place ? MPI_IN_PLACE : mine, c[size_t(g_rank)], MPI_BYTE, all, c.data(),
+                 o.data(), MPI_BYTE, MPI_COMM_WORLD);
+}
+
+void gather(const void* mine, void* all, const std::vector<size_t>& bytes,
+            const std::vector<size_t>& offsets, int root) {
+  if (!g_started) return copy_own_block(mine, all, offsets[0], bytes[0]);
+  const std::vector<int> c = counts_of(bytes), o = counts_of(offsets);
+  const bool in_place =
+      g_rank == root && static_cast<const char*>(all) + offsets[size_t(g_rank)] == mine;
+  MPI_Gatherv(in_place ? MPI_IN_PLACE : mine, c[size_t(g_rank)], MPI_BYTE, all, c.data(), o.data(),
+              MPI_BYTE, root, MPI_COMM_WORLD);
+}
+
+void barrier() {
+  if (g_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+bool any(bool mine) {
+  if (!g_started) return mine;
+  int v = mine ? 1 : 0, out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return out != 0;
+}
+
+}  // namespace tg::dist

@@ -1,0 +1,214 @@
+// Setting up a data-parallel run on every rank (see data_parallel.h): rank 0's files and errors
+// shared with the others, and the check that all ranks run one build with one set of options.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <stdexcept>
+
+#include "core/file_io.h"
+#include "core/json.h"
+#include "core/kernels/kernels.h"
+#include "core/text.h"
+#include "train/checkpoint.h"
+#include "train/data_parallel.h"
+#include "train/dist.h"
+#include "train/train_options.h"
+
+namespace tg::train {
+
+namespace {
+
+std::vector<size_t> byte_sizes(const std::vector<int64_t>& counts, size_t unit) {
+  std::vector<size_t> out;
+  for (int64_t c : counts) out.push_back(size_t(c) * unit);
+  return out;
+}
+
+}  // namespace
+
+void on_root(const std::function<void()>& f) {
+  if (dist::size() == 1) return f();
+  int kind = 0;  // 0 fine, 1 TrainError, 2 UsageError, 3 another exception
+  std::string message;
+  std::exception_ptr error;
+  if (dist::is_root()) {
+    try {
+      f();
+    } catch (const UsageError& e) {
+      kind = 2, message = e.what(), error = std::current_exception();
+    } catch (const std::exception& e) {
+      kind = dynamic_cast<const TrainError*>(&e) ? 1 : 3;
+      message = e.what(), error = std::current_exception();
+    }
+  }
+  dist::broadcast(&kind, sizeof kind);
+  if (kind == 0) return;
+  dist::broadcast(message);
+  if (error) std::rethrow_exception(error);
+  if (kind == 2) throw UsageError(message);
+  throw TrainError(message);
+}
+
+SafeTensors read_checkpoint_on_root(const std::string& path) {
+  std::string bytes;
+  on_root([&] {
+    if (!std::filesystem::exists(path)) throw TrainError(path + ": no checkpoint to resume from");
+    try {
+      bytes = read_regular_file(path, kMaxSafetensorsBytes, "safetensors");
+    } catch (const std::exception& e) {
+      throw TrainError(e.what());
+    }
+  });
+  dist::broadcast(bytes);
+  SafeTensors st;
+  try {
+    st = parse_safetensors(bytes, path);
+  } catch (const std::exception& e) {
+    throw TrainError(e.what());
+  }
+  check_checkpoint(st, path);  // as read_checkpoint does
+  return st;
+}
+
+void broadcast_ids(std::vector<int64_t>& ids) {
+  uint64_t n = ids.size();
+  dist::broadcast(&n, sizeof n);
+  ids.resize(n);
+  dist::broadcast(ids.data(), n * sizeof(int64_t));
+}
+
+void share_batch_losses(std::vector<double>& losses) {
+  const int ranks = dist::size();
+  if (ranks == 1) return;
+  const int64_t n = int64_t(losses.size());
+  std::vector<int64_t> counts, offsets;
+  for (int r = 0; r < ranks; ++r) {
+    offsets.push_back(n * r / ranks);
+    counts.push_back(n * (r + 1) / ranks - n * r / ranks);
+  }
+  const int me = dist::rank();
+  dist::gather_all(losses.data() + offsets[size_t(me)], losses.data(),
+                   byte_sizes(counts, sizeof(double)), byte_sizes(offsets, sizeof(double)));
+}
+
+namespace {
+
+// FNV-1a, 64 bits.
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// The running program's bytes and the kernel path it chose: ranks on machines that pick another
+// ISA path would round differently.
+std::string build_id() {
+  std::string exe;
+  try {
+    exe = read_regular_file("/proc/self/exe", uint64_t(1) << 32, "program");
+  } catch (const std::exception&) {
+    exe = __DATE__ " " __TIME__;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(exe)));
+  return std::string(hex) + " on the " + kernels::active_isa() + " path";
+}
+
+// The options that shape the run, one "--flag value" per entry, in a fixed order.
+std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions& o) {
+  const json::Value v = json::parse(options_json(o));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < v.keys.size(); ++i) {
+    std::string flag = v.keys[i] == "context_length" ? "context" : v.keys[i];
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const json::Value& x = v.values[i];
+    out.emplace_back(flag, x.kind == json::Value::Kind::Bool ? (x.b ? "true" : "false") : x.str);
+  }
+  out.emplace_back("threads", std::to_string(o.threads));
+  out.emplace_back("micro-batches", std::to_string(o.micro_batches));
+  out.emplace_back("out", o.out_dir);
+  out.emplace_back("log", o.log_path);
+  out.emplace_back("resume", o.resume_dir);
+  out.emplace_back("max-steps", std::to_string(o.max_steps));
+  out.emplace_back("overwrite", o.overwrite ? "true" : "false");
+  return out;
+}
+
+std::string serialize(const std::string& build,
+                      const std::vector<std::pair<std::string, std::string>>& opts) {
+  std::string s = build + '\n';
+  for (const auto& [k, v] : opts) s += k + '=' + json::quote(v) + '\n';
+  return s;
+}
+
+// A value as serialize() quoted it, shown bare unless it is empty or holds a space.
+std::string unquote(const std::string& quoted) {
+  const std::string v = json::parse(quoted).str;
+  return v.empty() || v.find_first_of(" \t\n") != std::string::npos ? quoted : show_bytes(v);
+}
+
+// How rank r's list differs from rank 0's, in one line.
+std::string difference(int r, const std::string& mine, const std::string& root) {
+  const auto lines = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    for (size_t nl; (nl = s.find('\n', at)) != std::string::npos; at = nl + 1)
+      out.push_back(s.substr(at, nl - at));
+    return out;
+  };
+  const std::vector<std::string> a = lines(mine), b = lines(root);
+  const std::string who = "rank " + std::to_string(r);
+  if (a.empty() || b.empty() || a[0] != b[0])
+    return who + " runs another build of tapegrad (" + (a.empty() ? "?" : a[0]) +
+           ") than rank 0 (" + (b.empty() ? "?" : b[0]) + "); every rank must run the same binary";
+  for (size_t i = 1; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i] == b[i]) continue;
+    const size_t eq = a[i].find('=');
+    return who + " has --" + a[i].substr(0, eq) + " " + unquote(a[i].substr(eq + 1)) +
+           ", rank 0 has " + unquote(b[i].substr(b[i].find('=') + 1)) +
+           "; every rank must run with the same options";
+  }
+  return who + " runs with other options than rank 0";
+}
+
+}  // namespace
+
+void resolve_micro_batches(TrainOptions& opt) {
+  const int ranks = dist::size();
+  const bool given = opt.micro_batches != 0;
+  if (!given) opt.micro_batches = ranks;
+  if (opt.micro_batches % ranks != 0)
+    throw UsageError("--micro-batches " + std::to_string(opt.micro_batches) +
+                     (is_explicit(opt, "micro-batches") ? "" : " (the checkpoint's)") +
+                     " does not split among " + std::to_string(ranks) +
+                     " processes; give a multiple of " + std::to_string(ranks));
+  if (opt.batch_size % opt.micro_batches == 0) return;
+  if (given || opt.micro_batches == 1)
+    throw UsageError("--batch-size " + std::to_string(opt.batch_size) + " does not split into " +
+                     std::to_string(opt.micro_batches) + " micro-batches");
+  throw UsageError("--batch-size " + std::to_string(opt.batch_size) + " does not split among " +
+                   std::to_string(ranks) + " processes; give a multiple of " +
+                   std::to_string(ranks));
+}
+
+void check_same_options(const TrainOptions& opt) {
+  const int ranks = dist::size();
+  if (ranks == 1) return;
+  const std::string mine = serialize(build_id(), option_list(opt));
+  std::vector<uint64_t> hashes(static_cast<size_t>(ranks));
+  const uint64_t h = fnv1a(mine);
+  std::vector<size_t> bytes(size_t(ranks), sizeof(uint64_t)), offsets;
+  for (int r = 0; r < ranks; ++r) offsets.push_back(size_t(r) * sizeof(uint64_t));
+  dist::gather_all(&h, hashes.data(), bytes, offsets);
+  int odd = 0;  // the first rank whose hash is not rank 0's
+  for (int r = ranks - 1; r > 0; --r)
+    if (hashes[size_t(r)] != hashes[0]) odd = r;
+  if (odd == 0) return;
+  std::string root = mine;
+  dist::broadcast(root);
+  std::string message = dist::rank() == odd ? difference(odd, mine, root) : "";
+  dist::broadcast(message, odd);
+  throw UsageError(message);
+}
+
+}  // namespace tg::train
