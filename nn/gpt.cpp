@@ -177,11 +177,13 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, Generator* gen)
   register_module("drop_shortcut", &drop_shortcut, std::make_shared<Dropout>(cfg.drop_rate, gen));
 }
 
-Tensor TransformerBlock::forward(const Tensor& x) {
+Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, false); }
+
+Tensor TransformerBlock::forward(const Tensor& x, bool use_cache) {
   // Shortcut connection for the attention block
   Tensor shortcut = x;
   Tensor h = (*norm1)(x);
-  h = (*att)(h);  // (b, T, emb_dim)
+  h = att->forward(h, use_cache);  // (b, T, emb_dim); without the cache the book's att(h)
   h = (*drop_shortcut)(h);
   h = h + shortcut;  // add the original input back
 
@@ -218,7 +220,9 @@ GPTModel::GPTModel(const GPTConfig& config, Generator* gen)
                   std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false, gen));
 }
 
-Tensor GPTModel::forward(const Tensor& in_idx) {
+Tensor GPTModel::forward(const Tensor& in_idx) { return forward(in_idx, false); }
+
+Tensor GPTModel::forward(const Tensor& in_idx, bool use_cache) {
   if (in_idx.dtype() != DType::Int64 || in_idx.dim() != 2)
     throw std::invalid_argument(std::string("GPTModel: expected int64 token ids (batch, tokens), "
                                             "got ") +
@@ -228,13 +232,30 @@ Tensor GPTModel::forward(const Tensor& in_idx) {
     throw std::invalid_argument("GPTModel: " + std::to_string(seq_len) +
                                 " tokens, the context length is " +
                                 std::to_string(cfg.context_length));
-  const Tensor tok_embeds = (*tok_emb)(in_idx);           // (b, T, emb_dim)
-  const Tensor pos_embeds = (*pos_emb)(arange(seq_len));  // (T, emb_dim)
-  Tensor x = tok_embeds + pos_embeds;                     // broadcast over the batch
+  // New: with the cache, the tokens continue the cached positions
+  const int64_t pos0 = use_cache ? current_pos : 0;
+  if (pos0 + seq_len > cfg.context_length)
+    throw std::invalid_argument("GPTModel: the KV cache holds " + std::to_string(pos0) + " of " +
+                                std::to_string(cfg.context_length) + " positions, " +
+                                std::to_string(seq_len) + " more do not fit (reset_kv_cache())");
+  const Tensor tok_embeds = (*tok_emb)(in_idx);  // (b, T, emb_dim)
+  const Tensor pos_embeds = (*pos_emb)(
+      pos0 == 0 ? arange(seq_len) : arange(double(pos0), double(pos0 + seq_len), 1, DType::Int64));
+  Tensor x = tok_embeds + pos_embeds;  // broadcast over the batch
   x = (*drop_emb)(x);
-  x = (*trf_blocks)(x);
+  if (use_cache) {
+    for (const auto& blk : *trf_blocks) x = static_cast<TransformerBlock&>(*blk).forward(x, true);
+    current_pos += seq_len;
+  } else {
+    x = (*trf_blocks)(x);
+  }
   x = (*final_norm)(x);
   return (*out_head)(x);  // (b, T, vocab_size)
+}
+
+void GPTModel::reset_kv_cache() {
+  for (const auto& blk : *trf_blocks) static_cast<TransformerBlock&>(*blk).att->reset_cache();
+  current_pos = 0;
 }
 
 }  // namespace tg::nn

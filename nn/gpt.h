@@ -10,8 +10,15 @@
 // Forward draws dropout masks in the book's order too (drop_emb, then per block the attention
 // weights, the shortcut after attention, the shortcut after the feed-forward).
 //
-// Not here: weight tying with tok_emb (the book keeps them separate), KV caches, loading OpenAI's
-// GPT-2 weights.
+// The KV cache of the book's bonus material (ch04/03_kv-cache/gpt_with_kv_cache.py) is a route
+// beside the book's: forward(in_idx, use_cache=true) runs in_idx as the positions after those
+// already cached (current_pos on), each block's attention appending its keys and values
+// (MultiHeadAttention::forward(x, use_cache)); reset_kv_cache() starts over. forward(in_idx) is
+// the book's, uncached. train/trainer.h's generate_cached drives it, rebuilding the cache whenever
+// the book's loop would crop the context.
+//
+// Not here: weight tying with tok_emb (the book keeps them separate; the GPT-2 loader in
+// train/gpt2_weights.h copies wte into both), a sliding-window cache.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -86,6 +93,8 @@ class TransformerBlock : public Module {
   explicit TransformerBlock(const GPTConfig& cfg, Generator* gen = nullptr);
   // x = x + drop_shortcut(att(norm1(x))); x = x + drop_shortcut(ff(norm2(x)))
   Tensor forward(const Tensor& x) override;
+  // New (KV cache): the same, with att.forward(x, use_cache).
+  Tensor forward(const Tensor& x, bool use_cache);
 
   std::shared_ptr<MultiHeadAttention> att;
   std::shared_ptr<FeedForward> ff;
@@ -99,8 +108,13 @@ class GPTModel : public Module {
   explicit GPTModel(const GPTConfig& cfg, Generator* gen = nullptr);
   // in_idx: int64 (b, T) with T <= context_length -> logits (b, T, vocab_size)
   Tensor forward(const Tensor& in_idx) override;
+  // New (KV cache): with use_cache, in_idx holds positions current_pos .. current_pos + T - 1
+  // (throws std::invalid_argument past context_length) and advances current_pos.
+  Tensor forward(const Tensor& in_idx, bool use_cache);
+  void reset_kv_cache();  // every block's cache, and current_pos = 0
 
   GPTConfig cfg;
+  int64_t current_pos = 0;  // New: positions already in the KV cache
   std::shared_ptr<Embedding> tok_emb, pos_emb;
   std::shared_ptr<Dropout> drop_emb;
   std::shared_ptr<Sequential> trf_blocks;

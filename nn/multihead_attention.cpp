@@ -1,5 +1,6 @@
 #include "nn/multihead_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -61,6 +62,84 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
   context_vec = (*out_proj)(context_vec);  // optional projection
   return context_vec;
+}
+
+// ---- the KV cache (the book's bonus ch04/03_kv-cache) -----------------------------------------
+
+void MultiHeadAttention::reset_cache() {
+  cache_k = Tensor();
+  cache_v = Tensor();
+  cache_len = 0;
+}
+
+namespace {
+
+// cache[bi, h, pos + t, :] = fresh[bi, t, h, :] for every t of fresh (b, num_tokens, num_heads,
+// head_dim, contiguous) into cache (b, num_heads, context_length, head_dim).
+template <class T>
+void append_rows(const Tensor& fresh, Tensor& cache, int64_t pos) {
+  const int64_t b = fresh.size(0), n = fresh.size(1), H = fresh.size(2), hd = fresh.size(3);
+  const int64_t ctx = cache.size(2);
+  const T* src = fresh.data<T>();
+  T* dst = cache.data<T>();
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        std::copy_n(src + ((bi * n + t) * H + h) * hd, hd,
+                    dst + ((bi * H + h) * ctx + pos + t) * hd);
+}
+
+}  // namespace
+
+Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
+  if (!use_cache) return forward(x);
+  detail::check_attention_input("MultiHeadAttention", x, 3, d_in, context_length);
+  const int64_t b = x.size(0), num_tokens = x.size(1);
+  if (cache_len + num_tokens > context_length)
+    throw std::invalid_argument("MultiHeadAttention: the KV cache holds " +
+                                std::to_string(cache_len) + " of " +
+                                std::to_string(context_length) + " positions, " +
+                                std::to_string(num_tokens) + " more do not fit (reset_cache())");
+  if (cache_len > 0 && cache_k.size(0) != b)
+    throw std::invalid_argument("MultiHeadAttention: the KV cache holds a batch of " +
+                                std::to_string(cache_k.size(0)) + ", got " + std::to_string(b) +
+                                " (reset_cache())");
+
+  Tensor keys_new = (*W_key)(x);  // Shape: (b, num_tokens, d_out)
+  Tensor values_new = (*W_value)(x);
+  Tensor queries = (*W_query)(x);
+  keys_new = keys_new.view({b, num_tokens, num_heads, head_dim}).contiguous();
+  values_new = values_new.view({b, num_tokens, num_heads, head_dim}).contiguous();
+  queries = queries.view({b, num_tokens, num_heads, head_dim});
+
+  // New: append to the cache, then attend over all it holds
+  if (cache_len == 0) {
+    cache_k = zeros({b, num_heads, context_length, head_dim}, x.dtype());
+    cache_v = zeros({b, num_heads, context_length, head_dim}, x.dtype());
+  }
+  const int64_t start = cache_len;
+  if (x.dtype() == DType::Float64) {  // after to(Float64), for gradient checks
+    append_rows<double>(keys_new, cache_k, start);
+    append_rows<double>(values_new, cache_v, start);
+  } else {
+    append_rows<float>(keys_new, cache_k, start);
+    append_rows<float>(values_new, cache_v, start);
+  }
+  cache_len += num_tokens;
+  const Tensor keys = cache_k.slice(2, 0, cache_len);  // (b, num_heads, cache_len, head_dim)
+  const Tensor values = cache_v.slice(2, 0, cache_len);
+  queries = queries.transpose(1, 2);  // (b, num_heads, num_tokens, head_dim)
+
+  Tensor attn_scores = matmul(queries, keys.transpose(2, 3));  // (b, num_heads, T, cache_len)
+  // Changed: query t sits at position start + t, so it sees keys 0 .. start + t
+  const Tensor mask_bool = mask.slice(0, start, cache_len).slice(1, 0, cache_len).to(DType::Bool);
+  attn_scores.masked_fill_(mask_bool, -std::numeric_limits<double>::infinity());
+  Tensor attn_weights = softmax(attn_scores / std::pow(double(keys.size(-1)), 0.5), -1);
+  attn_weights = (*dropout)(attn_weights);
+
+  Tensor context_vec = matmul(attn_weights, values).transpose(1, 2);
+  context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
+  return (*out_proj)(context_vec);
 }
 
 }  // namespace tg::nn

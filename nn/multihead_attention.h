@@ -14,7 +14,14 @@
 // Equal to MultiHeadAttentionWrapper(d_out = head_dim) when W_query stacks the heads' weights and
 // out_proj is the identity with zero bias (tested).
 //
-// Not here: a fused kernel, grouped-query attention, KV caches.
+// Beside the book's forward, the KV cache of the book's bonus material (ch04/03_kv-cache,
+// gpt_with_kv_cache.py and its optimized variant): forward(x, use_cache=true) appends x's keys and
+// values to cache_k / cache_v (preallocated (b, num_heads, context_length, head_dim), as the
+// optimized variant does) and lets x's queries attend to every cached position up to their own.
+// The book's forward(x) is untouched and never reads the cache.
+//
+// Not here: a fused kernel, grouped-query attention, a sliding-window cache (a full cache is an
+// error; the GPT's caller rebuilds it, see GPTModel).
 #pragma once
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -30,12 +37,21 @@ class MultiHeadAttention : public Module {
                      int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr);
   // x (b, num_tokens, d_in), num_tokens <= context_length -> (b, num_tokens, d_out)
   Tensor forward(const Tensor& x) override;
+  // New (KV cache): with use_cache, x (b, num_tokens, d_in) holds the tokens at positions
+  // cache_len .. cache_len + num_tokens - 1; their keys and values join the cache. Throws
+  // std::invalid_argument when they do not fit in context_length or b changes mid-sequence.
+  // Without use_cache this is forward(x).
+  Tensor forward(const Tensor& x, bool use_cache);
+  void reset_cache();  // drops the cached keys and values (cache_len = 0)
 
   int64_t d_in, d_out, context_length, num_heads, head_dim;
   std::shared_ptr<Linear> W_query, W_key, W_value;
   std::shared_ptr<Linear> out_proj;  // New: combines the heads' outputs
   std::shared_ptr<Dropout> dropout;
   Tensor mask;  // buffer triu(ones(context_length, context_length), 1)
+  // New: not buffers (the book registers them with persistent=False), so not in state_dict().
+  Tensor cache_k, cache_v;  // (b, num_heads, context_length, head_dim); cache_len rows filled
+  int64_t cache_len = 0;
 };
 
 }  // namespace tg::nn

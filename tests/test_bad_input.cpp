@@ -350,12 +350,26 @@ TEST_CASE("bad input table: tapegrad train") {
        "{d}/o3/loss.svg: not a regular file (a FIFO, device or socket); only a regular file is "
        "replaced"},
       {{"train", "--text", "{d}/aaaa", "--tokenizer", "bpe:300", "--out", "{d}/o"}, 1, kLongMerge},
+      {{"train", "--init-from", "a", "--resume", "b"},
+       2,
+       "--init-from starts a run from GPT-2's weights; it does not go with --resume"},
+      {{"train", "--init-from", "{d}/none", "--out", "{d}/o"},
+       1,
+       "{d}/none: not a directory (expected config.json and model.safetensors in it)"},
   });
 }
 
 TEST_CASE("bad input table: tapegrad generate") {
   check_table({
-      {{"generate"}, 2, "--checkpoint DIR is required"},
+      {{"generate"}, 2, "--checkpoint DIR or --gpt2 DIR is required"},
+      {{"generate", "--checkpoint", "a", "--gpt2", "b"},
+       2,
+       "--checkpoint and --gpt2 both name a model; give one"},
+      {{"generate", "--gpt2", ""}, 2, "--gpt2 is empty"},
+      {{"generate", "--gpt2", "{d}/none"},
+       1,
+       "{d}/none: not a directory (expected config.json and model.safetensors in it)"},
+      {{"generate", "--gpt2", "c", "--stream=1"}, 2, "--stream takes no value"},
       {{"generate", "--checkpoint", ""}, 2, "--checkpoint is empty"},
       {{"generate", "--checkpoint", "a", "--checkpoint", "b"}, 2, "--checkpoint is given twice"},
       {{"generate", "--checkpoint", "c", "--temperature", "inf"},

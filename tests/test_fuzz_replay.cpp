@@ -21,6 +21,7 @@ int tg_fuzz_tokenizer_files(const uint8_t* data, size_t size);
 int tg_fuzz_encode(const uint8_t* data, size_t size);
 int tg_fuzz_cli(const uint8_t* data, size_t size);
 int tg_fuzz_attention(const uint8_t* data, size_t size);
+int tg_fuzz_gpt2_weights(const uint8_t* data, size_t size);
 
 namespace fs = std::filesystem;
 
@@ -74,4 +75,7 @@ TEST_CASE("fuzz corpus: encode/decode round trip") {
 TEST_CASE("fuzz corpus: command-line parsers") { CHECK(replay("cli", tg_fuzz_cli) > 5); }
 TEST_CASE("fuzz corpus: scaled_dot_product_attention's arguments") {
   CHECK(replay("attention", tg_fuzz_attention) > 5);
+}
+TEST_CASE("fuzz corpus: GPT-2 weights in Hugging Face's files") {
+  CHECK(replay("gpt2_weights", tg_fuzz_gpt2_weights) > 5);
 }

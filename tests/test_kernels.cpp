@@ -600,6 +600,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
       k::softmax_rows(n / 1024, 1024, x.data(), sm.data());
       k::gelu_forward(n, x.data(), gl.data());
       k::max_rows(n / 1024, 1024, x.data(), mx.data());
+      std::vector<float> gv(n / 1024);  // one row through a linear layer of 128 × 1024
+      k::gemv_rows(n / 1024, 1024, x.data(), 1024, y.data(), y.data(), gv.data());
       // Attention-like batch: 6 heads of (64 × 64) · (64 × 96)ᵀ.
       std::vector<float> bc(6 * 64 * 96);
       k::sgemm_batched(6, 64, 96, 64, A.data(), 64 * 64, 64, 1, B.data(), 96 * 64, 1, 64, 0.f,
@@ -609,8 +611,8 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
                            mean.data(), rstd.data());
       k::adamw(n, ad.data(), y.data(), am.data(), av.data(), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 1);
       std::vector<float> all;
-      for (auto* v :
-           {&C, &Cb, &Cr, &Ck, &Cl, &Ct, &e, &sm, &gl, &mx, &bc, &ln, &mean, &rstd, &ad, &am, &av})
+      for (auto* v : {&C, &Cb, &Cr, &Ck, &Cl, &Ct, &e, &sm, &gl, &mx, &gv, &bc, &ln, &mean, &rstd,
+                      &ad, &am, &av})
         all.insert(all.end(), v->begin(), v->end());
       outs.push_back(std::move(all));
     }
@@ -875,6 +877,33 @@ TEST_CASE("row reductions and column sums match the reference") {
       k::sum_cols(rows, cols, x.data(), sc.data());
       k::sum_cols_ref(rows, cols, x.data(), scr.data());
       check_equal(sc, scr, "sum_cols");
+    }
+  });
+}
+
+TEST_CASE("gemv_rows matches the reference (every tail, a row stride, with and without bias)") {
+  std::mt19937 g(31);
+  for_each_isa([&](const std::string&) {
+    for (int64_t cols : kLens) {
+      for (int64_t rows : {int64_t(1), int64_t(3), int64_t(4), int64_t(9), int64_t(70)}) {
+        INFO("rows=" << rows << " cols=" << cols);
+        const int64_t ldw = cols + 3;  // a row stride wider than the row
+        std::vector<float> w = randv(g, rows * ldw), x = randv(g, cols), b = randv(g, rows);
+        std::vector<float> o(rows), r(rows), tol(rows);
+        std::vector<double> t(rows);
+        for (int64_t i = 0; i < rows; ++i) {
+          double mag = std::fabs(b[size_t(i)]);
+          for (int64_t c = 0; c < cols; ++c)
+            mag += std::fabs(double(w[size_t(i * ldw + c)]) * x[size_t(c)]);
+          t[size_t(i)] = 2.0 * (cols + 2) * FLT_EPSILON * mag;
+        }
+        for (const float* bias :
+             {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
+          k::gemv_rows(rows, cols, w.data(), ldw, x.data(), bias, o.data());
+          k::gemv_rows_ref(rows, cols, w.data(), ldw, x.data(), bias, r.data());
+          check_close(o, r, t, "gemv_rows");
+        }
+      }
     }
   });
 }

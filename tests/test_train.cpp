@@ -454,8 +454,8 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
     check_one_line_error(
         run_cli(cli::generate_main, {"generate", "--threads", "100000", "--checkpoint", out}),
         "--threads expects an integer from 1 to 1024, got '100000'", 2);
-    check_one_line_error(run_cli(cli::generate_main, {"generate"}), "--checkpoint DIR is required",
-                         2);
+    check_one_line_error(run_cli(cli::generate_main, {"generate"}),
+                         "--checkpoint DIR or --gpt2 DIR is required", 2);
     check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
                          "no such checkpoint");
   }

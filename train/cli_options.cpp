@@ -14,18 +14,22 @@ train::TrainOptions parse_train_args(int argc, char** argv, bool& help) {
     throw UsageError("--progress and --no-progress contradict each other");
   if (given("resume") && given("overwrite"))
     throw UsageError("--overwrite starts afresh; it does not go with --resume");
+  if (given("init-from") && given("resume"))
+    throw UsageError("--init-from starts a run from GPT-2's weights; it does not go with --resume");
   return o;
 }
 
 const Command<GenerateOptions>& generate_command() {
   using G = GenerateOptions;
   static const Command<G> c{
-      "tapegrad generate --checkpoint DIR [options]",
-      "Continues a prompt with the book's generate() (chapter 5.3).",
+      "tapegrad generate (--checkpoint DIR | --gpt2 DIR) [options]",
+      "Continues a prompt with the book's generate() (chapter 5.3), through a KV cache.",
       {
           path("checkpoint", &G::checkpoint, "DIR",
-               "a directory written by `tapegrad train` (or its checkpoint.safetensors)")
-              .required(),
+               "a directory written by `tapegrad train` (or its checkpoint.safetensors)"),
+          path("gpt2", &G::gpt2_dir, "DIR",
+               "OpenAI's GPT-2 in Hugging Face's files (config.json, model.safetensors,\n"
+               "vocab.json + merges.txt), loaded as the book's §5.5 does"),
           text("prompt", &G::prompt, "TEXT", "the text to continue"),
           integer("max-new-tokens", &G::max_new_tokens, 0, kMaxNewTokens, "N", "tokens to append"),
           real("temperature", &G::temperature, kMinTemperature, kMaxTemperature, "T",
@@ -34,6 +38,10 @@ const Command<GenerateOptions>& generate_command() {
           integer("top-k", &G::top_k, 0, kNoMax, "K", "keep only the K most likely tokens; 0: all"),
           integer("seed", &G::seed, 0, kNoMax, "S", "torch.manual_seed before sampling"),
           flag("eos", &G::eos, "stop at <|endoftext|>"),
+          flag("stream", &G::stream,
+               "print each token as it comes, and the tokens/s on stderr at the end"),
+          flag("no-cache", &G::no_cache,
+               "the book's loop, recomputing the whole context for every token (same ids)"),
           integer("threads", &G::threads, 1, 1024, "N", "threads of the pool")
               .none(0)
               .shown_default("TAPEGRAD_THREADS or all cores"),
@@ -46,6 +54,10 @@ const Command<GenerateOptions>& generate_command() {
 GenerateOptions parse_generate_args(int argc, char** argv) {
   GenerateOptions g;
   g.help = parse(generate_command(), argc, argv, g).help;
+  if (g.help) return g;
+  if (g.checkpoint.empty() == g.gpt2_dir.empty())
+    throw UsageError(g.checkpoint.empty() ? "--checkpoint DIR or --gpt2 DIR is required"
+                                          : "--checkpoint and --gpt2 both name a model; give one");
   return g;
 }
 

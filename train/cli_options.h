@@ -13,10 +13,12 @@ namespace tg::cli {
 
 struct GenerateOptions {
   std::string checkpoint, prompt = "Every effort moves you", logits;
+  std::string gpt2_dir;  // --gpt2 DIR: Hugging Face's GPT-2 files instead of a checkpoint
   int64_t max_new_tokens = 50, top_k = 0, seed = 123;
   double temperature = 0;
   int threads = 0;  // 0: leave the pool as it is
   bool eos = false, help = false;
+  bool stream = false, no_cache = false;
 };
 
 // Upper bound of --max-new-tokens (a huge count would run for ever silently).

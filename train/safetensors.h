@@ -6,7 +6,11 @@
 // We write F32, F64 and I64 tensors (contiguous copies), pad the header with spaces to a multiple
 // of 8 so data stays aligned, and write the whole file atomically (core/file_io.h).
 //
-// Not here: memory mapping, half types, big-endian hosts.
+// Loaders of other programs' files (train/gpt2_weights.h) read the header alone with
+// read_safetensors_header, which knows every dtype of the format (F16, BF16, U8, ...), and then
+// each tensor's bytes straight into its destination, so a 6 GB file is never held twice.
+//
+// Not here: memory mapping, converting half types (the GPT-2 loader does), big-endian hosts.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -40,5 +44,25 @@ inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 SafeTensors load_safetensors(const std::string& path);
 // The same checks on a file's bytes already read (`path` names it in the errors).
 SafeTensors parse_safetensors(const std::string& file, const std::string& path);
+
+// One tensor as the header describes it; dtype is the format's name ("F32", "F16", "BF16", ...).
+struct SafeTensorInfo {
+  std::string name, dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // byte range within the data region
+};
+struct SafeTensorsHeader {
+  std::string path;
+  std::vector<SafeTensorInfo> tensors;  // in header order
+  Metadata metadata;
+  uint64_t data_start = 0, file_size = 0;  // the data region's file offset (8 + header length)
+  const SafeTensorInfo* find(const std::string& name) const;
+};
+// The header alone, checked as load_safetensors checks it (entries, sizes, the byte ranges tiling
+// the rest of the file), with any of the format's dtypes. Same errors as load_safetensors.
+SafeTensorsHeader read_safetensors_header(const std::string& path);
+// The tensor's end - begin bytes into out. Throws std::runtime_error "PATH: ..." when the file
+// has become shorter since its header was read.
+void read_safetensors_bytes(const SafeTensorsHeader& h, const SafeTensorInfo& t, char* out);
 
 }  // namespace tg::train

@@ -31,6 +31,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
+#include "train/gpt2_weights.h"
 #include "train/optim.h"
 #include "train/plot.h"
 #include "train/safetensors.h"
@@ -237,6 +238,7 @@ class Session final : public TrainHooks {
 
  private:
   void resume_options();
+  void init_from_gpt2();
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
@@ -307,6 +309,7 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
     set_num_threads(opt_.threads);
   else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
     set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
+  if (!opt_.init_from.empty()) init_from_gpt2();  // every rank: its config sizes the model
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   // Files are rank 0's (data_parallel.h): its errors reach every rank.
   on_root([&] { claim_outputs(); });
@@ -331,6 +334,22 @@ void Session::resume_options() {
   const json::Value saved = options_from_checkpoint(ckpt_, ckpt_in_);
   merge_resume_options(opt_, saved, ckpt_in_);
   if (!is_explicit(opt_, "out")) opt_.out_dir = opt_.resume_dir;
+}
+
+// --init-from DIR: the run's config is DIR's (the book's NEW_CONFIG for GPT-2), its tokenizer
+// GPT-2's; make_model loads the weights.
+void Session::init_from_gpt2() {
+  if (resuming_)
+    throw UsageError("--init-from starts a run from GPT-2's weights; it does not go with --resume");
+  if (is_explicit(opt_, "preset"))
+    throw UsageError(
+        "--init-from takes the model's sizes from DIR's config.json; it does not go "
+        "with --preset");
+  if (opt_.tokenizer.empty()) opt_.tokenizer = "gpt2";
+  if (opt_.tokenizer != "gpt2")
+    throw UsageError("--init-from trains GPT-2 with GPT-2's tokenizer, not --tokenizer " +
+                     opt_.tokenizer);
+  opt_.config = read_gpt2_config(opt_.init_from);
 }
 
 void Session::load_text_and_tokenizer() {
@@ -359,7 +378,8 @@ void Session::load_text_and_tokenizer() {
   } else {
     tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_, opt_.text_path, err_);
   }
-  if (opt_.preset == "tiny" || opt_.preset == "custom") cfg_.vocab_size = tokenizer_->n_vocab();
+  if ((opt_.preset == "tiny" || opt_.preset == "custom") && opt_.init_from.empty())
+    cfg_.vocab_size = tokenizer_->n_vocab();
   if (tokenizer_->n_vocab() > cfg_.vocab_size)
     throw TrainError("tokenizer " + opt_.tokenizer + " has " +
                      std::to_string(tokenizer_->n_vocab()) + " tokens, more than preset " +
@@ -397,6 +417,13 @@ void Session::make_model() {
   manual_seed(opt_.seed);
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
+  if (!opt_.init_from.empty()) {
+    // Every rank reads the same weights, so the ranks start equal as from one seed.
+    std::ostringstream notes;
+    const auto gpt2 = load_gpt2_weights(opt_.init_from, notes, cfg_.context_length);
+    if (dist::is_root()) err_ << notes.str();
+    model_->load_state_dict(gpt2->state_dict());
+  }
   if (opt_.micro_batches > 1)
     runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);
   if (resuming_) {

@@ -1,8 +1,11 @@
 // `tapegrad train` and `tapegrad generate`: their options (cli_options.h) into train/trainer.h's
 // run_training and generate.
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "train/cli_options.h"
 #include "train/commands.h"
 #include "train/dist.h"
+#include "train/gpt2_weights.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -80,9 +84,13 @@ int generate_main(int argc, char** argv) {
       return 0;
     }
     if (g.threads > 0) set_num_threads(g.threads);
-    train::refuse_clobbered({{train::checkpoint_path(g.checkpoint), "--checkpoint"}},
+    const std::string input =
+        g.gpt2_dir.empty() ? train::checkpoint_path(g.checkpoint)
+                           : (std::filesystem::path(g.gpt2_dir) / "model.safetensors").string();
+    train::refuse_clobbered({{input, g.gpt2_dir.empty() ? "--checkpoint" : "--gpt2"}},
                             {{g.logits, "--logits"}});
-    train::LoadedModel lm = train::load_checkpoint_model(g.checkpoint);
+    train::LoadedModel lm = g.gpt2_dir.empty() ? train::load_checkpoint_model(g.checkpoint)
+                                               : train::load_gpt2_model(g.gpt2_dir, std::cerr);
     const std::vector<int64_t> ids = train::text_to_token_ids(g.prompt, *lm.tokenizer);
     if (ids.empty()) throw train::UsageError("--prompt is empty");
     int64_t eos_id = -1;
@@ -98,9 +106,28 @@ int generate_main(int argc, char** argv) {
       train::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
     }
     manual_seed(uint64_t(g.seed));
-    const std::vector<int64_t> out =
-        train::generate(*lm.model, ids, g.max_new_tokens, lm.cfg.context_length, g.temperature,
-                        g.top_k, eos_id, default_generator());
+    // --stream: the prompt, then each token's bytes as it comes (GPT-2's decode is the tokens'
+    // bytes in order, so the stream is the same text as the line printed without it).
+    train::TokenCallback on_token;
+    if (g.stream) {
+      std::cout << train::token_ids_to_text(ids, *lm.tokenizer) << std::flush;
+      on_token = [&](int64_t id) {
+        std::cout << train::token_ids_to_text({id}, *lm.tokenizer) << std::flush;
+      };
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int64_t> out = (g.no_cache ? train::generate : train::generate_cached)(
+        *lm.model, ids, g.max_new_tokens, lm.cfg.context_length, g.temperature, g.top_k, eos_id,
+        default_generator(), on_token);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (g.stream) {
+      std::cout << "\n";
+      check_written(std::cout);
+      const size_t n = out.size() - ids.size();
+      std::fprintf(stderr, "%zu tokens in %.2f s: %.2f tokens/s (%s)\n", n, s,
+                   s > 0 ? double(n) / s : 0.0, g.no_cache ? "no cache" : "KV cache");
+      return 0;
+    }
     std::cout << train::token_ids_to_text(out, *lm.tokenizer) << "\n";
     check_written(std::cout);
     return 0;

@@ -49,6 +49,11 @@ struct TrainOptions {
   std::string out_dir = "out";  // checkpoint.safetensors and loss.svg go here
   std::string log_path;         // JSON lines, one per evaluation
   std::string resume_dir;       // continue from DIR/checkpoint.safetensors
+  // Start from OpenAI's GPT-2 weights in Hugging Face's files (train/gpt2_weights.h): the config
+  // from DIR's config.json (a "custom" run, --context at most its n_positions), the weights
+  // loaded after GPTModel's initial draws (as the book loads them into a fresh GPTModel), GPT-2's
+  // tokenizer.
+  std::string init_from;
   std::string start_context = "Every effort moves you";
   int64_t sample_tokens = 50;
   double clip_grad = 0;      // max gradient norm; 0: no clipping
@@ -151,6 +156,9 @@ inline const cli::Command<O> kTrain{
         cli::flag("overwrite", &O::overwrite, "replace the checkpoint in --out with a fresh run"),
         cli::path("log", &O::log_path, "FILE", "append one JSON line per evaluation"),
         cli::path("resume", &O::resume_dir, "DIR", "continue from DIR's checkpoint"),
+        cli::path("init-from", &O::init_from, "DIR",
+                  "start from OpenAI's GPT-2 weights in Hugging Face's files\n"
+                  "(config.json, model.safetensors): DIR's sizes, GPT-2's tokenizer"),
         cli::integer("max-steps", &O::max_steps, 1, kMaxCount, "N",
                      "stop (and save) after N steps of this run")
             .none(-1),

@@ -93,35 +93,79 @@ std::vector<int64_t> generate_text_simple(nn::GPTModel& model, std::vector<int64
   return idx;
 }
 
+namespace {
+
+// The book's generate() step after the logits: top-k filter, then a draw from
+// softmax(logits / temperature) (torch.multinomial's draws from gen), or argmax when greedy.
+int64_t next_token(Tensor logits, double temperature, int64_t top_k, Generator& gen) {
+  const int64_t V = logits.numel();
+  if (top_k > 0 && top_k < V) {
+    // Keep the top-k logits: everything below the k-th largest becomes -inf.
+    std::vector<float> v = logits.to_vector<float>();
+    std::vector<float> sorted = v;
+    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                     std::greater<float>());
+    const float min_val = sorted[size_t(top_k - 1)];
+    for (float& x : v)
+      if (x < min_val) x = -std::numeric_limits<float>::infinity();
+    logits = from_vector(v, {V});
+  }
+  int64_t next;
+  if (temperature > 0) {
+    const Tensor probs = softmax(logits / temperature, -1).contiguous();
+    multinomial(&next, probs.data<float>(), 1, V, 1, /*replacement=*/false, gen);
+  } else {
+    next = argmax(logits).item<int64_t>();
+  }
+  return next;
+}
+
+}  // namespace
+
 std::vector<int64_t> generate(nn::GPTModel& model, std::vector<int64_t> idx, int64_t max_new_tokens,
                               int64_t context_size, double temperature, int64_t top_k,
-                              int64_t eos_id, Generator& gen) {
+                              int64_t eos_id, Generator& gen, const TokenCallback& on_token) {
   if (idx.empty()) throw std::invalid_argument("generate: empty start context");
   NoGradGuard no_grad;
   for (int64_t i = 0; i < max_new_tokens; ++i) {
-    Tensor logits = last_logits(model, idx, context_size);
-    const int64_t V = logits.numel();
-    if (top_k > 0 && top_k < V) {
-      // Keep the top-k logits: everything below the k-th largest becomes -inf.
-      std::vector<float> v = logits.to_vector<float>();
-      std::vector<float> sorted = v;
-      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
-                       std::greater<float>());
-      const float min_val = sorted[size_t(top_k - 1)];
-      for (float& x : v)
-        if (x < min_val) x = -std::numeric_limits<float>::infinity();
-      logits = from_vector(v, {V});
-    }
-    int64_t next;
-    if (temperature > 0) {
-      const Tensor probs = softmax(logits / temperature, -1).contiguous();
-      multinomial(&next, probs.data<float>(), 1, V, 1, /*replacement=*/false, gen);
-    } else {
-      next = argmax(logits).item<int64_t>();
-    }
+    const int64_t next = next_token(last_logits(model, idx, context_size), temperature, top_k, gen);
     if (eos_id >= 0 && next == eos_id) break;  // stop at end-of-sequence
     idx.push_back(next);
+    if (on_token) on_token(next);
   }
+  return idx;
+}
+
+std::vector<int64_t> generate_cached(nn::GPTModel& model, std::vector<int64_t> idx,
+                                     int64_t max_new_tokens, int64_t context_size,
+                                     double temperature, int64_t top_k, int64_t eos_id,
+                                     Generator& gen, const TokenCallback& on_token) {
+  if (idx.empty()) throw std::invalid_argument("generate_cached: empty start context");
+  if (context_size < 1) throw std::invalid_argument("generate_cached: context_size must be >= 1");
+  NoGradGuard no_grad;
+  model.reset_kv_cache();
+  // The cache holds idx[cache_start, cache_end) at positions 0, 1, ...
+  int64_t cache_start = 0, cache_end = 0;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    const int64_t n = int64_t(idx.size());
+    // The book's idx_cond = idx[:, -context_size:]. Once that window slides, every token's
+    // position changes, so the cache is rebuilt from the window (as the book's loop recomputes it).
+    const int64_t start = std::max<int64_t>(0, n - context_size);
+    if (cache_end == 0 || start != cache_start) {
+      model.reset_kv_cache();
+      cache_start = cache_end = start;
+    }
+    const std::vector<int64_t> fresh(idx.begin() + cache_end, idx.end());
+    const int64_t T = int64_t(fresh.size());
+    const Tensor logits = model.forward(from_vector(fresh, {1, T}), /*use_cache=*/true);
+    cache_end = n;
+    const int64_t next =
+        next_token(logits.select(0, 0).select(0, T - 1).contiguous(), temperature, top_k, gen);
+    if (eos_id >= 0 && next == eos_id) break;  // stop at end-of-sequence
+    idx.push_back(next);
+    if (on_token) on_token(next);
+  }
+  model.reset_kv_cache();  // frees the cache's memory
   return idx;
 }
 

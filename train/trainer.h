@@ -10,7 +10,7 @@
 // W64, it does not shuffle). So with the same seed the losses follow PyTorch's run.
 //
 // Gradient accumulation and several processes plug in through TrainLoop::runner
-// (train/data_parallel.h). Not here: mixed precision, KV caches.
+// (train/data_parallel.h). Not here: mixed precision.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -47,12 +47,24 @@ std::pair<double, double> evaluate_model(nn::GPTModel& model, const data::DataLo
 // predicted from the last context_size tokens.
 std::vector<int64_t> generate_text_simple(nn::GPTModel& model, std::vector<int64_t> idx,
                                           int64_t max_new_tokens, int64_t context_size);
+// Called with each new token as it is appended (generate --stream).
+using TokenCallback = std::function<void(int64_t)>;
 // The book's generate(): top_k > 0 masks all but the k largest logits with -inf; temperature > 0
 // samples from softmax(logits / temperature) with torch.multinomial's draws from `gen`;
 // temperature == 0 is greedy. Stops early when eos_id >= 0 is produced (it is not appended).
 std::vector<int64_t> generate(nn::GPTModel& model, std::vector<int64_t> idx, int64_t max_new_tokens,
                               int64_t context_size, double temperature, int64_t top_k,
-                              int64_t eos_id, Generator& gen);
+                              int64_t eos_id, Generator& gen, const TokenCallback& on_token = {});
+// The same tokens as generate() through the model's KV cache (GPTModel::forward(x, true), the
+// book's bonus generate_text_simple_cached with generate()'s sampling): the prompt runs once, then
+// each new token is one row through the model. Past context_size tokens the book's loop crops the
+// context to its last context_size tokens, which moves every position, so from there each step
+// rebuilds the cache from the cropped context (the uncached cost). context_size must not exceed
+// the model's context_length. Leaves the model's cache empty.
+std::vector<int64_t> generate_cached(nn::GPTModel& model, std::vector<int64_t> idx,
+                                     int64_t max_new_tokens, int64_t context_size,
+                                     double temperature, int64_t top_k, int64_t eos_id,
+                                     Generator& gen, const TokenCallback& on_token = {});
 
 // The book's text_to_token_ids / token_ids_to_text.
 std::vector<int64_t> text_to_token_ids(const std::string& text, const data::Tokenizer& tok);

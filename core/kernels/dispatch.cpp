@@ -188,6 +188,13 @@ void sum_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   split(rows, min_rows(cols), 1,
         [&](int64_t lo, int64_t hi) { t.sum_rows(hi - lo, cols, x + lo * cols, out + lo); });
 }
+void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+               const float* b, float* y) {
+  const KernelTable& t = active_table();
+  split(rows, min_rows(cols), 4, [&](int64_t lo, int64_t hi) {
+    t.gemv_rows(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
+  });
+}
 void max_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   const KernelTable& t = active_table();
   split(rows, min_rows(cols), 1,

@@ -282,6 +282,16 @@ void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
   void name params { name##_t args; }
 #include "core/kernels/vector_kernels.def"
 
+// y = W x (+ b), one row of W at a time, summed in column order.
+void gemv_rows_ref(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+                   const float* b, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += w[r * ldw + c] * x[c];
+    y[r] = (b ? b[r] : 0.f) + s;
+  }
+}
+
 // PyTorch's single-tensor AdamW, step by step (torch/optim/adamw.py, _single_tensor_adamw): the
 // bias corrections are Python floats (double), the tensor math is float.
 void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,

@@ -330,6 +330,32 @@ void gelu_backward_simd(int64_t n, const float* x, const float* dout, float* dx)
 }
 
 // ---- reductions -----------------------------------------------------------------------------
+// Four rows at a time share each load of x; each row keeps one accumulator, so a row's sum does
+// not depend on which group (or thread) it falls in.
+void gemv_rows_simd(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
+                    const float* b, float* y) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* w0 = w + r * ldw;
+    V::T s0 = V::set1(0.f), s1 = s0, s2 = s0, s3 = s0;
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      const V::T xv = load_n(x + i, c);
+      s0 = V::fma(load_n(w0 + i, c), xv, s0);
+      s1 = V::fma(load_n(w0 + ldw + i, c), xv, s1);
+      s2 = V::fma(load_n(w0 + 2 * ldw + i, c), xv, s2);
+      s3 = V::fma(load_n(w0 + 3 * ldw + i, c), xv, s3);
+    });
+    const V::T sums[4] = {s0, s1, s2, s3};
+    for (int k = 0; k < 4; ++k) y[r + k] = (b ? b[r + k] : 0.f) + V::hsum(sums[k]);
+  }
+  for (; r < rows; ++r) {
+    V::T s = V::set1(0.f);
+    for_each_vec(cols, [&](int64_t i, int64_t c) {
+      s = V::fma(load_n(w + r * ldw + i, c), load_n(x + i, c), s);
+    });
+    y[r] = (b ? b[r] : 0.f) + V::hsum(s);
+  }
+}
 void sum_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     V::T s = V::set1(0.f);

@@ -147,9 +147,18 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape out_shape = x.shape();
   out_shape.back() = outf;
   Tensor y = detail::empty_for("linear", out_shape, x.dtype());  // beta = 0 below without b
-  if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
-  Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows
-  batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
+  if (x2.shape()[0] == 1 && x.dtype() == DType::Float32 && w.strides()[1] == 1 &&
+      (!b.defined() || b.is_contiguous())) {
+    // One row (each step of KV-cache generation): W·x + b, which streams W once instead of
+    // packing it as a GEMM operand.
+    const Tensor xc = x2.contiguous();
+    kernels::gemv_rows(outf, w.shape()[1], w.data<float>(), w.strides()[0], xc.data<float>(),
+                       b.defined() ? b.data<float>() : nullptr, y.data<float>());
+  } else {
+    if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
+    Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows
+    batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
+  }
 
   if (any_requires_grad({&x, &w, &b})) {
     const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
