@@ -36,15 +36,8 @@ namespace {
 using Dir = tg::testing::TempDir;
 using tg::DirLock;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using tg::testing::slurp;
+using tg::testing::spit;
 
 // A safetensors file as its header text and data bytes, to be spliced and put back together.
 struct Raw {

@@ -34,15 +34,8 @@ namespace {
 const std::string kGolden = TG_GOLDEN_DIR;
 const std::string kFixture = kGolden + "/gpt2_hf", kFixtureF16 = kGolden + "/gpt2_hf_f16";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using tg::testing::slurp;
+using tg::testing::spit;
 
 // golden.txt of gen_gpt2_hf.py.
 struct Case {
