@@ -73,7 +73,8 @@ $(TESTDIR)/build.ninja: | deps mpi-deps
 # at -O1 (benchmarks and the CLI are built, with -Werror, by the release test build).
 TEST_TARGETS := $(shell sed -n 's/^\(test_[a-z_0-9]*\) = executable.*/tests\/\1/p' tests/meson.build)
 # ... the benchmarks tests/test_bench_errors runs (their bad settings fail before any timing) ...
-BENCH_TARGETS := bench/bench_matmul bench/bench_attention bench/bench_train bench/bench_tokenizer
+BENCH_TARGETS := bench/bench_matmul bench/bench_attention bench/bench_train bench/bench_tokenizer \
+  bench/bench_generate bench/bench_dist
 # ... and the programs tests/test_examples runs, as examples/meson.build names them.
 EXAMPLE_TARGETS := $(addprefix examples/,$(shell sed -n "s/^example_names = \[\(.*\)\]/\1/p" \
   examples/meson.build | tr -d "',"))

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_attention_options.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -319,35 +320,7 @@ void print_table(const std::vector<Measure>& rs) {
 }
 
 const char* kProg = "bench_attention";
-struct Options {
-  bool json = false, no_torch = false, no_modules = false;
-  std::string json_file;  // --json-file: the --json output there too, beside the table
-  std::string svg;        // --svg: fwd+bwd ms per size, a chart
-  int64_t reps = 3;
-  std::string threads_list = "1,2", sizes_list = "8x256,2x1024,8x1024",
-              memory_list = "1024,2048,4096";
-  std::vector<int> threads;
-  std::vector<std::pair<int64_t, int64_t>> sizes;
-  std::vector<int> memory_T;
-};
-
-namespace cli = tg::cli;
-const cli::Command<Options> kCommand{
-    "bench_attention [options]",
-    "Chapter 3's attention at GPT-2 124M's sizes, forward and forward+backward, each\n"
-    "configuration in a child process, beside PyTorch 1.13 and 2.x.",
-    {
-        cli::flag("json", &Options::json, "JSON instead of the table"),
-        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of N runs"),
-        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
-        cli::text("sizes", &Options::sizes_list, "BxT,...", "batch and context sizes"),
-        cli::text("memory", &Options::memory_list, "T,...", "context sizes of the memory rows"),
-        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
-        cli::flag("no-modules", &Options::no_modules, "the attention cores only"),
-        cli::path("json-file", &Options::json_file, "FILE",
-                  "also the --json output there (written atomically)"),
-        cli::path("svg", &Options::svg, "FILE", "also a chart, fwd+bwd ms per size"),
-    }};
+using bench_attention::Options;
 
 // "8x256,2x1024" as (B, T) pairs.
 std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
@@ -368,7 +341,7 @@ std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
 Options parse_options(int argc, char** argv) {
   if (argc == 6 && std::string(argv[1]) == "--child") std::exit(child_main(argv + 2));
   Options o;
-  bench::parse_command(kCommand, kProg, argc, argv, o);
+  bench::parse_command(bench_attention::command(), kProg, argc, argv, o);
   o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
   o.memory_T = bench::int_list(kProg, "--memory", o.memory_list, 1, 65536);
   o.sizes = parse_sizes(o.sizes_list);

@@ -15,8 +15,7 @@
 // "hidden" the share of it the training thread did not wait for after backward (the engine's
 // counters, train/bucket_exchange.h). Compare numbers within one run.
 //
-// usage: bench_dist [--json] [--steps-tiny N] [--steps-124m N] [--reps N] [--only tiny,gpt2-124m]
-//                   [--setups 1x2,sm,tcp,torch1,torch2]
+// Options: bench_dist --help (the table: bench/bench_dist_options.h).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -32,9 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_dist_options.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
@@ -220,13 +222,7 @@ bool fold_run(Result& r, const std::string& out, int64_t steps, int64_t tokens) 
   return r.ok = true;
 }
 
-struct Options {
-  bool json = false;
-  std::string torch1, torch2;  // the Pythons with torch; empty: that peer is left out
-  int64_t steps_tiny = 10, steps_124m = 3, reps = 3;
-  std::vector<std::string> only = {"tiny", "gpt2-124m"},
-                           setups = {"1x2", "sm", "tcp", "torch1", "torch2"};
-};
+using bench_dist::Options;
 
 std::string self_executable() {
   std::error_code ec;
@@ -244,11 +240,10 @@ void allow_mpirun_as_root() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
 }
 
-// PyTorch 2.x runs in a chroot (/work/shared/tools/torch2-python): the script and book_gpt.py are
-// copied into it. Empty when that tool is missing or has no torch.
+// PyTorch 2.x runs in a chroot (bench/torch_peer.h's torch2-python): the script and book_gpt.py
+// are copied into it. Empty when that tool is missing or has no torch.
 std::string find_torch2() {
-  const char* tool = std::getenv("TORCH2_PYTHON");
-  const std::string t = tool ? tool : "/work/shared/tools/torch2-python";
+  const std::string t = bench::torch2_python(TAPEGRAD_SOURCE_ROOT);
   if (access(t.c_str(), X_OK) != 0) return "";
   std::string out, err;
   long rss = 0;
@@ -344,13 +339,6 @@ const Result* find(const std::vector<Row>& rows, const std::string& key) {
   return nullptr;
 }
 
-std::string fmt(const char* f, double v) {
-  if (!std::isfinite(v)) return "-";
-  char b[48];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
 // The share of the exchange the training thread did not wait for.
 double hidden(const Result& r) { return r.comm_s > 0 ? 1 - r.wait_s / r.comm_s : NAN; }
 
@@ -358,13 +346,14 @@ void print_rows(const std::vector<Row>& rows) {
   const Result* base = find(rows, "1x2");
   for (const Row& w : rows) {
     const Result& r = w.result;
-    std::printf("%-10s %-40s %9s %7s %8s %7s %9s %10s %10s\n", w.config->name,
-                w.setup->label.c_str(), r.ok ? fmt("%.0f", r.tokens_per_s).c_str() : "failed",
-                base && r.ok ? fmt("%.2fx", r.tokens_per_s / base->tokens_per_s).c_str() : "-",
-                fmt("%.0f", 1e3 * r.comm_s).c_str(), fmt("%.0f%%", 100 * hidden(r)).c_str(),
-                r.ok ? fmt("%.0f MB", double(r.rss_kb) / 1024).c_str() : "-",
-                r.adamw_bytes >= 0 ? fmt("%.0f MB", double(r.adamw_bytes) / 1e6).c_str() : "-",
-                fmt("%.6f", r.first_loss).c_str());
+    std::printf(
+        "%-10s %-40s %9s %7s %8s %7s %9s %10s %10s\n", w.config->name, w.setup->label.c_str(),
+        r.ok ? bench::cell("%.0f", r.tokens_per_s).c_str() : "failed",
+        base && r.ok ? bench::cell("%.2fx", r.tokens_per_s / base->tokens_per_s).c_str() : "-",
+        bench::cell("%.0f", 1e3 * r.comm_s).c_str(), bench::cell("%.0f%%", 100 * hidden(r)).c_str(),
+        r.ok ? bench::cell("%.0f MB", double(r.rss_kb) / 1024).c_str() : "-",
+        r.adamw_bytes >= 0 ? bench::cell("%.0f MB", double(r.adamw_bytes) / 1e6).c_str() : "-",
+        bench::cell("%.6f", r.first_loss).c_str());
   }
   std::fflush(stdout);
 }
@@ -408,54 +397,22 @@ std::string json_row(const Row& w, const Options& o) {
          ", \"first_loss\": " + bench::json_number(r.first_loss) + "}";
 }
 
-// A comma-separated list whose items must be among `allowed`.
-std::vector<std::string> name_list(const std::string& s, const std::vector<std::string>& allowed,
-                                   const std::string& option) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end())
-      bench::bad_option(kProg, option + " does not know '" + item + "'");
-    v.push_back(item);
-  }
-  if (v.empty()) bench::bad_option(kProg, option + " needs a value");
-  return v;
-}
-
+// The command line; --child NAME STEPS (internal, first: one run, alone or as a rank of mpirun)
+// runs in this process and exits.
 Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: %s [--json] [--reps N] [--steps-tiny N] [--steps-124m N]\n"
-          "          [--only tiny,gpt2-124m] [--setups 1x2,sm,tcp,torch1,torch2]\n",
-          kProg);
-      std::exit(0);
-    }
-    if (a == "--child") {
-      const std::string name = next();
-      const int64_t steps = bench::whole_int(kProg, a, next(), 1, 100000);
-      for (const Config& c : configs())
-        if (name == c.name) std::exit(run_child(c, steps));
-      bench::bad_option(kProg, "--child: unknown config " + name);
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--steps-tiny" || a == "--steps-124m" || a == "--reps") {
-      const int64_t v = bench::whole_int(kProg, a, next(), 1, 100000);
-      (a == "--reps" ? o.reps : a == "--steps-tiny" ? o.steps_tiny : o.steps_124m) = v;
-    } else if (a == "--only") {
-      o.only = name_list(next(), {"tiny", "gpt2-124m"}, a);
-    } else if (a == "--setups") {
-      o.setups = name_list(next(), {"1x2", "sm", "tcp", "torch1", "torch2"}, a);
-    } else {
-      bench::bad_option(kProg, "unknown option " + a);
-    }
+  if (argc == 4 && std::string(argv[1]) == "--child") {
+    const int64_t steps = bench::whole_int(kProg, "--child", argv[3], 1, 100000);
+    for (const Config& c : configs())
+      if (argv[2] == std::string(c.name)) std::exit(run_child(c, steps));
+    bench::bad_option(kProg, std::string("--child: unknown config ") + argv[2]);
   }
+  Options o;
+  bench::parse_command(bench_dist::command(), kProg, argc, argv, o);
+  std::vector<std::string> names, keys;
+  for (const Config& c : configs()) names.push_back(c.name);
+  for (const Setup& s : all_setups()) keys.push_back(s.key);
+  o.only = bench::name_list(kProg, "--only", o.only_list, names);
+  o.setups = bench::name_list(kProg, "--setups", o.setups_list, keys);
   return o;
 }
 
@@ -463,6 +420,7 @@ Options parse_options(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   Options o = parse_options(argc, argv);
+  bench::check_settings(kProg);
   const std::string self = self_executable();
   allow_mpirun_as_root();
   if (python_has_torch("/usr/bin/python3")) o.torch1 = "/usr/bin/python3";

@@ -2,8 +2,9 @@
 // (gpt2-124m and gpt2-medium: the book's §5.5 config, context 1024, qkv_bias), batch 1, a
 // 16-token prompt, greedy: tapegrad's KV-cache route (train::generate_cached) and its uncached
 // generate(), beside PyTorch running the book's GPTModel with its bonus KV cache
-// (tools/kv_cache_gpt.py, PyTorch 2.x from --torch-python, else /usr/bin/python3), and beside the
-// memory-bandwidth bound.
+// (tools/kv_cache_gpt.py; PyTorch 2.x found as bench/torch_peer.h finds it, else 1.13, or
+// --torch-python's), and beside the memory-bandwidth bound. The table, or --json, names the CPU,
+// our kernel path and the peer's, and gives ours over PyTorch's.
 //
 // The bound: a cached step reads every weight once (the blocks, ln_f, out_head's vocab × C; one
 // row of wte and wpe) plus each layer's cached keys and values so far (2 × position × C floats),
@@ -18,23 +19,25 @@
 // the same background load. Uncached generation costs O(T²) per sequence: it runs only where
 // --uncached-max allows (default 256 new tokens, gpt2-124m). Compare numbers within one machine.
 //
-// usage: bench_generate [--models gpt2-124m,gpt2-medium] [--tokens 256,1024] [--threads 1,2]
-//                       [--reps N] [--no-torch] [--torch-python PATH] [--uncached-max N]
+// Options: bench_generate --help (the table: bench/bench_generate_options.h).
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_generate_options.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/rng.h"
@@ -107,30 +110,25 @@ struct Row {
   std::string model;
   int64_t tokens = 0;
   int threads = 0;
-  double cached = 0, uncached = -1, torch_cached = -1, bound = 0, bw = 0;
+  double cached = 0, uncached = NAN, torch_cached = NAN, bound = NAN, bw = 0;  // NaN: none
   int64_t rebuilds = 0;
 };
 
-// One PyTorch run's tokens/s, or -1 (with a note on stderr) when it fails.
-double torch_tokens_per_s(const std::string& python, const std::string& model, int64_t tokens,
-                          int threads) {
+using bench::Peer;
+
+// One PyTorch run's tokens/s, or NaN (with a note on stderr) when it fails.
+double torch_tokens_per_s(const Peer& peer, const std::string& model, int64_t tokens, int threads) {
   // Run as `python -c SOURCE`: torch2-python's chroot does not see this tree.
-  static const std::string source = [] {
-    const std::string path = std::string(TAPEGRAD_SOURCE_ROOT) + "/tools/kv_cache_gpt.py";
-    std::ifstream f(path);
-    if (!f) bench::bad_option(kProg, "cannot read " + path);
-    std::ostringstream os;
-    os << f.rdbuf();
-    return os.str();
-  }();
+  static const std::string source =
+      bench::source_text(kProg, TAPEGRAD_SOURCE_ROOT, "tools/kv_cache_gpt.py");
+  std::vector<std::string> args = peer.torch.launcher;
+  args.insert(args.end(), {"-c", source, "--model", model, "--new-tokens", std::to_string(tokens),
+                           "--threads", std::to_string(threads), "--reps", "1"});
   std::string out, err;
   long rss = 0;
-  if (!bench::run_child(
-          {python, "-c", source, "--model", model, "--new-tokens", std::to_string(tokens),
-           "--threads", std::to_string(threads), "--reps", "1"},
-          threads, out, rss, err)) {
+  if (!bench::run_child(args, threads, out, rss, err, peer.env.changes)) {
     std::fprintf(stderr, "%s: PyTorch run failed: %s\n", kProg, err.c_str());
-    return -1;
+    return NAN;
   }
   try {
     const json::Value v = json::parse(out);
@@ -139,7 +137,7 @@ double torch_tokens_per_s(const std::string& python, const std::string& model, i
   } catch (const std::exception&) {
   }
   std::fprintf(stderr, "%s: PyTorch printed no tokens_per_s: %s\n", kProg, out.c_str());
-  return -1;
+  return NAN;
 }
 
 double ours_tokens_per_s(nn::GPTModel& model, const std::vector<int64_t>& prompt, int64_t n,
@@ -150,58 +148,75 @@ double ours_tokens_per_s(nn::GPTModel& model, const std::vector<int64_t>& prompt
   return double(n) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-struct Options {
-  std::vector<std::string> models = {"gpt2-124m", "gpt2-medium"};
-  std::vector<int> tokens = {256, 1024}, threads = {1, 2};
-  int reps = 3;
-  int64_t uncached_max = 256;
-  bool torch = true;
-  std::string torch_python;
-};
+using bench_generate::Options;
 
-std::vector<std::string> split_names(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
-  return v;
-}
-
-Options parse(int argc, char** argv) {
+Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) bench::bad_option(kProg, a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--models") {
-      o.models = split_names(value());
-      for (const std::string& m : o.models) model_config(m);
-    } else if (a == "--tokens") {
-      o.tokens = bench::int_list(kProg, a, value(), 1, 100000);
-    } else if (a == "--threads") {
-      o.threads = bench::int_list(kProg, a, value(), 1, 1024);
-    } else if (a == "--reps") {
-      o.reps = int(bench::whole_int(kProg, a, value(), 1, 1000));
-    } else if (a == "--uncached-max") {
-      o.uncached_max = bench::whole_int(kProg, a, value(), 1, 100000);
-    } else if (a == "--no-torch") {
-      o.torch = false;
-    } else if (a == "--torch-python") {
-      o.torch_python = value();
-    } else {
-      bench::bad_option(kProg, "unknown option '" + a + "' (see the usage in bench_generate.cpp)");
-    }
-  }
-  if (o.torch_python.empty())
-    o.torch_python = access("/work/shared/tools/torch2-python", X_OK) == 0
-                         ? "/work/shared/tools/torch2-python"
-                         : "/usr/bin/python3";
+  bench::parse_command(bench_generate::command(), kProg, argc, argv, o);
+  o.models = bench::name_list(kProg, "--models", o.models_list, {"gpt2-124m", "gpt2-medium"});
+  o.tokens = bench::int_list(kProg, "--tokens", o.tokens_list, 1, 100000);
+  o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
   return o;
 }
 
-// The rows of one model at one thread count.
-void measure(const Options& o, const std::string& name, int threads, std::vector<Row>& rows) {
+// The PyTorch peer, on the kernels beside our path (bench/torch_peer.h): --torch-python's
+// interpreter (without torch: a bad option), else PyTorch 2 where torch_peer.h finds it, else
+// PyTorch 1.13; none (an empty version) with --no-torch or when neither answers, with a note.
+Peer choose_peer(const Options& o, std::vector<std::string>& notes) {
+  const std::string isa = kernels::active_isa();
+  if (o.no_torch) {
+    notes.push_back("no PyTorch peer (--no-torch)");
+    return {};
+  }
+  if (!o.torch_python.empty()) {
+    Peer p = bench::find_peer(o.torch_python, "--torch-python", isa);
+    if (p.torch.version.empty()) bench::bad_option(kProg, p.torch.why_not);
+    return p;
+  }
+  const std::pair<std::string, std::string> where[] = {
+      {bench::torch2_python(TAPEGRAD_SOURCE_ROOT), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"},
+      {"/usr/bin/python3", "PyTorch 1.13"}};
+  for (const auto& [launcher, what] : where) {
+    Peer p = bench::find_peer(launcher, what, isa);
+    if (!p.torch.version.empty()) return p;
+    notes.push_back("skipped " + p.torch.why_not);
+  }
+  return {};
+}
+
+void print_header(const Options& o, const Peer& peer, const std::vector<std::string>& notes,
+                  const std::array<double, 3>& load) {
+  std::printf("%s: %s (%s), ISA path %s, load average %.2f %.2f %.2f\n", kProg,
+              bench::cpu_model().c_str(), bench::cache_sizes().c_str(),
+              kernels::active_isa().c_str(), load[0], load[1], load[2]);
+  std::printf("batch 1, prompt %lld tokens, greedy, best of %lld\n",
+              static_cast<long long>(kPrompt), static_cast<long long>(o.reps));
+  if (!peer.torch.version.empty()) {
+    std::printf("peer: %s (%s): %s\n", peer.torch.version.c_str(), peer.torch.launcher[0].c_str(),
+                peer.kernels.c_str());
+    for (const std::string& n : peer.env.notes)
+      std::printf("  %s: %s\n", peer.torch.version.c_str(), n.c_str());
+  }
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
+  std::printf("%-12s %6s %3s %10s %10s %10s %10s %8s %8s %8s %6s\n", "model", "tokens", "thr",
+              "cached/s", "uncached/s", "torch kv/s", "bound/s", "of bound", "x torch", "GB/s",
+              "rebuilt");
+}
+
+void print_row(const Row& r) {
+  std::printf("%-12s %6lld %3d %10.2f %10s %10s %10s %8s %8s %8.1f %6lld\n", r.model.c_str(),
+              static_cast<long long>(r.tokens), r.threads, r.cached,
+              bench::cell("%.2f", r.uncached).c_str(), bench::cell("%.2f", r.torch_cached).c_str(),
+              bench::cell("%.2f", r.bound).c_str(),
+              bench::cell("%.0f%%", 100 * r.cached / r.bound).c_str(),
+              bench::cell("%.2f", r.cached / r.torch_cached).c_str(), r.bw / 1e9,
+              static_cast<long long>(r.rebuilds));
+  std::fflush(stdout);
+}
+
+// The rows of one model at one thread count (printed as they come, without --json).
+void measure(const Options& o, const Peer& peer, const std::string& name, int threads,
+             std::vector<Row>& rows) {
   set_num_threads(threads);
   const nn::GPTConfig cfg = model_config(name);
   manual_seed(123);
@@ -209,50 +224,92 @@ void measure(const Options& o, const std::string& name, int threads, std::vector
   model.eval();
   std::vector<int64_t> prompt(kPrompt);
   randint(prompt.data(), kPrompt, 0, cfg.vocab_size);
-  const double bw = measure_bandwidth(weight_bytes(cfg), o.reps);
+  const double bw = measure_bandwidth(weight_bytes(cfg), int(o.reps));
   for (const int n : o.tokens) {
     Row r{name, n, threads};
     r.bw = bw;
-    r.bound = double(n) / bound_seconds(cfg, n, bw, r.rebuilds);
-    for (int rep = 0; rep < o.reps; ++rep) {
+    const double bound_s = bound_seconds(cfg, n, bw, r.rebuilds);
+    r.bound = bound_s > 0 ? double(n) / bound_s : NAN;  // NaN: no cached step to bound
+    for (int64_t rep = 0; rep < o.reps; ++rep) {
       r.cached = std::max(r.cached, ours_tokens_per_s(model, prompt, n, true));
-      if (o.torch)
-        r.torch_cached =
-            std::max(r.torch_cached, torch_tokens_per_s(o.torch_python, name, n, threads));
+      if (!peer.torch.version.empty())  // fmax: NaN (a failed run) is no better than none
+        r.torch_cached = std::fmax(r.torch_cached, torch_tokens_per_s(peer, name, n, threads));
     }
     if (n <= o.uncached_max && name == "gpt2-124m")
       r.uncached = ours_tokens_per_s(model, prompt, n, false);
     rows.push_back(r);
-    std::printf(
-        "%-12s %6d %3d %10.2f %10s %10s %10.2f %7.0f%% %8s %8.1f %6lld\n", name.c_str(), n, threads,
-        r.cached, r.uncached < 0 ? "-" : std::to_string(r.uncached).substr(0, 6).c_str(),
-        r.torch_cached < 0 ? "-" : std::to_string(r.torch_cached).substr(0, 6).c_str(), r.bound,
-        100 * r.cached / r.bound,
-        r.torch_cached > 0 ? std::to_string(r.cached / r.torch_cached).substr(0, 4).c_str() : "-",
-        r.bw / 1e9, static_cast<long long>(r.rebuilds));
-    std::fflush(stdout);
+    if (!o.json) print_row(r);
   }
+}
+
+std::string json_numbers(const std::array<double, 3>& v) {
+  return "[" + bench::json_number(v[0]) + ", " + bench::json_number(v[1]) + ", " +
+         bench::json_number(v[2]) + "]";
+}
+
+std::string json_row(const Row& r) {
+  return json::ObjectWriter()
+      .add_string("model", r.model)
+      .add_int("tokens", r.tokens)
+      .add_int("threads", r.threads)
+      .add_number("cached_tokens_per_s", r.cached)
+      .add_number("uncached_tokens_per_s", r.uncached)
+      .add_number("torch_cached_tokens_per_s", r.torch_cached)
+      .add_number("cached_over_torch", r.cached / r.torch_cached)
+      .add_number("bound_tokens_per_s", r.bound)
+      .add_number("cached_over_bound", r.cached / r.bound)
+      .add_number("bandwidth_gb_per_s", r.bw / 1e9)
+      .add_int("rebuilt_steps", r.rebuilds)
+      .str();
+}
+
+// One JSON object: the machine, the peer (null without one), the notes and every row.
+void print_json(const Options& o, const Peer& peer, const std::vector<std::string>& notes,
+                const std::vector<Row>& rows, const std::array<double, 3>& load,
+                const std::array<double, 3>& load_end) {
+  const std::string peer_json = peer.torch.version.empty()
+                                    ? "null"
+                                    : json::object({{"version", json::quote(peer.torch.version)},
+                                                    {"python", json::quote(peer.torch.launcher[0])},
+                                                    {"kernels", json::quote(peer.kernels)},
+                                                    {"env", bench::json_strings(peer.env.notes)}});
+  std::string rows_json;
+  for (const Row& r : rows) rows_json += (rows_json.empty() ? "" : ",\n  ") + json_row(r);
+  std::printf("%s\n", json::object({{"cpu", json::quote(bench::cpu_model())},
+                                    {"caches", json::quote(bench::cache_sizes())},
+                                    {"isa", json::quote(kernels::active_isa())},
+                                    {"prompt_tokens", std::to_string(kPrompt)},
+                                    {"reps", std::to_string(o.reps)},
+                                    {"load_average", json_numbers(load)},
+                                    {"load_average_end", json_numbers(load_end)},
+                                    {"peer", peer_json},
+                                    {"notes", bench::json_strings(notes)},
+                                    {"rows", "[" + rows_json + "]"}})
+                          .c_str());
+}
+
+std::array<double, 3> load_average() {
+  std::array<double, 3> load{0, 0, 0};
+  getloadavg(load.data(), 3);
+  return load;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  double load[3] = {0, 0, 0};
-  getloadavg(load, 3);
-  std::printf("bench_generate: %s (%s), ISA path %s, load average %.2f %.2f %.2f\n",
-              bench::cpu_model().c_str(), bench::cache_sizes().c_str(),
-              kernels::active_isa().c_str(), load[0], load[1], load[2]);
-  std::printf("batch 1, prompt %lld tokens, greedy, best of %d; PyTorch: %s\n",
-              static_cast<long long>(kPrompt), o.reps,
-              o.torch ? o.torch_python.c_str() : "(not run)");
-  std::printf("%-12s %6s %3s %10s %10s %10s %10s %8s %8s %8s %6s\n", "model", "tokens", "thr",
-              "cached/s", "uncached/s", "torch kv/s", "bound/s", "of bound", "x torch", "GB/s",
-              "rebuilt");
+  const Options o = parse_options(argc, argv);
+  bench::check_settings(kProg);
+  std::vector<std::string> notes;
+  const Peer peer = choose_peer(o, notes);
+  const std::array<double, 3> load = load_average();
+  if (!o.json) print_header(o, peer, notes, load);
   std::vector<Row> rows;
   for (const std::string& m : o.models)
-    for (const int t : o.threads) measure(o, m, t, rows);
-  getloadavg(load, 3);
-  std::printf("load average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+    for (const int t : o.threads) measure(o, peer, m, t, rows);
+  const std::array<double, 3> end = load_average();
+  if (o.json)
+    print_json(o, peer, notes, rows, load, end);
+  else
+    std::printf("load average at the end: %.2f %.2f %.2f\n", end[0], end[1], end[2]);
   return 0;
 }

@@ -38,6 +38,7 @@
 #include <unistd.h>
 #endif
 
+#include "bench/bench_matmul_options.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -116,16 +117,7 @@ struct Shape {
   bool transA, transB;  // A stored [K, M] / B stored [N, K], read through strides
 };
 
-struct Options {
-  bool json = false, quick = false;
-  std::string isa;  // empty: every available path
-  std::string threads_list = "1,2";
-  std::vector<int> threads{1, 2};
-  int64_t reps = 5;
-  std::string shapes = "all", blocking, svg;
-  std::string child_isa;  // --path-child ISA THREADS: measure one path in this process
-  int child_threads = 0;
-};
+using bench_matmul::Options;
 
 // Alternates the calls (an empty one is skipped) so that all see the same background load, for
 // at least `reps` rounds and until min_time seconds have passed (at most 50 rounds); returns the
@@ -244,24 +236,6 @@ std::vector<Shape> make_shapes(const Options& o) {
   return v;
 }
 
-namespace cli = tg::cli;
-const cli::Command<Options> kCommand{
-    "bench_matmul [options]",
-    "sgemm GFLOP/s per kernel path and thread count, beside OpenBLAS's cblas_sgemm and oneDNN's\n"
-    "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe.",
-    {
-        cli::flag("json", &Options::json, "JSON rows instead of the table"),
-        cli::flag("quick", &Options::quick, "no 2048 or 50257 shapes, and --reps 3 unless given"),
-        cli::text("isa", &Options::isa, "NAME",
-                  "one kernel path (default: every one this CPU has)"),
-        cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
-        cli::integer("reps", &Options::reps, 1, 10000, "N", "best of at least N runs"),
-        cli::choice("shapes", &Options::shapes, {"square", "gpt2", "tiny", "all"}, "which shapes"),
-        cli::text("blocking", &Options::blocking, "MC,KC,NC",
-                  "tuning: every path's cache blocking (as TAPEGRAD_GEMM_BLOCKING)"),
-        cli::path("svg", &Options::svg, "FILE", "also a chart of every row (written atomically)"),
-    }};
-
 // --isa's value, when this machine has the path.
 std::string checked_isa(const std::string& isa) {
   const std::vector<std::string> have = k::available_isas();
@@ -286,7 +260,7 @@ Options parse(int argc, char** argv) {
     argc -= 3, argv += 3;
   }
   const std::vector<std::string> given =
-      bench::parse_command(kCommand, "bench_matmul", argc, argv, o);
+      bench::parse_command(bench_matmul::command(), "bench_matmul", argc, argv, o);
   if (o.quick && std::find(given.begin(), given.end(), "reps") == given.end()) o.reps = 3;
   if (!o.isa.empty()) o.isa = checked_isa(o.isa);
   o.threads = bench::int_list("bench_matmul", "--threads", o.threads_list, 1, 1024);

@@ -2,7 +2,7 @@
 // ~10 MB and on a mixed corpus, against npm tiktoken (WASM) on the same text when node and the
 // package are present; BPE training time for vocab 1024 and 4096 on 1 MB. Checks before timing: our
 // token count must equal tiktoken's.
-//   bench_tokenizer [--json] [--mb N] [--no-tiktoken]
+// Options: bench_tokenizer --help (the table: bench/bench_tokenizer_options.h).
 // The header (and --json) names the CPU and its caches.
 // Targets (issue 5): >= 10x tiktoken's WASM, >= 20 MB/s; training 4096 on 1 MB < 5 s.
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_tokenizer_options.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
 #include "core/json.h"
@@ -95,35 +96,7 @@ struct Row {
   size_t tokens;
 };
 
-struct Options {
-  bool json = false, use_tiktoken = true;
-  double mb = 10;  // bytes of each text to encode, in MB
-};
-
-Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--mb") && i + 1 >= argc) bench::bad_option("bench_tokenizer", a + " needs a value");
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--no-tiktoken") {
-      o.use_tiktoken = false;
-    } else if (a == "--mb") {
-      o.mb = bench::positive_real("bench_tokenizer", a, argv[++i]);
-      if (o.mb < 0.001 || o.mb > 1000)
-        bench::bad_option("bench_tokenizer", "--mb wants 0.001 to 1000");
-    } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken]\n");
-      std::exit(0);
-    } else {
-      bench::bad_option(
-          "bench_tokenizer",
-          "unknown option '" + a + "' (usage: bench_tokenizer [--json] [--mb N] [--no-tiktoken])");
-    }
-  }
-  return o;
-}
+using bench_tokenizer::Options;
 
 // Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
 std::string mixed_text(const std::string& verdict) {
@@ -205,7 +178,8 @@ void print_table(const std::vector<Row>& rows, const std::vector<std::pair<int, 
 
 // Errors (a missing text, a token count tiktoken disagrees with) are exceptions: main prints them.
 int run(int argc, char** argv) {
-  const Options o = parse_options(argc, argv);
+  Options o;
+  bench::parse_command(bench_tokenizer::command(), "bench_tokenizer", argc, argv, o);
   const Tokenizer tok = Tokenizer::gpt2();
   const std::string verdict_path = kSrc + "/../shared/data/the-verdict.txt";
   const std::string verdict = read(verdict_path);
@@ -214,8 +188,8 @@ int run(int argc, char** argv) {
   const std::string mixed = mixed_text(verdict);
   const size_t bytes = static_cast<size_t>(o.mb * 1e6);
   std::vector<Row> rows;
-  rows.push_back(encode_row(tok, "the-verdict x N", repeat_to(verdict, bytes), o.use_tiktoken));
-  rows.push_back(encode_row(tok, "mixed", repeat_to(mixed, bytes), o.use_tiktoken));
+  rows.push_back(encode_row(tok, "the-verdict x N", repeat_to(verdict, bytes), !o.no_tiktoken));
+  rows.push_back(encode_row(tok, "mixed", repeat_to(mixed, bytes), !o.no_tiktoken));
   const std::vector<std::pair<int, double>> train = train_seconds(mixed);
   if (o.json)
     print_json(rows, train);

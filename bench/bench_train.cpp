@@ -25,9 +25,7 @@
 // shows the best of --reps runs per side, the sides taking turns so that all see the same
 // background load; the mean step of every run is in --json. Compare numbers within one machine.
 //
-// usage: bench_train [--json] [--threads N] [--steps-tiny N] [--steps-124m N] [--reps N]
-//                    [--no-torch] [--only tiny,gpt2-124m,gpt2-124m-1024] [--attention fused,book]
-//                    [--isa NAME] [--svg FILE]
+// Options: bench_train --help (the table: bench/bench_train_options.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_train_options.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -204,55 +203,7 @@ void select_isa(const std::string& isa) {
   tg::kernels::set_isa(isa);  // the probes below run on it too
 }
 
-// The command line. --child NAME STEPS ROUTE (internal, first) runs one measurement in this
-// process instead (see run_child).
-struct Options {
-  bool json = false, no_torch = false;
-  int64_t threads = 2, steps_tiny = 20, steps_124m = 3, reps = 3;
-  std::string only_list = "tiny,gpt2-124m", routes_list = "fused,book";
-  std::vector<std::string> only, routes;
-  std::string isa;  // empty: the fastest path this machine has
-  std::string svg;  // --svg FILE: tokens/s per side and config, beside the bound
-};
-
-namespace cli = tg::cli;
-const cli::Command<Options> kCommand{
-    "bench_train [options]",
-    "Training throughput (tokens/s) and peak RSS of a full step, beside PyTorch 1.13 and 2.x on\n"
-    "the same batches, and the step's bound (GEMMs at the FMA probe, optimizer and embeddings\n"
-    "at the copy probe's bandwidth).",
-    {
-        cli::flag("json", &Options::json, "JSON instead of the table"),
-        cli::integer("threads", &Options::threads, 1, 1024, "N", "threads of every side"),
-        cli::integer("steps-tiny", &Options::steps_tiny, 1, 100000, "N", "timed steps of tiny"),
-        cli::integer("steps-124m", &Options::steps_124m, 1, 100000, "N",
-                     "timed steps of the gpt2-124m configs"),
-        cli::integer("reps", &Options::reps, 1, 100, "N", "runs per side; the best counts"),
-        cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
-        cli::text("only", &Options::only_list, "LIST",
-                  "configs among tiny, gpt2-124m, gpt2-124m-1024"),
-        cli::text("attention", &Options::routes_list, "LIST", "our routes among fused, book"),
-        cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
-        cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
-    }};
-
-// A comma-separated list whose items must be among `allowed`.
-std::vector<std::string> name_list(const std::string& s, const std::vector<std::string>& allowed,
-                                   const std::string& option) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-      std::string names;
-      for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
-      bench::bad_option("bench_train",
-                        option + " wants a list of " + names + ", got '" + item + "'");
-    }
-    v.push_back(item);
-  }
-  if (v.empty()) bench::bad_option("bench_train", option + " needs a value");
-  return v;
-}
+using bench_train::Options;
 
 // --child NAME STEPS ROUTE: a route the model refuses is a bad option (exit 2).
 [[noreturn]] void child(char** argv) {
@@ -272,9 +223,11 @@ std::vector<std::string> name_list(const std::string& s, const std::vector<std::
 Options parse_options(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--child") child(argv + 2);
   Options o;
-  bench::parse_command(kCommand, "bench_train", argc, argv, o);
-  o.only = name_list(o.only_list, {"tiny", "gpt2-124m", "gpt2-124m-1024"}, "--only");
-  o.routes = name_list(o.routes_list, {"fused", "book"}, "--attention");
+  bench::parse_command(bench_train::command(), "bench_train", argc, argv, o);
+  o.only = bench::name_list("bench_train", "--only", o.only_list,
+                            {"tiny", "gpt2-124m", "gpt2-124m-1024"});
+  o.routes = bench::name_list("bench_train", "--attention", o.routes_list,
+                              {nn::kAttentionRoutes.begin(), nn::kAttentionRoutes.end()});
   return o;
 }
 
@@ -439,12 +392,6 @@ void print_config(const Config& c, const std::vector<Side>& sides, const Bound& 
   std::fflush(stdout);
 }
 
-std::string json_list(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + json::quote(x);
-  return "[" + s + "]";
-}
-
 std::string json_config(const Config& c, const Options& o, const Machine& m,
                         const std::vector<Side>& sides, const Bound& b) {
   const Side* fastest = fastest_torch(sides);
@@ -464,8 +411,8 @@ std::string json_config(const Config& c, const Options& o, const Machine& m,
     const Side& s = sides[i];
     const Result& r = s.result;
     out += std::string(i ? ", " : "") + "{\"side\": " + json::quote(s.name) +
-           ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) +
-           ", \"peer_env\": " + json_list(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
+           ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) + ", \"peer_env\": " +
+           bench::json_strings(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
            ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +
            ", \"run_median_s\": " + json_list(r.run_medians) +
            ", \"run_mean_s\": " + json_list(r.run_means) +
@@ -560,7 +507,7 @@ int main(int argc, char** argv) {
     bounds.push_back(b);
   }
   if (o.json) {
-    std::printf("{\"notes\": %s, \"configs\": [", json_list(notes).c_str());
+    std::printf("{\"notes\": %s, \"configs\": [", bench::json_strings(notes).c_str());
     for (size_t i = 0; i < json_rows.size(); ++i)
       std::printf("%s%s", i ? ",\n " : "", json_rows[i].c_str());
     std::printf("]}\n");

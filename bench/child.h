@@ -1,6 +1,7 @@
 // Running one measurement in a child process, so that its peak RSS (wait4's ru_maxrss) belongs
 // to that run alone, the thread count is read fresh and a peer's environment (its kernel set) is
-// its own; shared by bench_matmul, bench_train and bench_attention.
+// its own; shared by the benchmarks, with the few helpers that print a measurement (a table cell,
+// JSON numbers and lists).
 #pragma once
 #include <spawn.h>
 #include <sys/resource.h>
@@ -13,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "core/json.h"
 
 extern char** environ;
 
@@ -121,6 +124,21 @@ inline std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char b[32];
   std::snprintf(b, sizeof b, "%.10g", v);
+  return b;
+}
+
+// A JSON list of strings: ["a", "b"].
+inline std::string json_strings(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + tg::json::quote(x);
+  return "[" + s + "]";
+}
+
+// A table cell: v in the printf format f, or "-" for NaN or infinity (not measured).
+inline std::string cell(const char* f, double v) {
+  if (!std::isfinite(v)) return "-";
+  char b[48];
+  std::snprintf(b, sizeof b, f, v);
   return b;
 }
 

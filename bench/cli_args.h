@@ -3,6 +3,7 @@
 // table row cannot say (comma lists, a path this machine has): one line naming the program and
 // the option, exit status 2; never a silent default or an uncaught exception.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -57,13 +58,23 @@ inline long whole_int(const char* prog, const std::string& what, const std::stri
   return long(*v);
 }
 
-// A finite decimal number > 0 (bench_tokenizer's --mb; its parser is not a table yet: GCC 12
-// warns "maybe uninitialized" inside core/options.h's help for its small options struct).
-inline double positive_real(const char* prog, const std::string& option, const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v > 0) || v > 1e9)
-    bad_option(prog, option + " wants a positive number, got '" + s + "'");
+// A comma-separated list whose items must be among `allowed` ("--only tiny,gpt2-124m"), read
+// from a table's text row; an empty item (a stray comma) is refused as an unknown one.
+inline std::vector<std::string> name_list(const char* prog, const std::string& option,
+                                          const std::string& text,
+                                          const std::vector<std::string>& allowed) {
+  std::vector<std::string> v;
+  for (size_t p = 0; p <= text.size();) {
+    const size_t q = std::min(text.find(',', p), text.size());
+    const std::string item = text.substr(p, q - p);
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      std::string names;
+      for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      bad_option(prog, option + " wants a list of " + names + ", got '" + item + "'");
+    }
+    v.push_back(item);
+    p = q + 1;
+  }
   return v;
 }
 

@@ -1,7 +1,8 @@
-// The benchmark programs' bad settings and failed children (issue 23): each case runs a program
-// of bench/ with an environment, and checks its exit status (2: a bad option or TAPEGRAD_*
-// setting, 1: a child that failed) and its exact one-line message on stderr. Every case fails
-// before anything is timed.
+// The benchmark programs' command lines, bad settings and failed children (issues 23, 24): each
+// case runs a program of bench/ with an environment, and checks its exit status (0: the help,
+// 2: a bad option or TAPEGRAD_* setting, 1: a child that failed), its stdout (the help from the
+// program's table in bench/*_options.h, or nothing) and its exact one-line message on stderr.
+// Every case ends before anything is timed.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,11 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_attention_options.h"
+#include "bench/bench_dist_options.h"
+#include "bench/bench_generate_options.h"
+#include "bench/bench_matmul_options.h"
+#include "bench/bench_tokenizer_options.h"
+#include "bench/bench_train_options.h"
 #include "core/kernels/kernels.h"
 #include "tests/temp_dir.h"
 
@@ -42,17 +47,11 @@ constexpr bool kAsan = false;
 
 struct Result {
   int rc = -1;
-  std::string err;
+  std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
-
-// Runs bench/<argv[0]> with stdout and stderr in files; returns its exit status and stderr.
+// Runs bench/<argv[0]> with stdout and stderr in files; returns its exit status, stdout and
+// stderr.
 Result run(const Case& c) {
   tg::testing::TempDir tmp("tg_bench_errors");
   const std::string out = tmp / "out", err = tmp / "err";
@@ -91,7 +90,8 @@ Result run(const Case& c) {
     usleep(100'000);
   }
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = slurp(err);
+  r.out = tg::testing::slurp(out);
+  r.err = tg::testing::slurp(err);
   return r;
 }
 
@@ -99,6 +99,16 @@ std::string expand(std::string s) {
   for (size_t at = s.find("{b}"); at != std::string::npos; at = s.find("{b}", at + kBench.size()))
     s.replace(at, 3, kBench);
   return s;
+}
+
+// bench_dist is built with the mpi feature only.
+constexpr bool kHaveBenchDist = TG_HAVE_BENCH_DIST;
+
+// The benchmarks that run our kernels, and so check the TAPEGRAD_* settings.
+std::vector<std::string> kernel_benches() {
+  std::vector<std::string> v = {"bench_matmul", "bench_attention", "bench_train", "bench_generate"};
+  if (kHaveBenchDist) v.push_back("bench_dist");
+  return v;
 }
 
 // "scalar, avx2, avx512": the paths this binary has, as the kernels' error lists them.
@@ -109,7 +119,10 @@ std::string available() {
   return list;
 }
 
-std::vector<Case> cases() {
+// The parent checks the settings before it starts a child or times anything: bench_attention used
+// to end in an uncaught exception (SIGABRT) on a bad TAPEGRAD_ISA, and exit 0 after its children
+// aborted on a bad TAPEGRAD_GEMM_BLOCKING.
+std::vector<Case> settings_cases() {
   const std::string blocking =
       "TAPEGRAD_GEMM_BLOCKING: '1,2' is not MC,KC,NC: three positive integers (MC and KC at most "
       "8192, NC at most 65536), e.g. 240,256,1024";
@@ -118,11 +131,7 @@ std::vector<Case> cases() {
   const std::string unknown =
       "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, neon";
   std::vector<Case> v;
-  // The parent checks the settings before it starts a child: bench_attention used to end in an
-  // uncaught exception (SIGABRT) on a bad TAPEGRAD_ISA, and exit 0 after its children aborted on
-  // a bad TAPEGRAD_GEMM_BLOCKING.
-  for (const char* prog : {"bench_matmul", "bench_attention", "bench_train"}) {
-    const std::string p = prog;
+  for (const std::string& p : kernel_benches()) {
     v.push_back({{"TAPEGRAD_ISA=avx512x"}, {p}, 2, p + ": " + unknown});
     v.push_back({{"TAPEGRAD_GEMM_BLOCKING=1,2"}, {p}, 2, p + ": " + blocking});
     v.push_back({{"TAPEGRAD_THREADS=0"}, {p}, 2, p + ": " + threads});
@@ -136,81 +145,134 @@ std::vector<Case> cases() {
                      available() + ")"});
 #endif
   }
-  // The option tables' convention (core/options.h): --name=VALUE, whole numbers, one line.
-  v.push_back({{}, {"bench_matmul", "--svg"}, 2, "bench_matmul: --svg needs a value"});
-  v.push_back({{}, {"bench_matmul", "--svg="}, 2, "bench_matmul: --svg is empty"});
-  v.push_back({{},
-               {"bench_matmul", "--reps=0"},
-               2,
-               "bench_matmul: --reps expects an integer from 1 to 10000, got '0'"});
-  v.push_back({{},
-               {"bench_matmul", "--threads", "1,0"},
-               2,
-               "bench_matmul: --threads expects integers from 1 to 1024 separated by commas, got "
-               "'1,0'"});
-  v.push_back({{},
-               {"bench_matmul", "--isa=avx512x"},
-               2,
-               "bench_matmul: --isa avx512x is not available on this machine (it has " +
-                   available() + ")"});
-  v.push_back({{},
-               {"bench_matmul", "--shapes=big"},
-               2,
-               "bench_matmul: --shapes expects square, gpt2, tiny or all, got 'big'"});
-  v.push_back({{},
-               {"bench_attention", "--threads= 2"},
-               2,
-               "bench_attention: --threads expects integers from 1 to 1024 separated by commas, "
-               "got ' 2'"});
-  v.push_back({{},
-               {"bench_attention", "--sizes=8x+256"},
-               2,
-               "bench_attention: --sizes T expects an integer from 1 to 65536, got '+256'"});
-  v.push_back({{},
-               {"bench_train", "--threads=two"},
-               2,
-               "bench_train: --threads expects an integer from 1 to 1024, got 'two'"});
-  v.push_back({{},
-               {"bench_train", "--only=tiny,big"},
-               2,
-               "bench_train: --only wants a list of tiny, gpt2-124m, gpt2-124m-1024, got 'big'"});
-  v.push_back(
+  return v;
+}
+
+// Values the tables refuse, and what a row cannot say (a comma list, a path this machine has).
+std::vector<Case> option_cases() {
+  const std::string commas = " expects integers from 1 to 1024 separated by commas, got ";
+  std::vector<Case> v = {
+      {{}, {"bench_matmul", "--svg"}, 2, "bench_matmul: --svg needs a value"},
+      {{}, {"bench_matmul", "--svg="}, 2, "bench_matmul: --svg is empty"},
+      {{}, {"bench_matmul", "--threads", "1,0"}, 2, "bench_matmul: --threads" + commas + "'1,0'"},
+      {{},
+       {"bench_matmul", "--isa=avx512x"},
+       2,
+       "bench_matmul: --isa avx512x is not available on this machine (it has " + available() + ")"},
+      {{},
+       {"bench_matmul", "--shapes=big"},
+       2,
+       "bench_matmul: --shapes expects square, gpt2, tiny or all, got 'big'"},
+      {{}, {"bench_attention", "--threads= 2"}, 2, "bench_attention: --threads" + commas + "' 2'"},
+      {{},
+       {"bench_attention", "--sizes=8x+256"},
+       2,
+       "bench_attention: --sizes T expects an integer from 1 to 65536, got '+256'"},
+      {{},
+       {"bench_train", "--threads=two"},
+       2,
+       "bench_train: --threads expects an integer from 1 to 1024, got 'two'"},
+      {{},
+       {"bench_train", "--only=tiny,big"},
+       2,
+       "bench_train: --only wants a list of tiny, gpt2-124m, gpt2-124m-1024, got 'big'"},
+      {{},
+       {"bench_train", "--attention", "fused,"},
+       2,
+       "bench_train: --attention wants a list of fused, book, got ''"},
       {{},
        {"bench_train", "--isa", "avx512x"},
        2,
-       "bench_train: --isa avx512x is not available on this machine (it has " + available() + ")"});
-  // Every benchmark answers -h and --help (the help on stdout, exit 0) and refuses an unknown
-  // option in one line.
-  for (const char* prog : {"bench_matmul", "bench_attention", "bench_train", "bench_tokenizer"})
-    for (const char* help : {"-h", "--help"}) v.push_back({{}, {prog, help}, 0, ""});
-  v.push_back({{},
-               {"bench_tokenizer", "--bogus"},
-               2,
-               "bench_tokenizer: unknown option '--bogus' (usage: bench_tokenizer [--json] [--mb "
-               "N] [--no-tiktoken])"});
-  for (const char* prog : {"bench_matmul", "bench_attention", "bench_train"})
-    v.push_back(
-        {{}, {prog, "--bogus"}, 2, std::string(prog) + ": unknown option '--bogus' (try --help)"});
+       "bench_train: --isa avx512x is not available on this machine (it has " + available() + ")"},
+      {{}, {"bench_tokenizer", "--json=1"}, 2, "bench_tokenizer: --json takes no value"},
+      {{}, {"bench_tokenizer", "--mb", "1", "--mb=2"}, 2, "bench_tokenizer: --mb is given twice"},
+      {{},
+       {"bench_generate", "--models=gpt2-124m,gpt3"},
+       2,
+       "bench_generate: --models wants a list of gpt2-124m, gpt2-medium, got 'gpt3'"},
+      {{},
+       {"bench_generate", "--tokens", "64,0"},
+       2,
+       "bench_generate: --tokens expects integers from 1 to 100000 separated by commas, got "
+       "'64,0'"},
+      {{}, {"bench_generate", "--threads=1,x"}, 2, "bench_generate: --threads" + commas + "'1,x'"},
+      {{},
+       {"bench_generate", "--torch-python=/nonexistent/python"},
+       2,
+       "bench_generate: --torch-python: /nonexistent/python not found"},
+  };
   for (const char* prog : {"bench_attention", "bench_train"})
     v.push_back({{}, {prog, "--svg", ""}, 2, std::string(prog) + ": --svg is empty"});
-  // A child that fails is reported by the parent in one line naming it, and the parent fails:
-  // 824 GB of q, k, v is more than any machine this runs on will give.
+  if (kHaveBenchDist) {
+    v.push_back({{},
+                 {"bench_dist", "--setups=1x2,gpu"},
+                 2,
+                 "bench_dist: --setups wants a list of 1x2, sm, tcp, torch1, torch2, got 'gpu'"});
+    v.push_back({{},
+                 {"bench_dist", "--only", "gpt2-124m,tiny,huge"},
+                 2,
+                 "bench_dist: --only wants a list of tiny, gpt2-124m, got 'huge'"});
+  }
+  return v;
+}
+
+// A child that fails is reported by the parent in one line naming it, and the parent fails:
+// 824 GB of q, k, v is more than any machine this runs on will give.
+std::vector<Case> child_cases() {
   const std::string child_failed =
       "bench_attention: tapegrad 'core fused' at B=4096 T=65536 on 1 thread(s) failed: "
       "{b}/bench_attention exited with status 1: ";
-  v.push_back({{},
-               {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
-               1,
-               child_failed +
-                   "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
-                   "12, 65536, 64] of torch.float32 (out of memory)",
-               child_failed});
+  return {{{},
+           {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
+           1,
+           child_failed +
+               "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
+               "12, 65536, 64] of torch.float32 (out of memory)",
+           child_failed}};
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v = settings_cases();
+  for (const auto& group : {option_cases(), child_cases()})
+    v.insert(v.end(), group.begin(), group.end());
+  return v;
+}
+
+// A benchmark's table and one of its number rows, for the convention every command keeps.
+struct Bench {
+  std::string prog, help;
+  std::string number, range;     // a row taking a number, and its range as messages say it
+  std::vector<std::string> bad;  // values it refuses
+};
+
+std::vector<Bench> benches() {
+  using tg::cli::help_text;
+  const std::vector<std::string> ints = {"ten", "+5", " 5",  "5x",
+                                         "",    "0",  "1e3", "99999999999999999999"};
+  std::vector<Bench> v = {
+      {"bench_matmul", help_text(bench_matmul::command()), "reps", "an integer from 1 to 10000",
+       ints},
+      {"bench_attention", help_text(bench_attention::command()), "reps",
+       "an integer from 1 to 10000", ints},
+      {"bench_train", help_text(bench_train::command()), "steps-tiny",
+       "an integer from 1 to 100000", ints},
+      {"bench_tokenizer",
+       help_text(bench_tokenizer::command()),
+       "mb",
+       "a number from 0.001 to 1000",
+       {"ten", "+5", " 5", "5x", "", "0", "1001", "nan", "inf"}},
+      {"bench_generate", help_text(bench_generate::command()), "uncached-max",
+       "an integer from 1 to 100000", ints},
+  };
+  if (kHaveBenchDist)
+    v.push_back({"bench_dist", help_text(bench_dist::command()), "steps-124m",
+                 "an integer from 1 to 100000", ints});
   return v;
 }
 
 }  // namespace
 
-TEST_CASE("bench programs: bad settings and failed children give one line and an exit status") {
+TEST_CASE("bench programs: bad options, settings and failed children give one line and a status") {
   for (const Case& c : cases()) {
     std::string what;
     for (const std::string& e : c.env) what += e + " ";
@@ -218,11 +280,49 @@ TEST_CASE("bench programs: bad settings and failed children give one line and an
     CAPTURE(what);
     const Result r = run(c);
     CHECK(r.rc == c.rc);
+    CHECK(r.out.empty());
     if (kAsan && !c.asan_prefix.empty()) {
       CHECK(r.err.rfind(expand(c.asan_prefix), 0) == 0);
       CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     } else {
       CHECK(r.err == (c.message.empty() ? "" : expand(c.message) + "\n"));
+    }
+  }
+}
+
+// One convention for every benchmark, as for every tapegrad command (tests/test_bad_input.cpp):
+// -h and --help print the table's help on stdout, wherever they stand; --name=VALUE is
+// --name VALUE; an unknown option and a malformed number are one exact line and exit 2.
+TEST_CASE("every benchmark: -h, --help, --name=VALUE, unknown options and bad numbers alike") {
+  for (const Bench& b : benches()) {
+    INFO("benchmark: ", b.prog);
+    for (const char* h : {"-h", "--help"})
+      for (const std::vector<std::string>& args :
+           std::vector<std::vector<std::string>>{{h}, {"--bogus", h}, {"--json", h}}) {
+        Case c{{}, {b.prog}, 0, ""};
+        c.argv.insert(c.argv.end(), args.begin(), args.end());
+        const Result r = run(c);
+        CHECK(r.rc == 0);
+        CHECK(r.out == b.help);
+        CHECK(r.err.empty());
+      }
+    for (const char* bogus : {"--bogus", "--bogus=1"}) {
+      const Result r = run({{}, {b.prog, bogus}, 2, ""});
+      CHECK(r.rc == 2);
+      CHECK(r.err == b.prog + ": unknown option '--bogus' (try --help)\n");
+      CHECK(r.out.empty());
+    }
+    for (const std::string& bad : b.bad) {
+      INFO("value: '", bad, "'");
+      const std::string line =
+          b.prog + ": --" + b.number + " expects " + b.range + ", got '" + bad + "'\n";
+      for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+               {b.prog, "--" + b.number, bad}, {b.prog, "--" + b.number + "=" + bad}}) {
+        const Result r = run({{}, args, 2, ""});
+        CHECK(r.rc == 2);
+        CHECK(r.err == line);
+        CHECK(r.out.empty());
+      }
     }
   }
 }

@@ -129,10 +129,11 @@ inline const cli::Command<O> kTrain{
             .shown_default("0.1 * lr")
             .stored(Resume::MayChange),
         // Checkpoints from before the fused route ran the book's.
-        cli::choice("attention", &O::attention, {"fused", "book"},
+        cli::choice("attention", &O::attention,
+                    {nn::kAttentionRoutes.begin(), nn::kAttentionRoutes.end()},
                     "fused: one scaled_dot_product_attention per block; book: the\n"
                     "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
-            .stored(Resume::MayChange, "", "\"book\""),
+            .stored(Resume::MayChange, "", json::quote(nn::kAttentionBook)),
         cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
             .half_open()
             .none(-1)
