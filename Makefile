@@ -163,7 +163,7 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"
-	@python3 tools/check_structure.py --only includes && echo "layers: core's tensor, autograd and rng.h include no ops/ or kernels/ header"
+	@python3 tools/check_structure.py && echo "structure: no function over 80 lines; layers as tools/check_structure.py -h says"
 
 # --- GPT-2 tokenizer files (third_party/gpt2/, git-ignored; checked by sha256) ---------------
 gpt2:

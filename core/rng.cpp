@@ -4,6 +4,8 @@
 // Not here: see rng.h (baseline kernels, MKL paths, half types, thread safety).
 #include "core/rng.h"
 
+// The bulk draws run on three integer kernels (mt19937_twist, mt19937_temper, bernoulli_words),
+// vectorized per ISA; kernels/ is the layer below, knowing nothing of the generator.
 #include "core/kernels/kernels.h"
 
 #include <algorithm>

@@ -63,6 +63,20 @@ Tensor sdpa(const Inputs& x, bool causal) {
   return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, causal);
 }
 
+// A call the op refuses, and its message after "scaled_dot_product_attention: ".
+struct Bad {
+  std::function<Tensor()> call;
+  std::string message;
+};
+
+void check_refusals(const std::vector<Bad>& cases) {
+  for (const Bad& b : cases) {
+    const std::string message = "scaled_dot_product_attention: " + b.message;
+    CAPTURE(message);
+    CHECK_THROWS_WITH_AS(b.call(), message.c_str(), std::invalid_argument);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("sdpa gradcheck (float64): causal and not, T at the block edges, E from 1 to 80") {
@@ -323,112 +337,109 @@ TEST_CASE("sdpa is bit-identical for 1, 2 and 3 threads: causal or padding mask,
   set_num_threads(before);
 }
 
-TEST_CASE("sdpa errors name the op and the shapes") {
+TEST_CASE("sdpa errors: query, key and value (undefined, dtype, dims, shapes)") {
   const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
-  const std::string p = "scaled_dot_product_attention: ";
-  struct Bad {
-    std::function<Tensor()> call;
-    std::string message;
-  };
-  const Bad cases[] = {
+  check_refusals({
       {[&] { return scaled_dot_product_attention(Tensor(), k, v); },
-       p + "query is an undefined tensor"},
+       "query is an undefined tensor"},
       {[&] { return scaled_dot_product_attention(q, k, Tensor()); },
-       p + "value is an undefined tensor"},
+       "value is an undefined tensor"},
       {[&] { return scaled_dot_product_attention(q, k.to(DType::Float64), v); },
-       p + "query, key and value must have the same dtype, got torch.float32, torch.float64 and "
-           "torch.float32"},
+       "query, key and value must have the same dtype, got torch.float32, torch.float64 and "
+       "torch.float32"},
       {[&] { return scaled_dot_product_attention(q.to(DType::Int64), k, v); },
-       p + "query must be a floating-point tensor, got torch.int64 [2, 5, 4]"},
+       "query must be a floating-point tensor, got torch.int64 [2, 5, 4]"},
       {[&] { return scaled_dot_product_attention(zeros({4}), zeros({4}), zeros({4})); },
-       p + "query (..., L, E), key (..., S, E) and value (..., S, Ev) need at least 2 dims, got "
-           "query [4], key [4], value [4]"},
+       "query (..., L, E), key (..., S, E) and value (..., S, Ev) need at least 2 dims, got query "
+       "[4], key [4], value [4]"},
       {[&] {
          return scaled_dot_product_attention(q, zeros({2, 6, 3}), v);
        },
-       p + "query and key must have the same last dim E, got query [2, 5, 4], key [2, 6, 3], "
-           "value [2, 6, 3]"},
+       "query and key must have the same last dim E, got query [2, 5, 4], key [2, 6, 3], value [2, "
+       "6, 3]"},
       {[&] {
          return scaled_dot_product_attention(q, k, zeros({2, 4, 3}));
        },
-       p + "key and value must have the same number of rows S, got query [2, 5, 4], key [2, 6, "
-           "4], value [2, 4, 3]"},
+       "key and value must have the same number of rows S, got query [2, 5, 4], key [2, 6, 4], "
+       "value [2, 4, 3]"},
       {[&] {
          return scaled_dot_product_attention(q, zeros({3, 6, 4}), zeros({3, 6, 3}));
        },
-       p + "the leading dims of query, key and value do not broadcast, got query [2, 5, 4], key "
-           "[3, 6, 4], value [3, 6, 3]"},
+       "the leading dims of query, key and value do not broadcast, got query [2, 5, 4], key [3, 6, "
+       "4], value [3, 6, 3]"},
+  });
+}
+
+TEST_CASE("sdpa errors: attn_mask (with is_causal, shapes that do not broadcast, dtype)") {
+  const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
+  check_refusals({
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({5, 6}), 0.0, true);
        },
-       p + "an explicit attn_mask cannot be combined with is_causal=true"},
+       "an explicit attn_mask cannot be combined with is_causal=true"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({5, 7}));
        },
-       p + "attn_mask of shape [5, 7] does not broadcast to the attention weights' shape [2, 5, "
-           "6]"},
+       "attn_mask of shape [5, 7] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({3, 5, 6}));
        },
-       p + "attn_mask of shape [3, 5, 6] does not broadcast to the attention weights' shape [2, 5, "
-           "6]"},
+       "attn_mask of shape [3, 5, 6] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({6, 5}));
        },
-       p + "attn_mask of shape [6, 5] does not broadcast to the attention weights' shape [2, 5, "
-           "6]"},
+       "attn_mask of shape [6, 5] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] { return scaled_dot_product_attention(q, k, v, zeros({5})); },
-       p + "attn_mask of shape [5] does not broadcast to the attention weights' shape [2, 5, 6]"},
+       "attn_mask of shape [5] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({6, 1}, DType::Bool));
        },
-       p + "attn_mask of shape [6, 1] does not broadcast to the attention weights' shape [2, 5, "
-           "6]"},
+       "attn_mask of shape [6, 1] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({1, 2, 5, 6}));
        },
-       p + "attn_mask of shape [1, 2, 5, 6] does not broadcast to the attention weights' shape [2, "
-           "5, 6]"},
+       "attn_mask of shape [1, 2, 5, 6] does not broadcast to the attention weights' shape [2, 5, "
+       "6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({2, 1, 1, 6}));
        },
-       p + "attn_mask of shape [2, 1, 1, 6] does not broadcast to the attention weights' shape [2, "
-           "5, 6]"},
+       "attn_mask of shape [2, 1, 1, 6] does not broadcast to the attention weights' shape [2, 5, "
+       "6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({0, 6}));
        },
-       p + "attn_mask of shape [0, 6] does not broadcast to the attention weights' shape [2, 5, "
-           "6]"},
+       "attn_mask of shape [0, 6] does not broadcast to the attention weights' shape [2, 5, 6]"},
       {[&] {
          return scaled_dot_product_attention(zeros({2, 3, 5, 4}), zeros({2, 3, 6, 4}),
                                              zeros({2, 3, 6, 3}), zeros({3, 1, 1, 6}));
        },
-       p + "attn_mask of shape [3, 1, 1, 6] does not broadcast to the attention weights' shape [2, "
-           "3, 5, 6]"},
+       "attn_mask of shape [3, 1, 1, 6] does not broadcast to the attention weights' shape [2, 3, "
+       "5, 6]"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({5, 6}, DType::Int64));
        },
-       p + "attn_mask must be bool or have the query's dtype torch.float32, got torch.int64"},
+       "attn_mask must be bool or have the query's dtype torch.float32, got torch.int64"},
       {[&] {
          return scaled_dot_product_attention(q, k, v, zeros({5, 6}, DType::Float64));
        },
-       p + "attn_mask must be bool or have the query's dtype torch.float32, got torch.float64"},
+       "attn_mask must be bool or have the query's dtype torch.float32, got torch.float64"},
+  });
+}
+
+TEST_CASE("sdpa errors: dropout_p and scale") {
+  const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
+  check_refusals({
       {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), 1.5); },
-       p + "dropout_p must be in [0, 1], got 1.5"},
+       "dropout_p must be in [0, 1], got 1.5"},
       {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), -0.1); },
-       p + "dropout_p must be in [0, 1], got -0.1"},
+       "dropout_p must be in [0, 1], got -0.1"},
       {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), std::nan("")); },
-       p + "dropout_p must be in [0, 1], got nan"},
+       "dropout_p must be in [0, 1], got nan"},
       {[&] { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, kInf); },
-       p + "scale must be finite, got inf"},
+       "scale must be finite, got inf"},
       {[&] {
          return scaled_dot_product_attention(zeros({2, 5, 0}), zeros({2, 6, 0}), v);
        },
-       p + "query and key have E = 0, where the default scale 1/sqrt(E) is undefined (pass a "
-           "scale)"},
-  };
-  for (const Bad& b : cases) {
-    CAPTURE(b.message);
-    CHECK_THROWS_WITH_AS(b.call(), b.message.c_str(), std::invalid_argument);
-  }
+       "query and key have E = 0, where the default scale 1/sqrt(E) is undefined (pass a scale)"},
+  });
 }

@@ -151,6 +151,72 @@ std::string options_with(const std::string& from, const std::string& field,
   return o.replace(begin, end - begin, value);
 }
 
+// A checkpoint entry edited to `value`, and a piece of the one-line refusal it must get.
+struct BadEntry {
+  std::string key, value, needle;
+};
+
+// The training state: resume_with sets metadata[key] = value ("" removes the key).
+std::vector<BadEntry> bad_training_state() {
+  return {
+      {"optimizer_step", "abc", "checkpoint's 'optimizer_step' is not an integer: 'abc'"},
+      {"global_step", "99999999999999999999",
+       "checkpoint's 'global_step' is not an integer: '99999999999999999999'"},
+      {"rng_state", "", "checkpoint training state lacks 'rng_state'"},
+      {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
+      {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
+      {"history", "{}", "checkpoint's 'history' is not a list"},
+      // Counters checked against each other and the run's options (issue 23).
+      {"epoch", "1000000000",
+       "checkpoint's 'epoch' is 1000000000, past the 1 epochs of the run that wrote it"},
+      {"global_step", "1000000000000000",
+       "checkpoint's 'global_step' is 1000000000000000, but epoch 1 and batch 0 of 30 per epoch "
+       "make it 29"},
+      {"optimizer_step", "0", "checkpoint's 'optimizer_step' is 0, but global_step 29 makes it 30"},
+      {"optimizer_step", "4611686018427387904",
+       "checkpoint's 'optimizer_step' is 4611686018427387904, but global_step 29 makes it 30"},
+      {"tokens_seen", "1921",
+       "checkpoint's 'tokens_seen' is 1921, but 30 steps of 64 tokens make it 1920"},
+      {"history", "[{\"epoch\": 1, \"step\": 99, \"tokens_seen\": 0}]",
+       "checkpoint's history has an evaluation at step 99, epoch 1, after the checkpoint's step 29 "
+       "(epoch 1)"},
+      // Each fact once: a second copy (checkpoints before issue 23) must agree with the first.
+      {"tokenizer", "gpt2",
+       "checkpoint's metadata 'tokenizer' is 'gpt2' but its options say 'bpe:256' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"preset", "tiny",
+       "checkpoint's metadata 'preset' is 'tiny' but its options say 'custom' (an edited "
+       "checkpoint; one of them is wrong)"},
+      {"step", "7", "checkpoint's 'step' is '7' but its optimizer_step is 30"},
+  };
+}
+
+// The stored options: options_with puts `value` in place of the field's text in the options
+// JSON; `resumed` is the folder resume_with copies the checkpoint to.
+std::vector<BadEntry> bad_stored_options(const std::string& resumed) {
+  const std::string ckpt = resumed + "/checkpoint.safetensors";
+  return {
+      {"lr", "\"nan\"", "checkpoint option 'lr' expects a number >= 0, got \"nan\""},
+      {"lr", "null", "checkpoint option 'lr' expects a number >= 0, got null"},
+      {"seed", "-1", "checkpoint option 'seed' expects an integer >= 0, got -1"},
+      {"context_length", "0",
+       ckpt + ": checkpoint option 'context_length' expects an integer from 2 to 1048576, got 0"},
+      {"preset", "\"gpt9\"",
+       resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'"},
+      {"tokenizer", "\"bpe:abc\"",
+       resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer"},
+      {"min_lr", "-1", ckpt + ": checkpoint option 'min_lr' expects a number >= 0, got -1"},
+      {"epochs", "1.5", "checkpoint option 'epochs' expects an integer from 0 to 1000000, got 1.5"},
+      {"cosine", "0", "checkpoint option 'cosine' expects true or false, got 0"},
+      {"attention", "\"flash\"",
+       "checkpoint option 'attention' expects fused or book, got \"flash\""},
+      // A relative --text is relative to where the run that wrote the checkpoint started.
+      {"text", "\"rel/none.txt\"",
+       "cannot read text file rel/none.txt: no such file (the --text stored in " + resumed +
+           "/checkpoint.safetensors, relative to the folder that run started in; give --text)"},
+  };
+}
+
 }  // namespace
 
 TEST_CASE("bad safetensors: sizes that overflow and offsets that do not tile the data") {
@@ -280,43 +346,8 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
 TEST_CASE("bad training state: each field named, stored options checked like flags") {
   Dir d;
   const std::string dir = make_checkpoint(d, "ck", false);
-  const std::string resumed = d / "resume-options";
-  const std::string ckpt = resumed + "/checkpoint.safetensors";
-  struct Bad {
-    std::string key, value, needle;
-  };
-  const std::vector<Bad> state = {
-      {"optimizer_step", "abc", "checkpoint's 'optimizer_step' is not an integer: 'abc'"},
-      {"global_step", "99999999999999999999",
-       "checkpoint's 'global_step' is not an integer: '99999999999999999999'"},
-      {"rng_state", "", "checkpoint training state lacks 'rng_state'"},
-      {"rng_state", "abcd", "checkpoint's rng_state is not a generator state"},
-      {"seconds", "nan", "checkpoint's 'seconds' is not a number >= 0: 'nan'"},
-      {"history", "{}", "checkpoint's 'history' is not a list"},
-      // Counters checked against each other and the run's options (issue 23).
-      {"epoch", "1000000000",
-       "checkpoint's 'epoch' is 1000000000, past the 1 epochs of the run that wrote it"},
-      {"global_step", "1000000000000000",
-       "checkpoint's 'global_step' is 1000000000000000, but epoch 1 and batch 0 of 30 per epoch "
-       "make it 29"},
-      {"optimizer_step", "0", "checkpoint's 'optimizer_step' is 0, but global_step 29 makes it 30"},
-      {"optimizer_step", "4611686018427387904",
-       "checkpoint's 'optimizer_step' is 4611686018427387904, but global_step 29 makes it 30"},
-      {"tokens_seen", "1921",
-       "checkpoint's 'tokens_seen' is 1921, but 30 steps of 64 tokens make it 1920"},
-      {"history", "[{\"epoch\": 1, \"step\": 99, \"tokens_seen\": 0}]",
-       "checkpoint's history has an evaluation at step 99, epoch 1, after the checkpoint's step 29 "
-       "(epoch 1)"},
-      // Each fact once: a second copy (checkpoints before issue 23) must agree with the first.
-      {"tokenizer", "gpt2",
-       "checkpoint's metadata 'tokenizer' is 'gpt2' but its options say 'bpe:256' (an edited "
-       "checkpoint; one of them is wrong)"},
-      {"preset", "tiny",
-       "checkpoint's metadata 'preset' is 'tiny' but its options say 'custom' (an edited "
-       "checkpoint; one of them is wrong)"},
-      {"step", "7", "checkpoint's 'step' is '7' but its optimizer_step is 30"},
-  };
-  for (const Bad& b : state) check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
+  for (const BadEntry& b : bad_training_state())
+    check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
   // A new checkpoint holds preset, tokenizer and the step count once; one from before, with the
   // copies agreeing, still resumes.
   const train::SafeTensors fresh = train::load_safetensors(dir + "/checkpoint.safetensors");
@@ -325,27 +356,7 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
   CHECK(resume_with(d, dir, "preset", "custom").rc == 0);
   CHECK(resume_with(d, dir, "step", "30").rc == 0);
   // Stored options: the field's text replaced in the options JSON.
-  const std::vector<Bad> options = {
-      {"lr", "\"nan\"", "checkpoint option 'lr' expects a number >= 0, got \"nan\""},
-      {"lr", "null", "checkpoint option 'lr' expects a number >= 0, got null"},
-      {"seed", "-1", "checkpoint option 'seed' expects an integer >= 0, got -1"},
-      {"context_length", "0",
-       ckpt + ": checkpoint option 'context_length' expects an integer from 2 to 1048576, got 0"},
-      {"preset", "\"gpt9\"",
-       resumed + ": checkpoint option 'preset' names an unknown preset 'gpt9'"},
-      {"tokenizer", "\"bpe:abc\"",
-       resumed + ": checkpoint option 'tokenizer' names an unknown tokenizer"},
-      {"min_lr", "-1", ckpt + ": checkpoint option 'min_lr' expects a number >= 0, got -1"},
-      {"epochs", "1.5", "checkpoint option 'epochs' expects an integer from 0 to 1000000, got 1.5"},
-      {"cosine", "0", "checkpoint option 'cosine' expects true or false, got 0"},
-      {"attention", "\"flash\"",
-       "checkpoint option 'attention' expects fused or book, got \"flash\""},
-      // A relative --text is relative to where the run that wrote the checkpoint started.
-      {"text", "\"rel/none.txt\"",
-       "cannot read text file rel/none.txt: no such file (the --text stored in " + resumed +
-           "/checkpoint.safetensors, relative to the folder that run started in; give --text)"},
-  };
-  for (const Bad& b : options)
+  for (const BadEntry& b : bad_stored_options(d / "resume-options"))
     check_refused(resume_with(d, dir, "options", options_with(dir, b.key, b.value)), "train",
                   b.needle);
 

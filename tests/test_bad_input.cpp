@@ -210,7 +210,7 @@ TEST_CASE("every command: --name=VALUE reads as --name VALUE") {
          ba.specials == bb.specials));
 }
 
-TEST_CASE("bad input table: tapegrad train") {
+TEST_CASE("bad input table: tapegrad train, numbers out of range or malformed") {
   check_table({
       {{"train", "--context", "0"}, 2, "--context expects an integer from 2 to 1048576, got '0'"},
       {{"train", "--context", "-3"}, 2, "--context expects an integer from 2 to 1048576, got '-3'"},
@@ -219,9 +219,6 @@ TEST_CASE("bad input table: tapegrad train") {
        "--max-steps expects an integer from 1 to 1099511627776, got '-1'"},
       {{"train", "--min-lr", "-1"}, 2, "--min-lr expects a number >= 0, got '-1'"},
       {{"train", "--min-lr", "nan"}, 2, "--min-lr expects a number >= 0, got 'nan'"},
-      {{"train", "--text", ""}, 2, "--text is empty"},
-      {{"train", "--out", ""}, 2, "--out is empty"},
-      {{"train", "--start-context", ""}, 2, "--start-context is empty"},
       {{"train", "--epochs", "4611686018427387904", "--cosine"},
        2,
        "--epochs expects an integer from 0 to 1000000, got '4611686018427387904'"},
@@ -229,9 +226,6 @@ TEST_CASE("bad input table: tapegrad train") {
       {{"train", "--sample-tokens", "99999999999"},
        2,
        "--sample-tokens expects an integer from 0 to 100000, got '99999999999'"},
-      {{"train", "--lr", "1", "--lr", "2"}, 2, "--lr is given twice"},
-      {{"train", "--cosine", "--cosine"}, 2, "--cosine is given twice"},
-      {{"train", "--epochs=2", "--epochs", "3"}, 2, "--epochs is given twice"},
       {{"train", "--epochs", "ten"}, 2, "--epochs expects an integer from 0 to 1000000, got 'ten'"},
       {{"train", "--epochs", "99999999999999999999"},
        2,
@@ -239,10 +233,6 @@ TEST_CASE("bad input table: tapegrad train") {
       {{"train", "--lr", "abc"}, 2, "--lr expects a number >= 0, got 'abc'"},
       {{"train", "--lr", "nan"}, 2, "--lr expects a number >= 0, got 'nan'"},
       {{"train", "--lr", "inf"}, 2, "--lr expects a number >= 0, got 'inf'"},
-      {{"train", "--lr"}, 2, "--lr needs a value"},
-      {{"train", "--cosine=1"}, 2, "--cosine takes no value"},
-      {{"train", "--frobnicate"}, 2, "unknown option '--frobnicate' (try --help)"},
-      {{"train", "extra"}, 2, "unexpected argument 'extra' (try --help)"},
       {{"train", "--threads", "0"}, 2, "--threads expects an integer from 1 to 1024, got '0'"},
       {{"train", "--seed", "-1"}, 2, "--seed expects an integer >= 0, got '-1'"},
       {{"train", "--batch-size", "0"},
@@ -255,7 +245,6 @@ TEST_CASE("bad input table: tapegrad train") {
        2,
        "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'"},
       {{"train", "--clip-grad", "-1"}, 2, "--clip-grad expects a number >= 0, got '-1'"},
-      {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
       {{"train", "--drop-rate", "1"}, 2, "--drop-rate expects a number in [0, 1), got '1'"},
       {{"train", "--drop-rate=-0.1"}, 2, "--drop-rate expects a number in [0, 1), got '-0.1'"},
       {{"train", "--micro-batches", "-1"},
@@ -267,6 +256,22 @@ TEST_CASE("bad input table: tapegrad train") {
       {{"train", "--micro-batches", "5", "--batch-size", "4"},
        2,
        "--batch-size 4 does not split into 5 micro-batches"},
+  });
+}
+
+TEST_CASE("bad input table: tapegrad train, flags empty, repeated, unknown or contradicting") {
+  check_table({
+      {{"train", "--text", ""}, 2, "--text is empty"},
+      {{"train", "--out", ""}, 2, "--out is empty"},
+      {{"train", "--start-context", ""}, 2, "--start-context is empty"},
+      {{"train", "--lr", "1", "--lr", "2"}, 2, "--lr is given twice"},
+      {{"train", "--cosine", "--cosine"}, 2, "--cosine is given twice"},
+      {{"train", "--epochs=2", "--epochs", "3"}, 2, "--epochs is given twice"},
+      {{"train", "--lr"}, 2, "--lr needs a value"},
+      {{"train", "--cosine=1"}, 2, "--cosine takes no value"},
+      {{"train", "--frobnicate"}, 2, "unknown option '--frobnicate' (try --help)"},
+      {{"train", "extra"}, 2, "unexpected argument 'extra' (try --help)"},
+      {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
       {{"train", "--tokenizer", "bpe:abc"},
        2,
        "--tokenizer names an unknown tokenizer 'bpe:abc' (known: gpt2, bpe:N with 256 <= N <= "
@@ -287,10 +292,14 @@ TEST_CASE("bad input table: tapegrad train") {
       {{"train", "--resume", "x", "--overwrite"},
        2,
        "--overwrite starts afresh; it does not go with --resume"},
-      {{"train", "--out", "{d}/ck"},
+      {{"train", "--init-from", "a", "--resume", "b"},
        2,
-       "--out {d}/ck already holds a checkpoint; continue it with --resume {d}/ck, or replace it "
-       "with --overwrite"},
+       "--init-from starts a run from GPT-2's weights; it does not go with --resume"},
+  });
+}
+
+TEST_CASE("bad input table: tapegrad train, inputs that cannot be read or used") {
+  check_table({
       {{"train", "--text", "{d}/missing.txt", "--out", "{d}/o"},
        1,
        "cannot read text file {d}/missing.txt: no such file"},
@@ -307,16 +316,29 @@ TEST_CASE("bad input table: tapegrad train") {
        1,
        "text file '{d}/empty.txt' is empty"},
       {{"train", "--resume", "{d}/none"}, 1, "{d}/none: no checkpoint to resume from"},
+      {{"train", "--resume", "{d}/junk"},
+       1,
+       "{d}/junk: not a valid safetensors file (shorter than 8 bytes)"},
+      {{"train", "--resume", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "safetensors file"},
+      {{"train", "--text", "{d}/aaaa", "--tokenizer", "bpe:300", "--out", "{d}/o"}, 1, kLongMerge},
+      {{"train", "--init-from", "{d}/none", "--out", "{d}/o"},
+       1,
+       "{d}/none: not a directory (expected config.json and model.safetensors in it)"},
+  });
+}
+
+TEST_CASE("bad input table: tapegrad train, outputs that clobber or cannot be written") {
+  check_table({
+      {{"train", "--out", "{d}/ck"},
+       2,
+       "--out {d}/ck already holds a checkpoint; continue it with --resume {d}/ck, or replace it "
+       "with --overwrite"},
       {{"train", "--log", "{d}/fifo", "--out", "{d}/o"},
        1,
        "cannot write log file '{d}/fifo' (not a regular file)"},
       {{"train", "--log", "{d}/emptydir", "--out", "{d}/o"},
        1,
        "cannot write log file '{d}/emptydir' (Is a directory)"},
-      {{"train", "--resume", "{d}/junk"},
-       1,
-       "{d}/junk: not a valid safetensors file (shorter than 8 bytes)"},
-      {{"train", "--resume", "/dev/zero"}, 1, "/dev/zero" + kNotRegular + "safetensors file"},
       // Outputs that are inputs or each other (issue 23), refused before anything is written.
       {{"train", "--text", "{d}/junk", "--log", "{d}/junk", "--out", "{d}/o"},
        2,
@@ -349,13 +371,6 @@ TEST_CASE("bad input table: tapegrad train") {
        1,
        "{d}/o3/loss.svg: not a regular file (a FIFO, device or socket); only a regular file is "
        "replaced"},
-      {{"train", "--text", "{d}/aaaa", "--tokenizer", "bpe:300", "--out", "{d}/o"}, 1, kLongMerge},
-      {{"train", "--init-from", "a", "--resume", "b"},
-       2,
-       "--init-from starts a run from GPT-2's weights; it does not go with --resume"},
-      {{"train", "--init-from", "{d}/none", "--out", "{d}/o"},
-       1,
-       "{d}/none: not a directory (expected config.json and model.safetensors in it)"},
   });
 }
 

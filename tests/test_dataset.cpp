@@ -1,5 +1,6 @@
-// GPTDatasetV1 and DataLoader tests (§2.6). Token ids are iota (0, 1, 2, ...), so every window is
-// a range check (llm.c dev/test/test_dataloader.c); the shuffle order is TORCH_RNG.md §11 ex. 5.
+// GPTDatasetV1 and DataLoader tests (§2.6), and chapter 5's training data (§5.1.3). Token ids are
+// iota (0, 1, 2, ...), so every window is a range check (llm.c dev/test/test_dataloader.c); the
+// shuffle order is TORCH_RNG.md §11 ex. 5.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "data/gpt_dataset.h"
+#include "data/training_data.h"
 
 using tg::Generator;
 using tg::data::Batch;
@@ -197,4 +199,63 @@ TEST_CASE("create_dataloader_v1 on the-verdict.txt (the book's 2.6 example)") {
         std::vector<int64_t>{40, 367, 2885, 1464, 1807, 3619, 402, 271, 10899, 2138, 257, 7026});
   CHECK(std::vector<int64_t>(b.targets.begin(), b.targets.begin() + 4) ==
         std::vector<int64_t>{367, 2885, 1464, 1807});
+}
+
+// §5.1.3's preparation (data/training_data.h): the split counts code points as Python's len does,
+// and each refusal is the one line `tapegrad train` prints.
+TEST_CASE("training data: the 90/10 split by code points") {
+  using tg::data::split_train_val;
+  const auto ascii = split_train_val(std::string(100, 'x'));
+  CHECK(ascii.train == std::string(90, 'x'));
+  CHECK(ascii.val == std::string(10, 'x'));
+  // 10 one-byte and 10 three-byte code points: int(0.9 * 20) = 18 of them train, cut between
+  // two euro signs (a 90% cut of the 40 bytes would fall inside one).
+  std::string mixed(10, 'a'), euros;
+  for (int i = 0; i < 10; ++i) euros += "\xE2\x82\xAC";  // €
+  const auto split = split_train_val(mixed + euros);
+  CHECK(split.train == mixed + euros.substr(0, 24));
+  CHECK(split.val == euros.substr(24));
+  const auto empty = split_train_val("");
+  CHECK((empty.train.empty() && empty.val.empty()));
+}
+
+TEST_CASE("training data: the loaders, and text too short for a window or a batch") {
+  using tg::data::create_train_val_loaders;
+  Generator gen(123);
+  // 21 training ids at context 4: windows start at 0, 4, 8, 12, 16 (i < 21 - 4); batches of 2
+  // with drop_last: 2. 10 validation ids: windows at 0 and 4; batches of 2: 1.
+  const auto loaders = create_train_val_loaders({iota(21), iota(10)}, 4, 2, gen, "t.txt");
+  CHECK(loaders.train.dataset().size() == 5);
+  CHECK(loaders.train.size() == 2);
+  CHECK(loaders.val.dataset().size() == 2);
+  CHECK(loaders.val.size() == 1);
+  CHECK_THROWS_WITH_AS(create_train_val_loaders({iota(4), iota(10)}, 4, 2, gen, "t.txt"),
+                       "text too short: the training split of 't.txt' has 4 tokens, one window of "
+                       "context 4 needs 5 (use a longer text or a smaller --context)",
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(create_train_val_loaders({iota(21), iota(3)}, 4, 2, gen, "t.txt"),
+                       "text too short: the validation split of 't.txt' has 3 tokens, one window "
+                       "of context 4 needs 5 (use a longer text or a smaller --context)",
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(create_train_val_loaders({iota(21), iota(10)}, 4, 6, gen, "t.txt"),
+                       "text too short: 5 training windows of 4 tokens, fewer than one batch of 6",
+                       std::runtime_error);
+}
+
+TEST_CASE("training data: the run's tokenizer from its name") {
+  using tg::data::make_training_tokenizer;
+  std::ostringstream err;
+  // n_vocab counts <|endoftext|> too. "ab" has one pair to merge, not the two bpe:258 asks for.
+  CHECK(make_training_tokenizer("bpe:256", "abc", "t.txt", err)->n_vocab() == 257);
+  CHECK(err.str().empty());
+  CHECK(make_training_tokenizer("bpe:258", "ab", "t.txt", err)->n_vocab() == 258);
+  CHECK(err.str() ==
+        "warning: the training text of t.txt ran out of pairs; tokenizer bpe:258 has 257 tokens, "
+        "not 258\n");
+  CHECK_THROWS_WITH_AS(make_training_tokenizer("bpe:100", "abc", "t.txt", err),
+                       "bad tokenizer 'bpe:100': bpe:N needs 256 <= N <= 100000",
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(make_training_tokenizer("sentencepiece", "abc", "t.txt", err),
+                       "unknown tokenizer 'sentencepiece' (known: gpt2, bpe:N)",
+                       std::runtime_error);
 }

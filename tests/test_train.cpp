@@ -401,7 +401,7 @@ TEST_CASE("--attention: both routes train alike; --resume keeps the checkpoint's
   CHECK(joined(first, second) == losses[0]);  // bit for bit
 }
 
-TEST_CASE("bad input: one clear line and a non-zero exit") {
+TEST_CASE("bad input: text, context, preset or tokenizer: one clear line and a non-zero exit") {
   Scratch s;
   const std::string text = kGolden + "/train_text.txt";
   const std::string out = s / "o";
@@ -431,78 +431,95 @@ TEST_CASE("bad input: one clear line and a non-zero exit") {
         run_cli(cli::train_main, {"train", "--text", text, "--tokenizer", "sentencepiece"}),
         "unknown tokenizer 'sentencepiece'", 2);
   }
-  SUBCASE("bad numbers and unknown flags") {
-    check_one_line_error(run_cli(cli::train_main, {"train", "--epochs", "ten"}),
-                         "--epochs expects an integer from 0 to 1000000, got 'ten'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--frobnicate"}),
-                         "unknown option '--frobnicate' (try --help)", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--threads", "4294967297"}),
-                         "--threads expects an integer from 1 to 1024, got '4294967297'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--clip-grad", "nan"}),
-                         "--clip-grad expects a number >= 0, got 'nan'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--weight-decay", "inf"}),
-                         "--weight-decay expects a number >= 0, got 'inf'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--warmup-steps", "-5"}),
-                         "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--max-steps", "0"}),
-                         "--max-steps expects an integer from 1 to 1099511627776, got '0'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--attention", "flash"}),
-                         "--attention expects fused or book, got 'flash'", 2);
-    check_one_line_error(run_cli(cli::train_main, {"train", "--log", s / "no-such-dir/log.jsonl",
-                                                   "--text", text, "--out", out}),
-                         "cannot write log file");
-    check_one_line_error(
-        run_cli(cli::generate_main, {"generate", "--threads", "100000", "--checkpoint", out}),
-        "--threads expects an integer from 1 to 1024, got '100000'", 2);
-    check_one_line_error(run_cli(cli::generate_main, {"generate"}),
-                         "--checkpoint DIR or --gpt2 DIR is required", 2);
-    check_one_line_error(run_cli(cli::generate_main, {"generate", "--checkpoint", s / "none"}),
-                         "no such checkpoint");
+}
+
+TEST_CASE("bad input: bad numbers, unknown flags, no checkpoint: one clear line, non-zero exit") {
+  Scratch s;
+  const std::string text = kGolden + "/train_text.txt";
+  const std::string out = s / "o";
+  struct Bad {
+    std::vector<std::string> args;  // args[0] picks the command
+    int rc;
+    std::string needle;
+  };
+  const std::vector<Bad> table = {
+      {{"train", "--epochs", "ten"}, 2, "--epochs expects an integer from 0 to 1000000, got 'ten'"},
+      {{"train", "--frobnicate"}, 2, "unknown option '--frobnicate' (try --help)"},
+      {{"train", "--threads", "4294967297"},
+       2,
+       "--threads expects an integer from 1 to 1024, got '4294967297'"},
+      {{"train", "--clip-grad", "nan"}, 2, "--clip-grad expects a number >= 0, got 'nan'"},
+      {{"train", "--weight-decay", "inf"}, 2, "--weight-decay expects a number >= 0, got 'inf'"},
+      {{"train", "--warmup-steps", "-5"},
+       2,
+       "--warmup-steps expects an integer from 0 to 1099511627776, got '-5'"},
+      {{"train", "--max-steps", "0"},
+       2,
+       "--max-steps expects an integer from 1 to 1099511627776, got '0'"},
+      {{"train", "--attention", "flash"}, 2, "--attention expects fused or book, got 'flash'"},
+      {{"train", "--log", s / "no-such-dir/log.jsonl", "--text", text, "--out", out},
+       1,
+       "cannot write log file"},
+      {{"generate", "--threads", "100000", "--checkpoint", out},
+       2,
+       "--threads expects an integer from 1 to 1024, got '100000'"},
+      {{"generate"}, 2, "--checkpoint DIR or --gpt2 DIR is required"},
+      {{"generate", "--checkpoint", s / "none"}, 1, "no such checkpoint"},
+  };
+  for (const Bad& b : table) {
+    CAPTURE(b.needle);
+    const auto command = b.args[0] == "train" ? cli::train_main : cli::generate_main;
+    check_one_line_error(run_cli(command, b.args), b.needle, b.rc);
   }
-  SUBCASE("a checkpoint from another config") {
-    train_one_epoch(s, out);
-    // resuming with a different data pipeline
-    check_one_line_error(
-        run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
-        "does not match the checkpoint", 2);
-    // a checkpoint whose weights do not fit its stated config
-    train::SafeTensors st = train::load_safetensors(out + "/checkpoint.safetensors");
-    nn::GPTConfig other = small_config();
-    other.emb_dim = 64;
-    st.metadata["config"] = other.str();
-    train::save_safetensors(s / "other.safetensors", st.tensors, st.metadata);
-    check_one_line_error(
-        run_cli(cli::generate_main, {"generate", "--checkpoint", s / "other.safetensors"}),
-        "another config");
-    // a resume position or history the file cannot have come from
-    auto resume_with = [&](const std::string& key, const std::string& value) {
-      train::SafeTensors bad = train::load_safetensors(out + "/checkpoint.safetensors");
-      bad.metadata[key] = value;
-      const std::string dir = s / ("bad-" + key);
-      std::filesystem::create_directories(dir);
-      train::save_safetensors(dir + "/checkpoint.safetensors", bad.tensors, bad.metadata);
-      return run_cli(cli::train_main, {"train", "--resume", dir, "--epochs", "3"});
-    };
-    check_one_line_error(resume_with("history", "[{\"step\": 0}]"),
-                         "checkpoint history entry lacks 'epoch'");
-    check_one_line_error(resume_with("batch", "99999"), "checkpoint position is out of range");
-    check_one_line_error(resume_with("epoch", "-5"), "checkpoint position is out of range");
-    // not a safetensors file at all
-    std::ofstream(s / "junk.safetensors") << "hello";
-    check_one_line_error(
-        run_cli(cli::generate_main, {"generate", "--checkpoint", s / "junk.safetensors"}),
-        "not a valid safetensors file");
-  }
-  SUBCASE("NaN loss stops with a message and keeps the last good checkpoint") {
-    train_one_epoch(s, out);
-    const std::string before = slurp(out + "/checkpoint.safetensors");
-    // An absurd learning rate blows the weights up within a step or two.
-    const CliRun r = run_cli(cli::train_main, {"train", "--resume", out, "--epochs", "2", "--lr",
-                                               "1e30", "--no-progress"});
-    check_one_line_error(r, "the last good checkpoint is " + out + "/checkpoint.safetensors");
-    CHECK(r.err.find("loss is nan") != std::string::npos);
-    CHECK(slurp(out + "/checkpoint.safetensors") == before);
-  }
+}
+
+TEST_CASE("bad input: a checkpoint from another config, or one that cannot be, is refused") {
+  Scratch s;
+  const std::string out = s / "o";
+  train_one_epoch(s, out);
+  // resuming with a different data pipeline
+  check_one_line_error(run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
+                       "does not match the checkpoint", 2);
+  // a checkpoint whose weights do not fit its stated config
+  train::SafeTensors st = train::load_safetensors(out + "/checkpoint.safetensors");
+  nn::GPTConfig other = small_config();
+  other.emb_dim = 64;
+  st.metadata["config"] = other.str();
+  train::save_safetensors(s / "other.safetensors", st.tensors, st.metadata);
+  check_one_line_error(
+      run_cli(cli::generate_main, {"generate", "--checkpoint", s / "other.safetensors"}),
+      "another config");
+  // a resume position or history the file cannot have come from
+  auto resume_with = [&](const std::string& key, const std::string& value) {
+    train::SafeTensors bad = train::load_safetensors(out + "/checkpoint.safetensors");
+    bad.metadata[key] = value;
+    const std::string dir = s / ("bad-" + key);
+    std::filesystem::create_directories(dir);
+    train::save_safetensors(dir + "/checkpoint.safetensors", bad.tensors, bad.metadata);
+    return run_cli(cli::train_main, {"train", "--resume", dir, "--epochs", "3"});
+  };
+  check_one_line_error(resume_with("history", "[{\"step\": 0}]"),
+                       "checkpoint history entry lacks 'epoch'");
+  check_one_line_error(resume_with("batch", "99999"), "checkpoint position is out of range");
+  check_one_line_error(resume_with("epoch", "-5"), "checkpoint position is out of range");
+  // not a safetensors file at all
+  std::ofstream(s / "junk.safetensors") << "hello";
+  check_one_line_error(
+      run_cli(cli::generate_main, {"generate", "--checkpoint", s / "junk.safetensors"}),
+      "not a valid safetensors file");
+}
+
+TEST_CASE("bad input: NaN loss stops with a message and keeps the last good checkpoint") {
+  Scratch s;
+  const std::string out = s / "o";
+  train_one_epoch(s, out);
+  const std::string before = slurp(out + "/checkpoint.safetensors");
+  // An absurd learning rate blows the weights up within a step or two.
+  const CliRun r = run_cli(cli::train_main, {"train", "--resume", out, "--epochs", "2", "--lr",
+                                             "1e30", "--no-progress"});
+  check_one_line_error(r, "the last good checkpoint is " + out + "/checkpoint.safetensors");
+  CHECK(r.err.find("loss is nan") != std::string::npos);
+  CHECK(slurp(out + "/checkpoint.safetensors") == before);
 }
 
 TEST_CASE("tapegrad train and generate from the command line") {

@@ -1,7 +1,8 @@
 // The `tapegrad train` session (see trainer.h): everything around the book's loop. It reads the
-// options (and on --resume the checkpoint's), the text, the tokenizer and the loaders, builds the
-// model in the book's order of random draws, then runs train_model_simple with hooks for the
-// learning-rate schedule, clipping, the progress line, the JSON log, checkpoints and Ctrl-C.
+// options (and on --resume the checkpoint's) and the text, prepares the book's data from it
+// (data/training_data.h: the split, the tokenizer, the loaders), builds the model in the book's
+// order of random draws, then runs train_model_simple with hooks for the learning-rate schedule,
+// clipping, the progress line, the JSON log, checkpoints and Ctrl-C.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
@@ -22,12 +23,11 @@
 #include <optional>
 #include <sstream>
 #include <thread>
-#include <tuple>
 
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/threadpool.h"
-#include "data/bpe_train.h"
+#include "data/training_data.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
@@ -102,59 +102,6 @@ std::string read_text_file(const std::string& path) {
   }
 }
 
-// Byte offset of code point `n` (Python's len() counts code points, not bytes).
-size_t utf8_offset_of_char(const std::string& s, size_t n) {
-  size_t chars = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (chars == n) return i;
-      ++chars;
-    }
-  }
-  return s.size();
-}
-size_t utf8_length(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-// bpe:N is trained on the text: a text that runs out of pairs first gets fewer tokens, said on
-// `err` as bpe-train says it; a refusal names the text's file.
-std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec,
-                                                const std::string& train_text,
-                                                const std::string& text_path, std::ostream& err) {
-  if (spec == "gpt2") {
-    try {
-      return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
-    } catch (const std::exception& e) {
-      throw TrainError(e.what());
-    }
-  }
-  if (spec.rfind("bpe:", 0) == 0) {
-    const std::string n = spec.substr(4);
-    char* end = nullptr;
-    const long v = std::strtol(n.c_str(), &end, 10);
-    if (n.empty() || *end != '\0' || v < 256 || v > 100000)
-      throw TrainError("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
-    // Trained on the training split only, so validation text stays unseen. bpe:256 is plain
-    // bytes (no merges).
-    data::BpeTrainStats st;
-    std::unique_ptr<data::Tokenizer> tok;
-    try {
-      tok = std::make_unique<data::Tokenizer>(
-          data::bpe_train(train_text, int(v), {"<|endoftext|>"}, &st));
-    } catch (const std::invalid_argument& e) {
-      throw TrainError(text_path + ": " + e.what());
-    }
-    if (256 + st.merges < size_t(v))
-      err << "warning: the training text of " << text_path << " ran out of pairs; tokenizer "
-          << spec << " has " << 256 + st.merges << " tokens, not " << v << "\n";
-    return tok;
-  }
-  throw TrainError("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
-}
-
 std::string fmt_duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
   const int64_t t = int64_t(s + 0.5);
@@ -172,36 +119,6 @@ std::string fmt3(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", v);
   return buf;
-}
-
-// The book's 90/10 split by characters (code points, as Python's len counts them).
-std::pair<std::string, std::string> split_text(const std::string& text_data) {
-  const size_t split_idx = size_t(0.90 * double(utf8_length(text_data)));
-  const size_t split_byte = utf8_offset_of_char(text_data, split_idx);
-  return {text_data.substr(0, split_byte), text_data.substr(split_byte)};
-}
-
-// One split's token ids.
-std::vector<int64_t> encode_split(const data::Tokenizer& tokenizer, const std::string& txt,
-                                  const char* which) {
-  std::vector<int> ids;
-  try {
-    ids = tokenizer.encode(txt, data::SpecialSet::Of({"<|endoftext|>"}));
-  } catch (const std::exception& e) {
-    throw TrainError(std::string(which) + " text does not tokenize: " + e.what());
-  }
-  return std::vector<int64_t>(ids.begin(), ids.end());
-}
-
-// GPTDatasetV1 over one split, windows and stride of T tokens.
-std::shared_ptr<const data::GPTDatasetV1> make_dataset(std::vector<int64_t> ids, const char* which,
-                                                       int64_t T, const std::string& text_path) {
-  if (int64_t(ids.size()) < T + 1)
-    throw TrainError("text too short: the " + std::string(which) + " split of '" + text_path +
-                     "' has " + std::to_string(ids.size()) + " tokens, one window of context " +
-                     std::to_string(T) + " needs " + std::to_string(T + 1) +
-                     " (use a longer text or a smaller --context)");
-  return std::make_shared<const data::GPTDatasetV1>(std::move(ids), T, T);
 }
 
 // An unwritable log is found before training, not after the first evaluation. O_NONBLOCK: a
@@ -283,7 +200,8 @@ class Session final : public TrainHooks {
   SafeTensors ckpt_;
   std::string ckpt_in_;
   nn::GPTConfig cfg_;
-  std::string text_data_, train_text_, val_text_;
+  std::string text_data_;
+  data::TextSplits splits_;  // the text, 90/10
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::optional<data::DataLoader> train_loader_, val_loader_;
   std::unique_ptr<nn::GPTModel> model_;
@@ -362,7 +280,7 @@ void Session::load_text_and_tokenizer() {
                      ", relative to the folder that run started in; give --text)");
   }
   if (text_data_.empty()) throw TrainError("text file '" + opt_.text_path + "' is empty");
-  std::tie(train_text_, val_text_) = split_text(text_data_);
+  splits_ = data::split_train_val(text_data_);
   hash_ = text_hash(text_data_);
   std::string().swap(text_data_);  // the splits hold it; a large text is not kept three times
   if (resuming_) {
@@ -376,7 +294,7 @@ void Session::load_text_and_tokenizer() {
       throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
                        " was trained on");
   } else {
-    tokenizer_ = make_tokenizer(opt_.tokenizer, train_text_, opt_.text_path, err_);
+    tokenizer_ = data::make_training_tokenizer(opt_.tokenizer, splits_.train, opt_.text_path, err_);
   }
   if ((opt_.preset == "tiny" || opt_.preset == "custom") && opt_.init_from.empty())
     cfg_.vocab_size = tokenizer_->n_vocab();
@@ -386,30 +304,23 @@ void Session::load_text_and_tokenizer() {
                      opt_.preset + "'s vocab_size " + std::to_string(cfg_.vocab_size));
 }
 
-// The training loader shuffles with drop_last, the validation loader runs in order. Both draw
-// from the global generator, as torch's do; constructing them draws nothing. Rank 0 tokenizes,
-// every rank gets the ids.
+// The book's two loaders (data/training_data.h). Rank 0 tokenizes, every rank gets the ids.
 void Session::make_loaders() {
-  const int64_t T = cfg_.context_length;
-  Generator& gen = default_generator();
-  std::vector<int64_t> train_ids, val_ids;
-  on_root([&] {
-    train_ids = encode_split(*tokenizer_, train_text_, "training");
-    val_ids = encode_split(*tokenizer_, val_text_, "validation");
-  });
-  broadcast_ids(train_ids);
-  broadcast_ids(val_ids);
-  train_loader_.emplace(make_dataset(std::move(train_ids), "training", T, opt_.text_path),
-                        opt_.batch_size, /*shuffle=*/true, /*drop_last=*/true, gen);
-  val_loader_.emplace(make_dataset(std::move(val_ids), "validation", T, opt_.text_path),
-                      opt_.batch_size, /*shuffle=*/false, /*drop_last=*/false, gen);
-  // The loaders hold the token ids; the text is not needed any more.
-  std::string().swap(train_text_);
-  std::string().swap(val_text_);
-  if (train_loader_->size() == 0)
-    throw TrainError("text too short: " + std::to_string(train_loader_->dataset().size()) +
-                     " training windows of " + std::to_string(T) +
-                     " tokens, fewer than one batch of " + std::to_string(opt_.batch_size));
+  data::SplitIds ids;
+  on_root([&] { ids = data::encode_splits(*tokenizer_, splits_); });
+  broadcast_ids(ids.train);
+  broadcast_ids(ids.val);
+  // The ids stand for the text from here on.
+  std::string().swap(splits_.train);
+  std::string().swap(splits_.val);
+  try {
+    data::TrainValLoaders loaders = data::create_train_val_loaders(
+        std::move(ids), cfg_.context_length, opt_.batch_size, default_generator(), opt_.text_path);
+    train_loader_.emplace(std::move(loaders.train));
+    val_loader_.emplace(std::move(loaders.val));
+  } catch (const std::runtime_error& e) {
+    throw TrainError(e.what());  // every rank meets it: rank 0 alone prints it
+  }
 }
 
 // manual_seed, then GPTModel's draws, as the book; a resumed run then loads its state.
