@@ -72,21 +72,19 @@ std::unique_ptr<Tokenizer> make_training_tokenizer(const std::string& spec,
   }
   if (spec.rfind("bpe:", 0) != 0)
     throw std::runtime_error("unknown tokenizer '" + spec + "' (known: gpt2, bpe:N)");
-  const std::string n = spec.substr(4);
-  char* end = nullptr;
-  const long v = std::strtol(n.c_str(), &end, 10);
-  if (n.empty() || *end != '\0' || v < 256 || v > 100000)
-    throw std::runtime_error("bad tokenizer '" + spec + "': bpe:N needs 256 <= N <= 100000");
+  const std::optional<int> v = bpe_vocab_size(spec);
+  if (!v)
+    throw std::runtime_error("bad tokenizer '" + spec + "': bpe:N needs " + bpe_vocab_range());
   BpeTrainStats st;
   std::unique_ptr<Tokenizer> tok;
   try {
-    tok = std::make_unique<Tokenizer>(bpe_train(train_text, int(v), {"<|endoftext|>"}, &st));
+    tok = std::make_unique<Tokenizer>(bpe_train(train_text, *v, {"<|endoftext|>"}, &st));
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(text_path + ": " + e.what());
   }
-  if (256 + st.merges < size_t(v))
+  if (256 + st.merges < size_t(*v))
     err << "warning: the training text of " << text_path << " ran out of pairs; tokenizer " << spec
-        << " has " << 256 + st.merges << " tokens, not " << v << "\n";
+        << " has " << 256 + st.merges << " tokens, not " << *v << "\n";
   return tok;
 }
 

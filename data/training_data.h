@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "data/bpe_tokenizer.h"
 #include "data/gpt_dataset.h"
+#include "data/tokenizer_spec.h"
 
 namespace tg::data {
 

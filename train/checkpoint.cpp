@@ -303,12 +303,7 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
   for (size_t i = 0; i < pos.history.size(); ++i) {
     const EvalPoint& p = pos.history[i];
     if (i) hist += ',';
-    hist += std::string("{\"epoch\":") + std::to_string(p.epoch) +
-            ",\"step\":" + std::to_string(p.step) +
-            ",\"tokens_seen\":" + std::to_string(p.tokens_seen) +
-            ",\"train_loss\":" + json::number(p.train_loss) +
-            ",\"val_loss\":" + json::number(p.val_loss) + ",\"lr\":" + json::number(p.lr) +
-            ",\"seconds\":" + json::number(p.seconds) + "}";
+    hist += to_json(p);
   }
   md["history"] = hist + "]";
   tokenizer_to_checkpoint(recipe.tokenizer_spec, recipe.tokenizer, tensors, md);

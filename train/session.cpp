@@ -136,14 +136,6 @@ void check_log_writable(const std::string& path) {
   if (!regular) throw TrainError("cannot write log file '" + path + "' (not a regular file)");
 }
 
-std::string log_line(const EvalPoint& p) {
-  return "{\"step\": " + std::to_string(p.step) + ", \"epoch\": " + std::to_string(p.epoch) +
-         ", \"train_loss\": " + json::number(p.train_loss) +
-         ", \"val_loss\": " + json::number(p.val_loss) +
-         ", \"tokens_seen\": " + std::to_string(p.tokens_seen) + ", \"lr\": " + json::number(p.lr) +
-         ", \"seconds\": " + json::number(p.seconds) + "}";
-}
-
 using Clock = std::chrono::steady_clock;
 
 // One run of `tapegrad train`: set-up in the constructor (each step may throw a TrainError),
@@ -482,7 +474,7 @@ void Session::after_eval(const EvalPoint& p) {
   if (opt_.log_path.empty()) return;
   on_root([&] {
     try {
-      tg::append_line(opt_.log_path, log_line(p));
+      tg::append_line(opt_.log_path, to_json(p));
     } catch (const std::exception& e) {
       throw TrainError(std::string("cannot write log file: ") + e.what());
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/tokenizer_spec.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 
@@ -56,12 +57,9 @@ namespace {
   throw TrainError(o.resume_dir + ": option --" + flag + " " + what);
 }
 
-// gpt2 or bpe:N with 256 <= N <= 100000 (the session's make_tokenizer builds it).
+// gpt2 or bpe:N (data/training_data.h's make_training_tokenizer builds it).
 bool valid_tokenizer_spec(const std::string& spec) {
-  if (spec == "gpt2") return true;
-  const std::optional<int64_t> n =
-      spec.rfind("bpe:", 0) == 0 ? cli::parse_int(spec.substr(4)) : std::nullopt;
-  return n && *n >= 256 && *n <= 100000;
+  return spec == "gpt2" || data::bpe_vocab_size(spec).has_value();
 }
 
 }  // namespace
@@ -74,7 +72,7 @@ void check_options(const TrainOptions& opt) {
   if (!opt.tokenizer.empty() && !valid_tokenizer_spec(opt.tokenizer))
     bad_option(opt, "tokenizer",
                "names an unknown tokenizer '" + show_bytes(opt.tokenizer) +
-                   "' (known: gpt2, bpe:N with 256 <= N <= 100000)");
+                   "' (known: gpt2, bpe:N with " + data::bpe_vocab_range() + ")");
   if (opt.preset != "tiny" && opt.preset != "gpt2-124m" &&
       !(opt.preset == "custom" && (opt.config || !opt.resume_dir.empty())))
     bad_option(opt, "preset",

@@ -10,11 +10,22 @@
 #include <ostream>
 
 #include "core/autograd.h"
+#include "core/json.h"
 #include "core/ops.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
 
 namespace tg::train {
+
+std::string to_json(const EvalPoint& p) {
+  return json::object({{"step", std::to_string(p.step)},
+                       {"epoch", std::to_string(p.epoch)},
+                       {"train_loss", json::number(p.train_loss)},
+                       {"val_loss", json::number(p.val_loss)},
+                       {"tokens_seen", std::to_string(p.tokens_seen)},
+                       {"lr", json::number(p.lr)},
+                       {"seconds", json::number(p.seconds)}});
+}
 
 // ---- losses ----------------------------------------------------------------------------------
 

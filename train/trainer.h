@@ -83,6 +83,10 @@ struct EvalPoint {
   double train_loss = 0, val_loss = 0, lr = 0, seconds = 0;
 };
 
+// {"step": 0, "epoch": 1, "train_loss": …, "val_loss": …, "tokens_seen": …, "lr": …,
+// "seconds": …}: a line of --log and an entry of a checkpoint's history.
+std::string to_json(const EvalPoint& p);
+
 // Where a run stands after its last optimizer step.
 struct RunPosition {
   int64_t global_step = -1, tokens_seen = 0;
