@@ -13,7 +13,8 @@
 // take less than bytes / BW.
 // Past context_length (16 + 1024 > 1024) the book's loop crops the context, which moves every
 // position: those steps rebuild the cache from 1024 tokens (compute, not memory); their count is
-// printed, and the bound covers the cached steps only.
+// printed, and the bound counts each at the FMA probe: the blocks over context_length tokens
+// (2·T·12·L·C² FLOPs, and 2·L·T²·C for causal attention) and one row of out_head.
 //
 // Each measurement is the best of --reps runs; ours and PyTorch's alternate per rep so both see
 // the same background load. Uncached generation costs O(T²) per sequence: it runs only where
@@ -36,6 +37,7 @@
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
+#include "bench/probes.h"
 #include "bench/settings.h"
 #include "bench/torch_peer.h"
 #include "core/json.h"
@@ -73,9 +75,16 @@ double weight_bytes(const nn::GPTConfig& c) {
   return 4 * (L * (12 * C * C + 13 * C) + 2 * C + V * C + 2 * C);
 }
 
-// Seconds at BW bytes/s for n new tokens after a kPrompt-token prompt, counting cached steps
-// only (the steps inside the context); `rebuilds` gets the number of steps past it.
-double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, int64_t& rebuilds) {
+// FLOPs of one rebuild: the blocks over the whole cropped context, one row of out_head.
+double rebuild_flops(const nn::GPTConfig& c) {
+  const double C = double(c.emb_dim), L = double(c.n_layers), T = double(c.context_length);
+  return 2 * T * 12 * L * C * C + 2 * L * T * T * C + 2 * double(c.vocab_size) * C;
+}
+
+// The least time n new tokens after a kPrompt-token prompt can take: the cached steps' bytes
+// at BW bytes/s, the rebuilds' FLOPs at `flops` per second; `rebuilds` gets their count.
+double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, double flops,
+                     int64_t& rebuilds) {
   double bytes = 0;
   rebuilds = 0;
   for (int64_t i = 1; i < n; ++i) {   // step 0 is the prompt's pass
@@ -86,13 +95,14 @@ double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, int64_t& rebu
     }
     bytes += weight_bytes(c) + 2.0 * 4 * double(c.n_layers) * double(pos) * double(c.emb_dim);
   }
-  return bytes / bw;
+  return bytes / bw + double(rebuilds) * rebuild_flops(c) / flops;
 }
 
 // Read bandwidth over a buffer the size of the model's weights (the same level of the memory
 // hierarchy: this Xeon's 480 MB L3 holds much of gpt2-124m's 500 MB), summed by sum_rows, best
-// of reps, in bytes/s.
-double measure_bandwidth(double bytes, int reps) {
+// of reps, in bytes/s; or the copy probe's, when that is higher (one thread's sum_rows read
+// 12.6 GB/s on the Xeon, below what the cached steps reached, so it was no bound).
+double measure_bandwidth(double bytes, int reps, int threads) {
   const int64_t cols = int64_t(1) << 20, rows = std::max<int64_t>(1, int64_t(bytes / 4) / cols);
   std::vector<float> x(size_t(rows * cols), 1.f);
   std::vector<float> out(static_cast<size_t>(rows));
@@ -103,7 +113,7 @@ double measure_bandwidth(double bytes, int reps) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) best = std::min(best, s);
   }
-  return double(rows * cols) * 4 / best;
+  return std::max(double(rows * cols) * 4 / best, bench::copy_bandwidth(threads) * 1e9);
 }
 
 struct Row {
@@ -224,11 +234,12 @@ void measure(const Options& o, const Peer& peer, const std::string& name, int th
   model.eval();
   std::vector<int64_t> prompt(kPrompt);
   randint(prompt.data(), kPrompt, 0, cfg.vocab_size);
-  const double bw = measure_bandwidth(weight_bytes(cfg), int(o.reps));
+  const double bw = measure_bandwidth(weight_bytes(cfg), int(o.reps), threads);
+  const double flops = bench::probe_peak(threads) * 1e9;
   for (const int n : o.tokens) {
     Row r{name, n, threads};
     r.bw = bw;
-    const double bound_s = bound_seconds(cfg, n, bw, r.rebuilds);
+    const double bound_s = bound_seconds(cfg, n, bw, flops, r.rebuilds);
     r.bound = bound_s > 0 ? double(n) / bound_s : NAN;  // NaN: no cached step to bound
     for (int64_t rep = 0; rep < o.reps; ++rep) {
       r.cached = std::max(r.cached, ours_tokens_per_s(model, prompt, n, true));

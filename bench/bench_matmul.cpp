@@ -308,9 +308,11 @@ bool measure_shape(const Options& o, int threads, bool has_peak, const Shape& s,
       !ok("oneDNN", kHaveOneDnn, Cd))
     return false;
   // The probe takes its turn with each GEMM: the clock and the neighbours' load move within a
-  // run, and %peak compares times taken in the same window.
+  // run, and %peak compares times taken in the same window. 2M iterations (4 ms on one core of
+  // the Xeon here): at 250k the 2-thread probe's team wake-up and the peers' idle threads
+  // weighed enough to read 80 GFLOP/s where the header's long probe read 481.
   double probe_flops = 0;
-  auto run_probe = [&] { probe_flops = bench::probe_once(threads, 250'000); };
+  auto run_probe = [&] { probe_flops = bench::probe_once(threads, 2'000'000); };
   using Fn = std::function<void()>;
   const std::vector<double> t =
       best_times(o.reps, o.quick ? 0.05 : 0.25,

@@ -71,8 +71,14 @@ inline PeerEnv torch_env(const std::string& isa) {
   return e;
 }
 
-// "ATen AVX512, OpenBLAS SkylakeX": what the peer runs under `env`, from a probe process.
-inline std::string torch_kernels(const TorchPeer& p, const PeerEnv& env) {
+// What a probe process saw the peer load under `env`: "ATen AVX512, OpenBLAS SkylakeX
+// (pthreads)", and the directory of an OpenMP build of that OpenBLAS (Debian's
+// libopenblas0-openmp) when it runs the pthread build and one is installed beside it.
+struct TorchKernels {
+  std::string kernels, openmp_blas_dir;
+};
+
+inline TorchKernels torch_kernels(const TorchPeer& p, const PeerEnv& env) {
   static const char* probe = R"PY(
 import ctypes, os, torch
 cpu = getattr(torch.backends, "cpu", None)
@@ -81,32 +87,55 @@ for line in ([] if cap else torch.__config__.show().splitlines()):  # PyTorch 1.
     if "CPU capability usage:" in line: cap = line.split(":", 1)[1].strip()
 with open("/proc/self/maps") as f:
     libs = sorted({l.split()[-1] for l in f if "blas" in l.split()[-1].lower()})
-blas = "BLAS " + (", ".join(os.path.basename(x) for x in libs) or "unknown")
+blas, openmp = "BLAS " + (", ".join(os.path.basename(x) for x in libs) or "unknown"), "-"
 for lib in libs:
     if "openblas" in lib:
-        core = ctypes.CDLL(lib).openblas_get_corename
-        core.restype = ctypes.c_char_p
-        blas = "OpenBLAS " + core().decode()
+        ob = ctypes.CDLL(lib)
+        ob.openblas_get_corename.restype = ctypes.c_char_p
+        ob.openblas_get_config.restype = ctypes.c_char_p
+        threads = "OpenMP" if b"USE_OPENMP" in ob.openblas_get_config() else "pthreads"
+        blas = "OpenBLAS %s (%s)" % (ob.openblas_get_corename().decode(), threads)
+        other = os.path.join(os.path.dirname(os.path.dirname(lib)), "openblas-openmp")
+        if threads == "pthreads" and os.path.exists(os.path.join(other, "libopenblas.so.0")):
+            openmp = other
+print(openmp)
 print("ATen %s, %s" % (cap or "unknown", blas))
 )PY";
   std::vector<std::string> args = p.launcher;
   args.insert(args.end(), {"-c", probe});
   std::string out, err;
   long rss = 0;
-  if (!run_child(args, 1, out, rss, err, env.changes)) return "unknown (" + err + ")";
-  return last_line(out);
+  if (!run_child(args, 1, out, rss, err, env.changes)) return {"unknown (" + err + ")", ""};
+  TorchKernels k{last_line(out), ""};
+  const std::string first = out.substr(0, out.find('\n'));
+  if (first != "-" && first != k.kernels) k.openmp_blas_dir = first;
+  return k;
 }
 
 // The peer's environment beside our path `isa` and the kernels it runs with it; on an AVX-512
-// path, OpenBLAS on an AVX-512 kernel set even where it misdetects the CPU.
+// path, OpenBLAS on an AVX-512 kernel set even where it misdetects the CPU. ATen calls BLAS from
+// inside its own OpenMP parallel regions (bmm, the flash attention kernel): OpenBLAS's pthread
+// build then starts its threads on top of ATen's, and at 2 threads PyTorch 2.6's attention
+// forward+backward ran 4x slower than with the OpenMP build, which runs nested calls on the
+// calling thread. So the peer gets the OpenMP build when it is installed (libopenblas0-openmp),
+// and the header says so either way.
 inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::string& kernels) {
   PeerEnv env = torch_env(isa);
-  kernels = torch_kernels(p, env);
-  const size_t at = kernels.find("OpenBLAS ");
-  if (isa == "avx512" && at != std::string::npos && !openblas_avx512_core(kernels.substr(at + 9))) {
-    openblas_best_core(env, kernels.substr(at + 9));
-    kernels = torch_kernels(p, env);
+  TorchKernels k = torch_kernels(p, env);
+  const size_t at = k.kernels.find("OpenBLAS ");
+  if (isa == "avx512" && at != std::string::npos) {
+    const std::string core = k.kernels.substr(at + 9, k.kernels.find(' ', at + 9) - at - 9);
+    if (!openblas_avx512_core(core)) openblas_best_core(env, core);
   }
+  if (!k.openmp_blas_dir.empty())
+    peer_var(env, "LD_LIBRARY_PATH", k.openmp_blas_dir.c_str(),
+             "OpenBLAS's OpenMP build: ATen calls BLAS inside its own OpenMP parallel regions, "
+             "where the pthread build would start more threads than cores");
+  else if (at != std::string::npos && k.kernels.find("(pthreads)") != std::string::npos)
+    env.notes.push_back(
+        "OpenBLAS's pthread build: BLAS calls inside ATen's parallel regions "
+        "oversubscribe the cores above 1 thread (install libopenblas0-openmp)");
+  kernels = torch_kernels(p, env).kernels;
   return env;
 }
 

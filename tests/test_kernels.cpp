@@ -367,6 +367,7 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   // block MC×KC a quarter of L2; NC and MC in whole micro-tiles.
   k::CacheInfo zen4;
   zen4.l1d = {32 << 10, 8, 2}, zen4.l2 = {1 << 20, 8, 2}, zen4.l3 = {32 << 20, 16, 16};
+  zen4.l3_streams_panel = true;  // AMD's
   const k::GemmBlocking avx512{12, 32, 240, 256, 1024}, avx2{6, 16, 240, 256, 1024};
   const k::GemmBlocking z512 = k::derive_blocking(avx512, zen4),
                         z2 = k::derive_blocking(avx2, zen4);
@@ -393,6 +394,18 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   CHECK((k::derive_blocking(avx512, no_l3).kc == 256 &&
          k::derive_blocking(avx512, no_l3).nc == 1024));
   CHECK((k::derive_blocking(avx512, vm).kc == 512 && k::derive_blocking(avx512, vm).nc == 1024));
+  // The Intel Xeon here (L1d 48 KiB 12-way, L2 2 MiB, the VM's L3 480 MiB shared by 2), whose
+  // L3 does not stream a panel as L2 does: the B panel keeps to half of L2 on both paths (KC
+  // shortened for NC 1024), whatever the L3 share.
+  k::CacheInfo xeon;
+  xeon.l1d = {48 << 10, 12, 2}, xeon.l2 = {2 << 20, 16, 2}, xeon.l3 = {480 << 20, 16, 2};
+  for (const k::GemmBlocking& table : {avx512, avx2}) {
+    const k::GemmBlocking b = k::derive_blocking(table, xeon);
+    CAPTURE(table.mr);
+    CHECK(b.kc == 256);  // 1 MiB / (1024·4)
+    CHECK(b.nc == 1024);
+    CHECK(b.mc == 512 / table.mr * table.mr);  // 512 KiB / (256·4), whole tiles
+  }
   // Caches a hypervisor might claim (L1 1 GiB 64-way, L2 and L3 1 TiB): the blocks stay within
   // the bounds TAPEGRAD_GEMM_BLOCKING accepts (MC, KC <= 8192, NC <= 65536), in whole tiles.
   k::CacheInfo absurd;

@@ -89,6 +89,7 @@ bool cpuid_caches(CacheInfo& out) {
     if (max_leaf < 4 || !cpuid_cache_leaf(4, out)) return false;
   }
   out.source = "cpuid";
+  out.l3_streams_panel = amd;
   return true;
 }
 

@@ -105,12 +105,13 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
   if (c.l2.bytes > 0) {
     // The B panel kc×nc is reused by every row panel of every row block, and each micro-kernel
     // call streams one of its micro-panels: 4/MR bytes per FMA lane, over 8 bytes a cycle for
-    // AVX2's 6-row tile on a core with two 8-lane FMA units. L3 keeps up with half of that
-    // (MR >= 8), so such tiles may use this core's share of L3 (per logical CPU, at most twice
-    // L2: the C rows a row panel updates, MR×nc, should stay in L2); a 6-row tile's panel has
-    // to fit in L2.
-    int64_t panel = c.l2.bytes;
-    if (bk.mr >= 8 && c.l3.bytes > 0 && c.l3.shared_by > 0)
+    // AVX2's 6-row tile on a core with two 8-lane FMA units. An L3 that streams a panel as L2
+    // does (CacheInfo::l3_streams_panel) keeps up with half of that (MR >= 8), so such tiles
+    // may use this core's share of L3 (at most twice L2: the C rows a row panel updates, MR×nc,
+    // should stay in L2), and a 6-row tile's panel may take all of L2. Otherwise the panel
+    // keeps to half of L2, beside the A block being packed and C's rows.
+    int64_t panel = c.l3_streams_panel ? c.l2.bytes : c.l2.bytes / 2;
+    if (c.l3_streams_panel && bk.mr >= 8 && c.l3.bytes > 0 && c.l3.shared_by > 0)
       panel = std::clamp(c.l3.bytes / c.l3.shared_by, panel, 2 * panel);
     // NC at least kMinNC, shortening KC if need be: each column block reads (and packs, or reads
     // the kept copy of) all of A again.
