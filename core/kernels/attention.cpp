@@ -150,7 +150,7 @@ int64_t keys_seen(const AttnProblem<float>& p, int64_t i0, int64_t rows) {
 
 // One query block of the forward (see the top of the file). kt: problem n's packed kᵀ panels.
 void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, const float* kt,
-                   int64_t n, int64_t i0, AttnOperand<float> out, float* lse) {
+                   int64_t n, int64_t i0, MatrixBatch<float> out, float* lse) {
   thread_local TileScratch sc;
   thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.sgemm_blocking.nr;
@@ -186,7 +186,7 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   }
 }
 
-void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<float> out,
+void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<float> out,
              float* lse) {
   const Blocks bl = blocks_for(t);
   const int64_t NR = t.sgemm_blocking.nr;
@@ -208,8 +208,8 @@ void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<floa
 
 // The backward of problem n (see the top of the file).
 void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
-                      AttnOperand<const float> out, AttnOperand<const float> dout, const float* lse,
-                      AttnOperand<float> dq, AttnOperand<float> dk, AttnOperand<float> dv,
+                      MatrixBatch<const float> out, MatrixBatch<const float> dout, const float* lse,
+                      MatrixBatch<float> dq, MatrixBatch<float> dk, MatrixBatch<float> dv,
                       int64_t n) {
   thread_local TileScratch sc;
   thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf;
@@ -263,13 +263,13 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
 
 }  // namespace
 
-void sdpa_forward(const AttnProblem<float>& p, AttnOperand<float> out, float* lse) {
+void sdpa_forward(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse) {
   forward(active_table(), p, out, lse);
 }
 
-void sdpa_backward(const AttnProblem<float>& p, AttnOperand<const float> out,
-                   AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
-                   AttnOperand<float> dk, AttnOperand<float> dv) {
+void sdpa_backward(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                   MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
+                   MatrixBatch<float> dk, MatrixBatch<float> dv) {
   const KernelTable& t = active_table();
   const Blocks bl = blocks_for(t);
   parallel_for(p.batch,
