@@ -64,15 +64,14 @@ struct Causal {
 };
 
 // C[M, N] (+)= A[M, K] · B[K, N] for the small products of one tile. A is row-major (csA == 1)
-// or transposed (rsA == 1) and read in place when the table has the micro-kernel for it, else
-// packed one panel at a time (the GEMM's rule: packing.h, a_read_kind). A row-major B is read in
-// place but for its edge panel (N % NR columns), which is packed zero-padded.
+// or transposed (rsA == 1) and read as the GEMM reads it (packing.h, ASource), a panel at a time.
+// A row-major B is read in place but for its edge panel (N % NR columns), packed zero-padded.
 void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA,
                int64_t csA, BOperand B, float* C, int64_t ldc, bool accumulate, TileScratch& sc,
                Causal causal = {}) {
   const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
-  const AReadKind a_read = a_read_kind(t, rsA, csA);
   if (M <= 0 || N <= 0) return;
+  const ASource a(t, A, rsA, csA, true);
   const int64_t nfull = N / NR, nedge = N % NR;
   const float* bedge = nullptr;
   if (!B.packed && nedge > 0) {
@@ -87,13 +86,8 @@ void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const floa
     if (causal.kind == Causal::k_from) k0 = std::clamp<int64_t>(i0 - causal.diag, 0, K);
     const int64_t kc = k1 - k0;
     if (kc <= 0 && accumulate) continue;
-    const float* const a = A + i0 * rsA + k0 * csA;
-    const float* ap = nullptr;  // the packed panel, when the micro-kernel reads one
-    if (a_panel_packed(a_read, m, MR)) {
-      float* const p = sc.a.get(std::max<int64_t>(kc, 1) * MR);
-      pack_a(t, m, kc, a, rsA, csA, MR, p);
-      ap = p;
-    }
+    float* const ap = sc.a.get(std::max<int64_t>(kc, 1) * MR);
+    a.pack(i0, m, k0, kc, ap);
     for (int64_t jp = 0; jp * NR < N; ++jp) {
       const int64_t n = std::min(NR, N - jp * NR);
       float* c = C + i0 * ldc + jp * NR;
@@ -105,7 +99,7 @@ void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const floa
                        : jp < nfull ? B.p + k0 * B.ld + jp * NR
                                     : bedge + k0 * NR;
       const int64_t ldb = B.packed || jp == nfull ? NR : B.ld;
-      a_panel_ukernel(t, a_read, kc, a, rsA, csA, ap, b, ldb, c, ldc, m, n, accumulate);
+      a.tile(i0, k0, kc, ap, b, ldb, c, ldc, m, n, accumulate);
     }
   }
 }
