@@ -48,7 +48,7 @@ struct TileMatrix {
   const float* p = nullptr;
   int64_t rows = 0, cols = 0, rs = 0, cs = 1;
   bool packed = false;
-  TileMatrix transposed() const { return {p, cols, rows, cs, rs, false}; }
+  TileMatrix transposed() const { return {p, cols, rows, cs, rs, false}; }  // unpacked only
 };
 TileMatrix row_major(const float* p, int64_t rows, int64_t cols, int64_t ld) {
   return {p, rows, cols, ld, 1, false};
@@ -111,8 +111,8 @@ std::pair<const float*, int64_t> b_panel(const TileMatrix& b, int64_t NR, const 
   return {edge + k0 * NR, NR};
 }
 
-// One tile's product, a row panel at a time: A read as the GEMM reads it (ASource), B per
-// b_panel.
+// One tile's product: each row panel of A (read as the GEMM reads it, ASource) against each
+// micro-panel of B (b_panel).
 void tile_gemm(const KernelTable& t, TileScratch& sc, const TileGemm& g) {
   const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
   const int64_t M = g.a.rows, N = g.b.cols, K = g.a.cols;
