@@ -193,8 +193,8 @@ struct Out {
   Out(int64_t batch, int64_t rows, int64_t cols) : x(size_t(batch * rows * cols), NAN), ld(cols) {
     for (int64_t n = 0; n < batch; ++n) off.push_back(n * rows * cols);
   }
-  k::AttnOperand<float> op() { return {x.data(), ld, off.data()}; }
-  k::AttnOperand<const float> cop() const { return {x.data(), ld, off.data()}; }
+  k::MatrixBatch<float> op() { return {x.data(), ld, off.data()}; }
+  k::MatrixBatch<const float> cop() const { return {x.data(), ld, off.data()}; }
 };
 
 struct Result {

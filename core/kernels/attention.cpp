@@ -8,19 +8,21 @@
 // Forward, per (problem, query block i):   m = -inf, l = 0, O = 0
 //   for each key block j up to the diagonal:
 //     S = q_i · k_jᵀ                          (rows × cols, micro-kernel on packed kᵀ panels)
-//     attn_fwd_tile: P = exp(scale·S + mask − m'), l = l·alpha + Σ P, m = m'
-//     O = O·alpha + P · v_j                   (micro-kernel, P read in place)
+//     attn_fwd_tile: P = exp(scale·S + mask − m'), l = l·alpha + Σ P, m = m'; S → P∘keep
+//     O = O·alpha + (P∘keep) · v_j            (micro-kernel, P∘keep read in place)
 //   out_i = O / l,  lse_i = m + log l
 // Backward, per problem (so dq sums over key blocks in one fixed order, without atomics):
 //   D = rowsum(dout ∘ out)
 //   for each key block j:  for each query block i from the diagonal on:
 //     S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ
-//     attn_bwd_tile: P = exp(scale·S + mask − lse_i),  dS = scale · P ∘ (dP − D)
-//     dv_j += Pᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
+//     attn_bwd_tile: P = exp(scale·S + mask − lse_i),  dS = scale · P ∘ (dP∘keep − D);
+//                    S → P∘keep, dP → dS (the same buffers)
+//     dv_j += (P∘keep)ᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/kernels/packing.h"
 #include "core/kernels/table.h"
@@ -40,17 +42,24 @@ Blocks blocks_for(const KernelTable& t) {
   return {MR * ((64 + MR - 1) / MR), NR * ((64 + NR - 1) / NR)};
 }
 
-// A GEMM's B operand: NR-column panels packed one after another (kc × NR each), or a row-major
-// matrix with row stride ld.
-struct BOperand {
-  const float* p;
-  int64_t ld;
-  bool packed;
+// An operand of a tile product: rows × cols, element (r, c) at p[r·rs + c·cs]; or, as B only,
+// packed NR-column micro-panels of rows × NR floats, one after another.
+struct TileMatrix {
+  const float* p = nullptr;
+  int64_t rows = 0, cols = 0, rs = 0, cs = 1;
+  bool packed = false;
+  TileMatrix transposed() const { return {p, cols, rows, cs, rs, false}; }  // unpacked only
 };
-
-struct TileScratch {
-  Scratch a, b;
-};
+TileMatrix row_major(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  return {p, rows, cols, ld, 1, false};
+}
+TileMatrix packed_panels(const float* p, int64_t rows, int64_t cols) {
+  return {p, rows, cols, 0, 0, true};
+}
+// Rows [r0, r0 + rows) of problem n's matrix.
+TileMatrix rows_of(MatrixBatch<const float> m, int64_t n, int64_t r0, int64_t rows, int64_t cols) {
+  return row_major(m.at(n, r0), rows, cols, m.ld);
+}
 
 // On a causal tile's diagonal, scores (r, c) with c > r + diag are zero after the softmax: the
 // products of that corner can be skipped. How a tile GEMM's dims map onto (r, c):
@@ -62,50 +71,77 @@ struct Causal {
   enum Kind { none, cols, k_upto, k_from } kind = none;
   int64_t diag = 0;
 };
+// The skips of query block i0 against key block j0 (cols keys), one per mapping: only the tile
+// that crosses the diagonal has products to skip.
+struct CausalSkips {
+  Causal cols, k_upto, k_from;
+};
+CausalSkips causal_skips(const AttnProblem<float>& p, int64_t i0, int64_t j0, int64_t cols) {
+  const bool crossing = p.causal && j0 + cols - 1 > i0;
+  const auto skip = [&](Causal::Kind k) { return Causal{crossing ? k : Causal::none, i0 - j0}; };
+  return {skip(Causal::cols), skip(Causal::k_upto), skip(Causal::k_from)};
+}
 
-// C[M, N] (+)= A[M, K] · B[K, N] for the small products of one tile. A is row-major (csA == 1)
-// or transposed (rsA == 1) and read in place when the table has the micro-kernel for it, else
-// packed one panel at a time (the GEMM's rule: packing.h, a_read_kind). A row-major B is read in
-// place but for its edge panel (N % NR columns), which is packed zero-padded.
-void tile_gemm(const KernelTable& t, int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA,
-               int64_t csA, BOperand B, float* C, int64_t ldc, bool accumulate, TileScratch& sc,
-               Causal causal = {}) {
+// Where a tile product goes: C, rows ld apart, overwritten (into) or added to (add_to).
+struct TileOut {
+  float* p = nullptr;
+  int64_t ld = 0;
+  bool accumulate = false;
+};
+TileOut into(float* p, int64_t ld) { return {p, ld, false}; }
+TileOut add_to(float* p, int64_t ld) { return {p, ld, true}; }
+
+// c (+)= a · b, C being a.rows × b.cols.
+struct TileGemm {
+  TileOut c;
+  TileMatrix a, b;
+  Causal causal;
+};
+
+struct TileScratch {
+  Scratch a, b;
+};
+
+// B's micro-panel jp from row k0 on, and its row stride: a packed panel, or a row-major B in
+// place but for its edge panel (N % NR columns), which the caller packed zero-padded into edge.
+std::pair<const float*, int64_t> b_panel(const TileMatrix& b, int64_t NR, const float* edge,
+                                         int64_t jp, int64_t k0) {
+  if (b.packed) return {b.p + (jp * b.rows + k0) * NR, NR};
+  if ((jp + 1) * NR <= b.cols) return {b.p + k0 * b.rs + jp * NR, b.rs};
+  return {edge + k0 * NR, NR};
+}
+
+// One tile's product: each row panel of A (read as the GEMM reads it, ASource) against each
+// micro-panel of B (b_panel).
+void tile_gemm(const KernelTable& t, TileScratch& sc, const TileGemm& g) {
   const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
-  const AReadKind a_read = a_read_kind(t, rsA, csA);
+  const int64_t M = g.a.rows, N = g.b.cols, K = g.a.cols;
   if (M <= 0 || N <= 0) return;
-  const int64_t nfull = N / NR, nedge = N % NR;
-  const float* bedge = nullptr;
-  if (!B.packed && nedge > 0) {
-    float* e = sc.b.get(std::max<int64_t>(K, 1) * NR);
-    pack_b(t, K, nedge, B.p + nfull * NR, B.ld, 1, NR, e);
-    bedge = e;
+  const ASource a(t, g.a.p, g.a.rs, g.a.cs, true);
+  const float* edge = nullptr;
+  if (!g.b.packed && N % NR > 0) {
+    float* const e = sc.b.get(std::max<int64_t>(K, 1) * NR);
+    pack_b(t, K, N % NR, g.b.p + N / NR * NR * g.b.cs, g.b.rs, g.b.cs, NR, e);
+    edge = e;
   }
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
-    const int64_t m = std::min(MR, M - i0), last = i0 + m - 1;
+    const int64_t m = std::min(MR, M - i0), last = i0 + m - 1, diag = g.causal.diag;
     int64_t k0 = 0, k1 = K;
-    if (causal.kind == Causal::k_upto) k1 = std::clamp<int64_t>(last + causal.diag + 1, 0, K);
-    if (causal.kind == Causal::k_from) k0 = std::clamp<int64_t>(i0 - causal.diag, 0, K);
+    if (g.causal.kind == Causal::k_upto) k1 = std::clamp<int64_t>(last + diag + 1, 0, K);
+    if (g.causal.kind == Causal::k_from) k0 = std::clamp<int64_t>(i0 - diag, 0, K);
     const int64_t kc = k1 - k0;
-    if (kc <= 0 && accumulate) continue;
-    const float* const a = A + i0 * rsA + k0 * csA;
-    const float* ap = nullptr;  // the packed panel, when the micro-kernel reads one
-    if (a_panel_packed(a_read, m, MR)) {
-      float* const p = sc.a.get(std::max<int64_t>(kc, 1) * MR);
-      pack_a(t, m, kc, a, rsA, csA, MR, p);
-      ap = p;
-    }
+    if (kc <= 0 && g.c.accumulate) continue;
+    float* const ap = sc.a.get(std::max<int64_t>(kc, 1) * MR);
+    a.pack(i0, m, k0, kc, ap);
     for (int64_t jp = 0; jp * NR < N; ++jp) {
       const int64_t n = std::min(NR, N - jp * NR);
-      float* c = C + i0 * ldc + jp * NR;
-      if (causal.kind == Causal::cols && jp * NR > last + causal.diag) {  // all past the diagonal
-        for (int64_t i = 0; i < m && !accumulate; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+      float* const c = g.c.p + i0 * g.c.ld + jp * NR;
+      if (g.causal.kind == Causal::cols && jp * NR > last + diag) {  // all past the diagonal
+        for (int64_t i = 0; i < m && !g.c.accumulate; ++i) std::fill_n(c + i * g.c.ld, n, 0.f);
         continue;
       }
-      const float* b = B.packed     ? B.p + jp * K * NR + k0 * NR
-                       : jp < nfull ? B.p + k0 * B.ld + jp * NR
-                                    : bedge + k0 * NR;
-      const int64_t ldb = B.packed || jp == nfull ? NR : B.ld;
-      a_panel_ukernel(t, a_read, kc, a, rsA, csA, ap, b, ldb, c, ldc, m, n, accumulate);
+      const auto [b, ldb] = b_panel(g.b, NR, edge, jp, k0);
+      a.tile(i0, k0, kc, ap, b, ldb, c, g.c.ld, m, n, g.c.accumulate);
     }
   }
 }
@@ -150,32 +186,35 @@ int64_t keys_seen(const AttnProblem<float>& p, int64_t i0, int64_t rows) {
 
 // One query block of the forward (see the top of the file). kt: problem n's packed kᵀ panels.
 void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, const float* kt,
-                   int64_t n, int64_t i0, AttnOperand<float> out, float* lse) {
+                   int64_t n, int64_t i0, MatrixBatch<float> out, float* lse) {
   thread_local TileScratch sc;
   thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.sgemm_blocking.nr;
-  float* s = s_buf.get(bl.br * bl.bc);
-  float* o = o_buf.get(bl.br * std::max<int64_t>(p.Ev, 1));
-  float* m = stat_buf.get(3 * bl.br);
-  float *l = m + bl.br, *alpha = l + bl.br;
+  // S = q_i · k_jᵀ, which attn_fwd_tile turns into P∘keep in place.
+  float* const s = s_buf.get(bl.br * bl.bc);
+  float* const o = o_buf.get(bl.br * std::max<int64_t>(p.Ev, 1));  // O, not yet divided by l
+  float* const m = stat_buf.get(3 * bl.br);
+  float *const l = m + bl.br, *const alpha = l + bl.br;
   auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
   std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
   std::fill(l, l + rows, 0.f);
   std::fill(o, o + rows * p.Ev, 0.f);
+  const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
     const int64_t cols = std::min(bl.bc, p.S - j0);
-    // Only the tile that crosses the diagonal has products to skip.
-    const bool crossing = p.causal && j0 + cols - 1 > i0;
-    const Causal diag{crossing ? Causal::cols : Causal::none, i0 - j0};
-    tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt + j0 / NR * p.E * NR, 0, true}, s,
-              bl.bc, false, sc, diag);
+    const TileMatrix kt_j = packed_panels(kt + j0 / NR * p.E * NR, p.E, cols);
+    const TileMatrix v_j = rows_of(p.v, n, j0, cols, p.Ev);
+    const CausalSkips skip = causal_skips(p, i0, j0, cols);
+    // S = q_i · k_jᵀ
+    tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
     t.attn_fwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, m, l, alpha);
+    const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
     for (int64_t r = 0; r < rows; ++r)
       if (alpha[r] != 1.f)
         for (int64_t e = 0; e < p.Ev; ++e) o[r * p.Ev + e] *= alpha[r];
-    tile_gemm(t, rows, p.Ev, cols, s, bl.bc, 1, {p.v.at(n, j0), p.v.ld, false}, o, p.Ev, true, sc,
-              {crossing ? Causal::k_upto : Causal::none, i0 - j0});
+    // O = O·alpha + (P∘keep) · v_j
+    tile_gemm(t, sc, {.c = add_to(o, p.Ev), .a = p_keep, .b = v_j, .causal = skip.k_upto});
   }
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = out.at(n, i0 + r);
@@ -186,7 +225,7 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   }
 }
 
-void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<float> out,
+void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<float> out,
              float* lse) {
   const Blocks bl = blocks_for(t);
   const int64_t NR = t.sgemm_blocking.nr;
@@ -206,21 +245,9 @@ void forward(const KernelTable& t, const AttnProblem<float>& p, AttnOperand<floa
   });
 }
 
-// The backward of problem n (see the top of the file).
-void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
-                      AttnOperand<const float> out, AttnOperand<const float> dout, const float* lse,
-                      AttnOperand<float> dq, AttnOperand<float> dk, AttnOperand<float> dv,
-                      int64_t n) {
-  thread_local TileScratch sc;
-  thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf;
-  const int64_t NR = t.sgemm_blocking.nr;
-  const int64_t panels = (bl.bc + NR - 1) / NR * NR;
-  float* s = s_buf.get(bl.br * bl.bc);
-  float* dp = dp_buf.get(bl.br * bl.bc);
-  float* kt = kt_buf.get(panels * std::max<int64_t>(p.E, 1));
-  float* vt = vt_buf.get(panels * std::max<int64_t>(p.Ev, 1));
-  float* D = d_buf.get(std::max<int64_t>(p.L, 1));
-  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+// D = rowsum(dout ∘ out) of problem n, and dq = 0 (it accumulates over key blocks).
+void backward_start(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                    MatrixBatch<const float> dout, MatrixBatch<float> dq, int64_t n, float* D) {
   for (int64_t i = 0; i < p.L; ++i) {
     const float *go = dout.at(n, i), *o = out.at(n, i);
     float d = 0.f;
@@ -228,6 +255,25 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
     D[i] = d;
     std::fill(dq.at(n, i), dq.at(n, i) + p.E, 0.f);
   }
+}
+
+// The backward of problem n (see the top of the file).
+void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
+                      MatrixBatch<const float> out, MatrixBatch<const float> dout, const float* lse,
+                      MatrixBatch<float> dq, MatrixBatch<float> dk, MatrixBatch<float> dv,
+                      int64_t n) {
+  thread_local TileScratch sc;
+  thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf;
+  const int64_t NR = t.sgemm_blocking.nr;
+  const int64_t panels = (bl.bc + NR - 1) / NR * NR;
+  // S = q_i · k_jᵀ and dP = dout_i · v_jᵀ, which attn_bwd_tile turns into P∘keep and dS in place.
+  float* const s = s_buf.get(bl.br * bl.bc);
+  float* const dp = dp_buf.get(bl.br * bl.bc);
+  float* const kt = kt_buf.get(panels * std::max<int64_t>(p.E, 1));
+  float* const vt = vt_buf.get(panels * std::max<int64_t>(p.Ev, 1));
+  float* const D = d_buf.get(std::max<int64_t>(p.L, 1));
+  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+  backward_start(p, out, dout, dq, n, D);
   for (int64_t j0 = 0; j0 < p.S; j0 += bl.bc) {
     const int64_t cols = std::min(bl.bc, p.S - j0);
     pack_b(t, p.E, cols, p.k.at(n, j0), 1, p.k.ld, NR, kt);
@@ -236,40 +282,40 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
       std::fill(dk.at(n, j0 + c), dk.at(n, j0 + c) + p.E, 0.f);
       std::fill(dv.at(n, j0 + c), dv.at(n, j0 + c) + p.Ev, 0.f);
     }
+    const TileMatrix kt_j = packed_panels(kt, p.E, cols), vt_j = packed_panels(vt, p.Ev, cols);
+    const TileMatrix k_j = rows_of(p.k, n, j0, cols, p.E);
+    const TileOut dk_j = add_to(dk.at(n, j0), dk.ld), dv_j = add_to(dv.at(n, j0), dv.ld);
     // Causal: query blocks wholly above key j0 see none of this block.
     for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br) {
       const int64_t rows = std::min(bl.br, p.L - i0);
-      const bool crossing = p.causal && j0 + cols - 1 > i0;
-      const auto diag = [&](Causal::Kind k) {
-        return Causal{crossing ? k : Causal::none, i0 - j0};
-      };
-      tile_gemm(t, rows, cols, p.E, p.q.at(n, i0), p.q.ld, 1, {kt, 0, true}, s, bl.bc, false, sc,
-                diag(Causal::cols));
-      tile_gemm(t, rows, cols, p.Ev, dout.at(n, i0), dout.ld, 1, {vt, 0, true}, dp, bl.bc, false,
-                sc, diag(Causal::cols));
+      const CausalSkips skip = causal_skips(p, i0, j0, cols);
+      const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
+      const TileMatrix dout_i = rows_of(dout, n, i0, rows, p.Ev);
+      const TileOut dq_i = add_to(dq.at(n, i0), dq.ld);
+      // S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ
+      tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
+      tile_gemm(t, sc, {.c = into(dp, bl.bc), .a = dout_i, .b = vt_j, .causal = skip.cols});
       t.attn_bwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, dp, lse + n * p.L + i0,
                       D + i0);
-      // dv_j += (P∘keep)ᵀ · dout_i and dk_j += dSᵀ · q_i: the tiles read transposed, in place.
-      tile_gemm(t, cols, p.Ev, rows, s, 1, bl.bc, {dout.at(n, i0), dout.ld, false}, dv.at(n, j0),
-                dv.ld, true, sc, diag(Causal::k_from));
-      tile_gemm(t, cols, p.E, rows, dp, 1, bl.bc, {p.q.at(n, i0), p.q.ld, false}, dk.at(n, j0),
-                dk.ld, true, sc, diag(Causal::k_from));
-      // dq_i += dS · k_j
-      tile_gemm(t, rows, p.E, cols, dp, bl.bc, 1, {p.k.at(n, j0), p.k.ld, false}, dq.at(n, i0),
-                dq.ld, true, sc, diag(Causal::k_upto));
+      const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
+      const TileMatrix ds = row_major(dp, rows, cols, bl.bc);
+      // dv_j += (P∘keep)ᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
+      tile_gemm(t, sc, {.c = dv_j, .a = p_keep.transposed(), .b = dout_i, .causal = skip.k_from});
+      tile_gemm(t, sc, {.c = dk_j, .a = ds.transposed(), .b = q_i, .causal = skip.k_from});
+      tile_gemm(t, sc, {.c = dq_i, .a = ds, .b = k_j, .causal = skip.k_upto});
     }
   }
 }
 
 }  // namespace
 
-void sdpa_forward(const AttnProblem<float>& p, AttnOperand<float> out, float* lse) {
+void sdpa_forward(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse) {
   forward(active_table(), p, out, lse);
 }
 
-void sdpa_backward(const AttnProblem<float>& p, AttnOperand<const float> out,
-                   AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
-                   AttnOperand<float> dk, AttnOperand<float> dv) {
+void sdpa_backward(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                   MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
+                   MatrixBatch<float> dk, MatrixBatch<float> dv) {
   const KernelTable& t = active_table();
   const Blocks bl = blocks_for(t);
   parallel_for(p.batch,

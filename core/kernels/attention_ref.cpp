@@ -48,7 +48,7 @@ double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<dou
 }
 
 template <class T>
-void forward_t(const AttnProblem<T>& p, AttnOperand<T> out, T* lse) {
+void forward_t(const AttnProblem<T>& p, MatrixBatch<T> out, T* lse) {
   std::vector<double> x(size_t(p.S)), acc(size_t(p.Ev));
   for (int64_t n = 0; n < p.batch; ++n)
     for (int64_t i = 0; i < p.L; ++i) {
@@ -78,8 +78,8 @@ void forward_t(const AttnProblem<T>& p, AttnOperand<T> out, T* lse) {
 //   dv[j] += P[j]·keep · dout[i];  dS = scale · P[j] · (dout[i]·v[j] · keep − D)
 //   dq[i] += dS · k[j];  dk[j] += dS · q[i]
 template <class T>
-void backward_t(const AttnProblem<T>& p, AttnOperand<const T> out, AttnOperand<const T> dout,
-                const T* lse, AttnOperand<T> dq, AttnOperand<T> dk, AttnOperand<T> dv) {
+void backward_t(const AttnProblem<T>& p, MatrixBatch<const T> out, MatrixBatch<const T> dout,
+                const T* lse, MatrixBatch<T> dq, MatrixBatch<T> dk, MatrixBatch<T> dv) {
   std::vector<double> x(size_t(p.S)), dqi(size_t(p.E));
   std::vector<double> dks(size_t(p.S * p.E)), dvs(size_t(p.S * p.Ev));
   for (int64_t n = 0; n < p.batch; ++n) {
@@ -138,20 +138,20 @@ float tile_keep(const AttnTile& t, int64_t r, int64_t c) {
 
 }  // namespace
 
-void sdpa_forward_ref(const AttnProblem<float>& p, AttnOperand<float> out, float* lse) {
+void sdpa_forward_ref(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse) {
   forward_t(p, out, lse);
 }
-void sdpa_backward_ref(const AttnProblem<float>& p, AttnOperand<const float> out,
-                       AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
-                       AttnOperand<float> dk, AttnOperand<float> dv) {
+void sdpa_backward_ref(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                       MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
+                       MatrixBatch<float> dk, MatrixBatch<float> dv) {
   backward_t(p, out, dout, lse, dq, dk, dv);
 }
-void sdpa_forward(const AttnProblem<double>& p, AttnOperand<double> out, double* lse) {
+void sdpa_forward(const AttnProblem<double>& p, MatrixBatch<double> out, double* lse) {
   forward_t(p, out, lse);
 }
-void sdpa_backward(const AttnProblem<double>& p, AttnOperand<const double> out,
-                   AttnOperand<const double> dout, const double* lse, AttnOperand<double> dq,
-                   AttnOperand<double> dk, AttnOperand<double> dv) {
+void sdpa_backward(const AttnProblem<double>& p, MatrixBatch<const double> out,
+                   MatrixBatch<const double> dout, const double* lse, MatrixBatch<double> dq,
+                   MatrixBatch<double> dk, MatrixBatch<double> dv) {
   backward_t(p, out, dout, lse, dq, dk, dv);
 }
 

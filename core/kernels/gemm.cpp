@@ -61,26 +61,37 @@ int64_t k_blocks_per_panel(const GemmBlocking& bk, int64_t N) {
   return std::max<int64_t>(1, bk.nc / ((std::min(N, bk.nc) + bk.nr - 1) / bk.nr * bk.nr));
 }
 
+// The operands of one call: C[M, N] (+)= A[M, K] · B[K, N] (beta 0: overwrite, 1: accumulate).
+struct Gemm {
+  int64_t M, N, K;
+  const float* A;
+  int64_t rsA, csA;
+  const float* B;
+  int64_t rsB, csB;
+  float beta;
+  float* C;
+  int64_t ldc;
+};
+
 // How one GEMM runs: decided once per call, before any thread starts.
 struct Plan {
-  AReadKind a_read;  // how the micro-kernels read A (packing.h)
-  bool keep_a;       // packed A: packed at the first column block, kept for the others (N > NC)
-  bool direct_b;     // B (row-major) read in place instead of packed
-  bool split_rows;   // a team splits rows (else the columns of each NC block)
+  ASource a;        // how the micro-kernels read A: in place or packed (packing.h)
+  bool keep_a;      // packed A: packed at the first column block, kept for the others (N > NC)
+  bool direct_b;    // B (row-major) read in place instead of packed
+  bool split_rows;  // a team splits rows (else the columns of each NC block)
   int64_t row_block_panels;  // row panels per row block (the A block packed at a time)
   int64_t a_rows;            // rows of the kept packed A per K column (all row panels)
   int64_t group_depth;       // K extent of one packed B group (a multiple of KC)
 };
 
-Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, int64_t M, int64_t N,
-               int64_t K, int64_t rsA, int64_t csA, int64_t csB) {
-  const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc;
+Plan make_plan(const KernelTable& t, const GemmBlocking& bk, int team, const Gemm& g) {
+  const int64_t MR = bk.mr, NR = bk.nr, NC = bk.nc, M = g.M, N = g.N, K = g.K;
   Plan p{};
-  p.direct_b = csB == 1 && K * N <= kDirectBElems;
+  p.direct_b = g.csB == 1 && K * N <= kDirectBElems;
   const bool few_panels = (N + NR - 1) / NR <= kDirectAPanels;
+  p.a = ASource(t, g.A, g.rsA, g.csA, few_panels);
   p.a_rows = (M + MR - 1) / MR * MR;
-  p.a_read = few_panels ? a_read_kind(t, rsA, csA) : AReadKind::kPacked;
-  p.keep_a = p.a_read == AReadKind::kPacked && N > NC && p.a_rows * K <= kKeepPackedA;
+  p.keep_a = !p.a.in_place() && N > NC && p.a_rows * K <= kKeepPackedA;
   // The busiest member's share of `extent` (rows, or the columns of one NC block) relative to an
   // even split, when members take whole panels of `unit`.
   auto imbalance = [&](int64_t unit, int64_t extent) {
@@ -134,18 +145,6 @@ class alignas(64) PanelRange {
 
  private:
   std::atomic<uint64_t> r_{0};
-};
-
-// The operands of one call: C[M, N] (+)= A[M, K] · B[K, N] (beta 0: overwrite, 1: accumulate).
-struct Gemm {
-  int64_t M, N, K;
-  const float* A;
-  int64_t rsA, csA;
-  const float* B;
-  int64_t rsB, csB;
-  float beta;
-  float* C;
-  int64_t ldc;
 };
 
 // Member `tid` of a team of `team` threads (team = 1: alone; ranges: null unless rows are split
@@ -283,24 +282,16 @@ class Nest {
     }
   }
 
-  // The packed A block [ic, ic + mc) × [pc, pc + kc): packed now, kept from the first column
-  // block, or (A read in place) only the edge panel a_panel_packed asks for.
+  // The packed panels of the A block [ic, ic + mc) × [pc, pc + kc) that the micro-kernels read
+  // packed (plan_.a): packed now, or kept from the first column block.
   const float* a_block(const ColBlock& cb, int64_t ic, int64_t mc, int64_t pc, int64_t kc) {
-    const int64_t MR = bk_.mr;
-    const float* const a = g_.A + ic * g_.rsA + pc * g_.csA;
-    if (plan_.keep_a) {
-      float* const ap = a_ + pc * plan_.a_rows + ic * kc;
-      if (cb.jc == 0) pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, ap);
-      return ap;
-    }
-    if (plan_.a_read == AReadKind::kPacked) {
-      pack_a(t_, mc, kc, a, g_.rsA, g_.csA, MR, a_);
+    if (!plan_.keep_a) {
+      plan_.a.pack(ic, mc, pc, kc, a_);
       return a_;
     }
-    const int64_t edge = mc - mc % MR;  // the last, partial row panel
-    if (edge < mc && a_panel_packed(plan_.a_read, mc - edge, MR))
-      pack_a(t_, mc - edge, kc, a + edge * g_.rsA, g_.rsA, g_.csA, MR, a_ + edge * kc);
-    return a_;
+    float* const ap = a_ + pc * plan_.a_rows + ic * kc;
+    if (cb.jc == 0) plan_.a.pack(ic, mc, pc, kc, ap);
+    return ap;
   }
 
   // ir over the A block's micro-panels (each stays in L1 across the jr sweep), jr over the
@@ -314,17 +305,10 @@ class Nest {
         const int64_t n = std::min(bk_.nr, cb.c1 - jr);
         const bool in_place = plan_.direct_b && n == bk_.nr;
         const float* b = in_place ? g_.B + pc * g_.rsB + cb.jc + jr : bp + (jr - cb.base) * kc;
-        tile(ap + ir * kc, ic + ir, m, pc, kc, b, in_place ? g_.rsB : bk_.nr,
-             g_.C + (ic + ir) * g_.ldc + cb.jc + jr, n, accumulate);
+        plan_.a.tile(ic + ir, pc, kc, ap + ir * kc, b, in_place ? g_.rsB : bk_.nr,
+                     g_.C + (ic + ir) * g_.ldc + cb.jc + jr, g_.ldc, m, n, accumulate);
       }
     }
-  }
-
-  // One m×n tile of C (rows from i); `a` is the packed micro-panel, when there is one.
-  void tile(const float* a, int64_t i, int64_t m, int64_t pc, int64_t kc, const float* b,
-            int64_t ldb, float* c, int64_t n, bool accumulate) const {
-    a_panel_ukernel(t_, plan_.a_read, kc, g_.A + i * g_.rsA + pc * g_.csA, g_.rsA, g_.csA, a, b,
-                    ldb, c, g_.ldc, m, n, accumulate);
   }
 
   const KernelTable& t_;
@@ -348,8 +332,8 @@ void sgemm_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
     beta = 1.f;
   }
   const GemmBlocking bk = gemm_blocking_for(t);
-  const Plan plan = make_plan(t, bk, team, M, N, K, rsA, csA, csB);
   const Gemm g{M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc};
+  const Plan plan = make_plan(t, bk, team, g);
   thread_local Scratch b_buf, a_shared;
   float* bp = b_buf.get(plan.group_depth * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
   const bool kept = plan.keep_a;

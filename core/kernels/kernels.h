@@ -91,15 +91,16 @@ void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
 // element is computed by the same operations whoever runs it, so results are bit-identical for
 // any thread count. Block sizes depend on the shapes and the ISA's micro-tile only.
 //
-// Operands: matrix n of a batch starts at base + off[n], its rows are ld elements apart and its
-// columns adjacent. The mask is read through strides, as PyTorch broadcasts attn_mask to
-// (..., L, S): off[n] may repeat (batch dims it broadcasts over), ld may be 0 (one row for every
-// query), and its columns are mask_cs apart, 1 or 0 (one value per row for every key).
+// q, k, v, the mask, out and the gradients are each a MatrixBatch: matrix n starts at
+// base + off[n], its rows are ld elements apart and its columns adjacent. The mask is read through
+// strides, as PyTorch broadcasts attn_mask to (..., L, S): off[n] may repeat (batch dims it
+// broadcasts over), ld may be 0 (one row for every query), and its columns are mask_cs apart, 1 or
+// 0 (one value per row for every key).
 template <class T>
-struct AttnOperand {
+struct MatrixBatch {
   T* base = nullptr;
   int64_t ld = 0;
-  const int64_t* off = nullptr;  // batch entries
+  const int64_t* off = nullptr;  // one offset per matrix
   T* at(int64_t n, int64_t row) const { return base + off[n] + row * ld; }
 };
 template <class T>
@@ -107,8 +108,8 @@ struct AttnProblem {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
   T scale = 1;
   bool causal = false;
-  AttnOperand<const T> q, k, v;
-  AttnOperand<const T> mask;  // base == nullptr: no mask
+  MatrixBatch<const T> q, k, v;
+  MatrixBatch<const T> mask;  // base == nullptr: no mask
   int64_t mask_cs = 1;
   // Dropout: bit (n·L + i)·S + j of keep_bits (bit b in word b / 64, from the least significant
   // bit) set = kept, as the composite's mask drawn over a [batch, L, S] tensor; nullptr: none.
@@ -116,22 +117,22 @@ struct AttnProblem {
   T keep_scale = 1;
 };
 // Writes out [L, Ev] per problem and lse[n·L + i].
-void sdpa_forward(const AttnProblem<float>& p, AttnOperand<float> out, float* lse);
-void sdpa_forward(const AttnProblem<double>& p, AttnOperand<double> out, double* lse);
+void sdpa_forward(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse);
+void sdpa_forward(const AttnProblem<double>& p, MatrixBatch<double> out, double* lse);
 // From the forward's out and lse and the gradient dout: overwrites dq [L, E], dk [S, E] and
 // dv [S, Ev] of every problem (none may alias another or an input).
-void sdpa_backward(const AttnProblem<float>& p, AttnOperand<const float> out,
-                   AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
-                   AttnOperand<float> dk, AttnOperand<float> dv);
-void sdpa_backward(const AttnProblem<double>& p, AttnOperand<const double> out,
-                   AttnOperand<const double> dout, const double* lse, AttnOperand<double> dq,
-                   AttnOperand<double> dk, AttnOperand<double> dv);
+void sdpa_backward(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                   MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
+                   MatrixBatch<float> dk, MatrixBatch<float> dv);
+void sdpa_backward(const AttnProblem<double>& p, MatrixBatch<const double> out,
+                   MatrixBatch<const double> dout, const double* lse, MatrixBatch<double> dq,
+                   MatrixBatch<double> dk, MatrixBatch<double> dv);
 // The reference: the formulas above row by row (O(S) memory per row), single-threaded; the
 // float64 path and the oracle the fused kernels are tested against.
-void sdpa_forward_ref(const AttnProblem<float>& p, AttnOperand<float> out, float* lse);
-void sdpa_backward_ref(const AttnProblem<float>& p, AttnOperand<const float> out,
-                       AttnOperand<const float> dout, const float* lse, AttnOperand<float> dq,
-                       AttnOperand<float> dk, AttnOperand<float> dv);
+void sdpa_forward_ref(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse);
+void sdpa_backward_ref(const AttnProblem<float>& p, MatrixBatch<const float> out,
+                       MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
+                       MatrixBatch<float> dk, MatrixBatch<float> dv);
 
 // ---- dispatch -----------------------------------------------------------------------------------
 // Paths compiled into this binary AND supported by this CPU, slowest first ("scalar" always).

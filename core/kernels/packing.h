@@ -48,36 +48,59 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
 void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
             int64_t NR, float* out);
 
-// How the micro-kernels read A, a matrix with rows rsA and columns csA apart: in place by rows
-// (the table's sgemm_ukernel_rowa, for csA == 1), in place by columns (sgemm_ukernel_cola, for
-// rsA == 1; full MR-row panels only, so an edge panel is packed), or from packed micro-panels.
-// The one rule the GEMM driver (gemm.cpp) and the attention tiles (attention.cpp) share.
-enum class AReadKind { kPacked, kRows, kCols };
+// A[M, K] (rows rs, columns cs apart) as the micro-kernels read it, the one rule the GEMM driver
+// (gemm.cpp) and the attention tiles (attention.cpp) share: in place by rows with the table's
+// sgemm_ukernel_rowa (cs == 1), in place by columns with sgemm_ukernel_cola (rs == 1; whole MR-row
+// panels only, so an edge panel is packed), else from packed MR-row micro-panels (sgemm_ukernel).
+class ASource {
+ public:
+  ASource() = default;
+  // in_place false: always packed (an A that meets many column panels repays its packing).
+  ASource(const KernelTable& t, const float* A, int64_t rs, int64_t cs, bool in_place)
+      : t_(&t), a_(A), rs_(rs), cs_(cs) {
+    if (!in_place) return;
+    if (cs == 1 && t.sgemm_ukernel_rowa != nullptr)
+      kind_ = Kind::rows;
+    else if (rs == 1 && t.sgemm_ukernel_cola != nullptr)
+      kind_ = Kind::cols;
+  }
 
-// The in-place reader this table has for A's layout, else kPacked.
-inline AReadKind a_read_kind(const KernelTable& t, int64_t rsA, int64_t csA) {
-  if (csA == 1 && t.sgemm_ukernel_rowa != nullptr) return AReadKind::kRows;
-  if (rsA == 1 && t.sgemm_ukernel_cola != nullptr) return AReadKind::kCols;
-  return AReadKind::kPacked;
-}
+  // Whether some panels are read in place.
+  bool in_place() const { return kind_ != Kind::packed; }
+  // Whether a row panel of m rows is read from its packed copy.
+  bool packed(int64_t m) const {
+    return kind_ == Kind::packed || (kind_ == Kind::cols && m < t_->sgemm_blocking.mr);
+  }
 
-// Whether a row panel of m rows must be packed before the micro-kernel reads it.
-inline bool a_panel_packed(AReadKind kind, int64_t m, int64_t MR) {
-  return kind == AReadKind::kPacked || (kind == AReadKind::kCols && m < MR);
-}
+  // Packs the row panels of A[i : i + m, k0 : k0 + kc] that are read packed into out (panel p at
+  // out + p·MR·kc); the others are left alone.
+  void pack(int64_t i, int64_t m, int64_t k0, int64_t kc, float* out) const {
+    const int64_t MR = t_->sgemm_blocking.mr, full = m / MR * MR;
+    if (full > 0 && packed(MR)) pack_a(*t_, full, kc, at(i, k0), rs_, cs_, MR, out);
+    if (full < m && packed(m - full))
+      pack_a(*t_, m - full, kc, at(i + full, k0), rs_, cs_, MR, out + full * kc);
+  }
 
-// One m×n tile of C (+)= A-panel · b: `a` is the panel's first element in A itself (rows rsA,
-// columns csA apart), `packed` its packed copy when a_panel_packed (else unused).
-inline void a_panel_ukernel(const KernelTable& t, AReadKind kind, int64_t kc, const float* a,
-                            int64_t rsA, int64_t csA, const float* packed, const float* b,
-                            int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
-                            bool accumulate) {
-  if (a_panel_packed(kind, m, t.sgemm_blocking.mr))
-    t.sgemm_ukernel(kc, packed, b, ldb, c, ldc, m, n, accumulate);
-  else if (kind == AReadKind::kRows)
-    t.sgemm_ukernel_rowa(kc, a, rsA, b, ldb, c, ldc, m, n, accumulate);
-  else
-    t.sgemm_ukernel_cola(kc, a, csA, b, ldb, c, ldc, m, n, accumulate);
-}
+  // c (+)= A[i : i + m, k0 : k0 + kc] · b, one m×n tile by the micro-kernel that reads this panel;
+  // ap: the panel's packed copy, as pack left it.
+  void tile(int64_t i, int64_t k0, int64_t kc, const float* ap, const float* b, int64_t ldb,
+            float* c, int64_t ldc, int64_t m, int64_t n, bool accumulate) const {
+    if (packed(m))
+      t_->sgemm_ukernel(kc, ap, b, ldb, c, ldc, m, n, accumulate);
+    else if (kind_ == Kind::rows)
+      t_->sgemm_ukernel_rowa(kc, at(i, k0), rs_, b, ldb, c, ldc, m, n, accumulate);
+    else
+      t_->sgemm_ukernel_cola(kc, at(i, k0), cs_, b, ldb, c, ldc, m, n, accumulate);
+  }
+
+ private:
+  enum class Kind { packed, rows, cols };
+  const float* at(int64_t i, int64_t k) const { return a_ + i * rs_ + k * cs_; }
+
+  const KernelTable* t_ = nullptr;
+  const float* a_ = nullptr;
+  int64_t rs_ = 0, cs_ = 0;
+  Kind kind_ = Kind::packed;
+};
 
 }  // namespace tg::kernels

@@ -59,11 +59,13 @@ struct AttnTile {
 //   l[r] = l[r]·alpha[r] + Σ_c exp(x[r, c] − m');  s[r, c] = exp(x[r, c] − m') · keep[r, c]
 // While every score of a row so far is -inf: s = 0, alpha = 1, m stays -inf, l stays 0.
 void attn_fwd_tile_ref(const AttnTile& t, float* s, float* m, float* l, float* alpha);
-// The backward step, per element: P = exp(x − lse[r]) (0 when lse[r] = -inf), then
-//   s[r, c]  = P · keep                                (for dv = (P∘keep)ᵀ · dout)
-//   dp[r, c] = scale · P · (dp[r, c] · keep − D[r])    (dS, for dq = dS · k and dk = dSᵀ · q)
-// where dp comes in as dout · vᵀ and D[r] = dout[r] · out[r]. lse[r] is the row's log-sum-exp
-// over all its keys, so no x exceeds it (the SIMD paths' exp assumes x − lse <= 0).
+// The backward step, in place: s comes in as S = q·kᵀ and leaves as P∘keep (for dv), dp comes
+// in as dP = dout·vᵀ and leaves as dS (for dq and dk). Per element, P = exp(x − lse[r]) (0 when
+// lse[r] = -inf), then
+//   s[r, c]  = P · keep
+//   dp[r, c] = scale · P · (dp[r, c] · keep − D[r])    with D[r] = dout[r] · out[r].
+// lse[r] is the row's log-sum-exp over all its keys, so no x exceeds it (the SIMD paths' exp
+// assumes x − lse <= 0).
 void attn_bwd_tile_ref(const AttnTile& t, float* s, float* dp, const float* lse, const float* D);
 
 struct KernelTable {

@@ -75,7 +75,7 @@ Dims check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
 }
 
 // The mask as the kernel reads it: additive, in the query's dtype, of its own shape (the kernel
-// broadcasts it to (..., L, S) through strides, see mask_operand), its keys adjacent or all one
+// broadcasts it to (..., L, S) through strides, see batched_mask), its keys adjacent or all one
 // value (a last dim of size 1 or stride 0); any other last-dim stride (a transposed mask) is
 // copied. A bool mask keeps True (0) and removes False (-inf), as PyTorch's.
 Tensor additive_mask(const Tensor& mask, const Tensor& q, const Dims& d) {
@@ -116,18 +116,20 @@ std::vector<int64_t> batch_offsets(const Tensor& e, const Shape& batch) {
   return off;
 }
 
-// A matrix batch the kernel reads: unit column stride (else a contiguous copy), and the offsets.
+// A tensor as the kernel reads it, a batch of matrices: the tensor (unit column stride, else a
+// contiguous copy), which keeps the storage alive, and its matrices' offsets.
 template <class T>
-struct Operand {
-  Tensor t;
+struct BatchedTensor {
+  Tensor tensor;
   std::vector<int64_t> off;
-  kernels::AttnOperand<T> view() const {
+  kernels::MatrixBatch<T> matrices() const {
     using U = std::remove_const_t<T>;
-    return {const_cast<T*>(t.template data<U>()), t.strides()[size_t(t.dim() - 2)], off.data()};
+    return {const_cast<T*>(tensor.template data<U>()), tensor.strides()[size_t(tensor.dim() - 2)],
+            off.data()};
   }
 };
 template <class T>
-Operand<T> operand(const Tensor& x, const Shape& batch) {
+BatchedTensor<T> batched(const Tensor& x, const Shape& batch) {
   Tensor t = x.strides().back() == 1 || x.size(-1) == 1 ? x.detach() : x.detach().contiguous();
   std::vector<int64_t> off =
       batch_offsets(t.expand(with_last2(batch, t.size(-2), t.size(-1))), batch);
@@ -136,7 +138,7 @@ Operand<T> operand(const Tensor& x, const Shape& batch) {
 // The additive mask broadcast to batch + (L, S) by strides: the view's row stride is 0 where the
 // mask has one row, its column stride (cs) 0 where it has one column, else 1 (additive_mask).
 template <class T>
-Operand<const T> mask_operand(const Tensor& mask, const Dims& d, int64_t& cs) {
+BatchedTensor<const T> batched_mask(const Tensor& mask, const Dims& d, int64_t& cs) {
   const Tensor e = mask.expand(with_last2(d.batch, d.L, d.S));
   cs = d.S > 1 ? e.strides().back() : 1;
   std::vector<int64_t> off = batch_offsets(e, d.batch);
@@ -190,7 +192,7 @@ struct Prepared {
   Dims d;
   bool causal = false;
   double scale = 1;
-  Operand<const T> q, k, v, mask;  // mask.t undefined: none
+  BatchedTensor<const T> q, k, v, mask;  // mask.tensor undefined: none
   int64_t mask_cs = 1;
   std::shared_ptr<std::vector<uint64_t>> bits;
   T keep_scale = 1;
@@ -199,8 +201,8 @@ struct Prepared {
     kernels::AttnProblem<T> p;
     p.batch = numel_of(d.batch), p.L = d.L, p.S = d.S, p.E = d.E, p.Ev = d.Ev;
     p.scale = T(scale), p.causal = causal;
-    p.q = q.view(), p.k = k.view(), p.v = v.view();
-    if (mask.t.defined()) p.mask = mask.view(), p.mask_cs = mask_cs;
+    p.q = q.matrices(), p.k = k.matrices(), p.v = v.matrices();
+    if (mask.tensor.defined()) p.mask = mask.matrices(), p.mask_cs = mask_cs;
     if (bits) p.keep_bits = bits->data(), p.keep_scale = keep_scale;
     return p;
   }
@@ -211,10 +213,10 @@ Prepared<T> prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
                     const Dims& d, bool causal, double scale) {
   Prepared<T> pr;
   pr.d = d, pr.causal = causal, pr.scale = scale;
-  pr.q = operand<const T>(q, d.batch);
-  pr.k = operand<const T>(k, d.batch);
-  pr.v = operand<const T>(v, d.batch);
-  if (mask.defined()) pr.mask = mask_operand<T>(mask, d, pr.mask_cs);
+  pr.q = batched<const T>(q, d.batch);
+  pr.k = batched<const T>(k, d.batch);
+  pr.v = batched<const T>(v, d.batch);
+  if (mask.defined()) pr.mask = batched_mask<T>(mask, d, pr.mask_cs);
   return pr;
 }
 
@@ -233,8 +235,7 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   if (p > 0) pr.bits = draw_keep_bits(nb * d.L * d.S, p, gen), pr.keep_scale = keep_scale_of<T>(p);
   Tensor out = new_result(query, d.batch, d.L, d.Ev, query.dtype());
   Tensor lse = empty({nb * d.L}, query.dtype());
-  const Operand<T> o = operand<T>(out, d.batch);
-  kernels::sdpa_forward(pr.problem(), o.view(), lse.data<T>());
+  kernels::sdpa_forward(pr.problem(), batched<T>(out, d.batch).matrices(), lse.data<T>());
   if (!any_requires_grad({&query, &key, &value})) return out;
   std::vector<Tensor> save = {query, key, value, out, lse};
   if (mask.defined()) save.push_back(mask);
@@ -245,18 +246,18 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
            Prepared<T> pr = prepare<T>(q, k, v, n.saved.size() > 5 ? n.saved_tensor(5) : Tensor(),
                                        d, causal, scale);
            pr.bits = bits, pr.keep_scale = ks;
-           const Operand<const T> out = operand<const T>(n.saved_tensor(3), d.batch);
-           const Operand<const T> dout = operand<const T>(g, d.batch);
-           const Operand<T> dq = operand<T>(new_result(q, d.batch, d.L, d.E, g.dtype()), d.batch);
-           const Operand<T> dk = operand<T>(new_result(k, d.batch, d.S, d.E, g.dtype()), d.batch);
-           const Operand<T> dv = operand<T>(new_result(v, d.batch, d.S, d.Ev, g.dtype()), d.batch);
-           kernels::sdpa_backward(pr.problem(), out.view(), dout.view(),
-                                  n.saved_tensor(4).template data<T>(), dq.view(), dk.view(),
-                                  dv.view());
+           const auto out = batched<const T>(n.saved_tensor(3), d.batch);
+           const auto dout = batched<const T>(g, d.batch);
+           const auto dq = batched<T>(new_result(q, d.batch, d.L, d.E, g.dtype()), d.batch);
+           const auto dk = batched<T>(new_result(k, d.batch, d.S, d.E, g.dtype()), d.batch);
+           const auto dv = batched<T>(new_result(v, d.batch, d.S, d.Ev, g.dtype()), d.batch);
+           kernels::sdpa_backward(pr.problem(), out.matrices(), dout.matrices(),
+                                  n.saved_tensor(4).template data<T>(), dq.matrices(),
+                                  dk.matrices(), dv.matrices());
            // Leading dims an input broadcast over get their gradients summed back.
-           return {n.needs(0) ? sum_to(dq.t, q.shape()) : Tensor(),
-                   n.needs(1) ? sum_to(dk.t, k.shape()) : Tensor(),
-                   n.needs(2) ? sum_to(dv.t, v.shape()) : Tensor()};
+           return {n.needs(0) ? sum_to(dq.tensor, q.shape()) : Tensor(),
+                   n.needs(1) ? sum_to(dk.tensor, k.shape()) : Tensor(),
+                   n.needs(2) ? sum_to(dv.tensor, v.shape()) : Tensor()};
          },
          {&out});
   return out;
