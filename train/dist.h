@@ -56,6 +56,8 @@ void exchange(const void* send, const std::vector<size_t>& send_bytes,
 // `mine` is this rank's block (may alias its place in `all`).
 void gather_all(const void* mine, void* all, const std::vector<size_t>& bytes,
                 const std::vector<size_t>& offsets);
+// gather_all of one block of `bytes` from each rank, rank r's at r * bytes.
+void gather_all_equal(const void* mine, void* all, size_t bytes);
 // Every rank's block to root only (the others' `all` is untouched).
 void gather(const void* mine, void* all, const std::vector<size_t>& bytes,
             const std::vector<size_t>& offsets, int root = 0);

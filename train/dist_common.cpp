@@ -1,6 +1,7 @@
 // What both implementations of dist.h share: reading the launcher's environment.
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "train/dist.h"
 
@@ -28,6 +29,13 @@ int launcher_size() {
   }
   // PMIx without a size in the environment: a rank above 0 means there is more than one.
   return env_count("PMIX_RANK") > 0 || env_count("PMI_RANK") > 0 ? 2 : 1;
+}
+
+void gather_all_equal(const void* mine, void* all, size_t bytes) {
+  const size_t n = size_t(size());
+  std::vector<size_t> sizes(n, bytes), offsets;
+  for (size_t r = 0; r < n; ++r) offsets.push_back(r * bytes);
+  gather_all(mine, all, sizes, offsets);
 }
 
 int local_size() {

@@ -197,9 +197,7 @@ void check_same_options(const TrainOptions& opt) {
   const std::string mine = serialize(build_id(), option_list(opt));
   std::vector<uint64_t> hashes(static_cast<size_t>(ranks));
   const uint64_t h = fnv1a(mine);
-  std::vector<size_t> bytes(size_t(ranks), sizeof(uint64_t)), offsets;
-  for (int r = 0; r < ranks; ++r) offsets.push_back(size_t(r) * sizeof(uint64_t));
-  dist::gather_all(&h, hashes.data(), bytes, offsets);
+  dist::gather_all_equal(&h, hashes.data(), sizeof h);
   int odd = 0;  // the first rank whose hash is not rank 0's
   for (int r = ranks - 1; r > 0; --r)
     if (hashes[size_t(r)] != hashes[0]) odd = r;

@@ -120,6 +120,16 @@ pid_of_rank() {
   rank_pids "$MPIRUN" | awk -v r="$1" '$1 == r {print $2}'
 }
 
+# Where each rank of the job is: its state and, with gdb, every thread's innermost frames.
+show_stuck_ranks() {
+  local r p
+  while read -r r p; do
+    echo "rank $r (pid $p): $(grep -E '^State' "/proc/$p/status" 2>/dev/null)"
+    command -v gdb >/dev/null &&
+      gdb -p "$p" -batch -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^(#|Thread)'
+  done < <(rank_pids "$MPIRUN")
+}
+
 # Waits for the background job to end within SECONDS (else fails, killing it); its exit status
 # in JOB_RC.
 wait_job() {
@@ -129,6 +139,7 @@ wait_job() {
     sleep 0.1
   done
   if kill -0 "$MPI_JOB" 2>/dev/null; then
+    show_stuck_ranks >&2
     kill -KILL "$MPIRUN" 2>/dev/null
     fail "the job did not end within $seconds s"
   fi
