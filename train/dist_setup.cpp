@@ -1,15 +1,21 @@
 // Setting up a data-parallel run on every rank (see data_parallel.h): rank 0's files and errors
 // shared with the others, and the check that all ranks run one build with one set of options.
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/text.h"
+#include "core/threadpool.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
@@ -172,6 +178,32 @@ std::string difference(int r, const std::string& mine, const std::string& root) 
 }
 
 }  // namespace
+
+int threads_for(const std::vector<CpuShare>& ranks, int me) {
+  const CpuShare& mine = ranks[size_t(me)];
+  int64_t sharing = 0;
+  for (const CpuShare& r : ranks) sharing += r.host == mine.host && r.mask == mine.mask;
+  return int(std::clamp<int64_t>(mine.cpus / sharing, 1, kMaxThreads));
+}
+
+int default_threads() {
+  CpuShare mine;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  // hardware_concurrency() counts the machine's cores, not the ones this process may run on.
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    mine.cpus = CPU_COUNT(&set);
+    mine.mask = fnv1a(std::string_view(reinterpret_cast<const char*>(&set), sizeof set));
+  } else {  // more CPUs than a cpu_set_t holds
+    mine.cpus = std::max(1u, std::thread::hardware_concurrency());
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  mine.host = fnv1a(host);
+  std::vector<CpuShare> all(static_cast<size_t>(dist::size()));
+  dist::gather_all_equal(&mine, all.data(), sizeof mine);
+  return threads_for(all, dist::rank());
+}
 
 void resolve_micro_batches(TrainOptions& opt) {
   const int ranks = dist::size();

@@ -215,10 +215,11 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   if (resuming_) resume_options();
   check_options(opt_);
   resolve_micro_batches(opt_);
+  const int cores = default_threads();  // on every rank: a collective under mpirun
   if (opt_.threads > 0)
     set_num_threads(opt_.threads);
-  else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
-    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
+  else if (!std::getenv("TAPEGRAD_THREADS"))  // the cores this rank may use (its affinity)
+    set_num_threads(cores);
   if (!opt_.init_from.empty()) init_from_gpt2();  // every rank: its config sizes the model
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   // Files are rank 0's (data_parallel.h): its errors reach every rank.
