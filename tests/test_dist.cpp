@@ -367,10 +367,11 @@ TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other op
   CHECK(slurp(d / "err").find("tapegrad train: --batch-size 4 does not split among 3 processes; "
                               "give a multiple of 3\n") == 0);
   CHECK_FALSE(fs::exists(d / "x"));
-  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --lr 0.001 --out " + (d / "y") + " : -np 1 " +
-            kExe + kTiny + " --lr 0.002 --out " + (d / "y") + " > /dev/null 2> " + (d / "err")) ==
+  // The values as typed (5e-4), not as stored (0.00050000000000000001).
+  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --lr 4e-4 --out " + (d / "y") + " : -np 1 " +
+            kExe + kTiny + " --lr 5e-4 --out " + (d / "y") + " > /dev/null 2> " + (d / "err")) ==
         2);
-  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 0.002, rank 0 has 0.001; every "
+  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 5e-4, rank 0 has 4e-4; every "
                               "rank must run with the same options\n") == 0);
   CHECK_FALSE(fs::exists(d / "y"));
 }

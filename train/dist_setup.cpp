@@ -120,6 +120,22 @@ std::string build_id() {
   return std::string(hex) + " on the " + kernels::active_isa() + " path";
 }
 
+// A stored number as a user would type it: the shortest text that reads back as the same double
+// (5e-4, not the stored 0.00050000000000000001); whole numbers as stored (int64 beyond 2^53).
+std::string typed_number(const json::Value& x) {
+  if (x.str.find_first_of(".eE") == std::string::npos) return x.str;
+  char buf[32];
+  const std::string s(buf, std::to_chars(buf, buf + sizeof buf, x.num).ptr);
+  // to_chars writes printf's exponent, a sign and at least two digits: 5e-04 reads 5e-4.
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string exponent = s.substr(e + 1);
+  const bool minus = exponent[0] == '-';
+  exponent.erase(0, 1);
+  exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+  return s.substr(0, e + 1) + (minus ? "-" : "") + exponent;
+}
+
 // The options that shape the run, one "--flag value" per entry, in a fixed order.
 std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions& o) {
   const json::Value v = json::parse(options_json(o));
@@ -128,7 +144,9 @@ std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions&
     std::string flag = v.keys[i] == "context_length" ? "context" : v.keys[i];
     std::replace(flag.begin(), flag.end(), '_', '-');
     const json::Value& x = v.values[i];
-    out.emplace_back(flag, x.kind == json::Value::Kind::Bool ? (x.b ? "true" : "false") : x.str);
+    out.emplace_back(flag, x.kind == json::Value::Kind::Bool     ? (x.b ? "true" : "false")
+                           : x.kind == json::Value::Kind::Number ? typed_number(x)
+                                                                 : x.str);
   }
   out.emplace_back("threads", std::to_string(o.threads));
   out.emplace_back("micro-batches", std::to_string(o.micro_batches));
