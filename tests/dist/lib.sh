@@ -103,16 +103,23 @@ run_mpi() {
     --log "$dir/log.jsonl" "$@" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
 }
 
-# Starts run_mpi in the background (its pid in MPI_JOB, mpirun's in MPIRUN) and waits for the
-# checkpoint of its first epoch, then a little more: the job is then mid-step in epoch 2.
-start_mpi_job() {
-  local dir=$1 n=$2; shift 2
+# Starts run_mpi in the background (its pid in MPI_JOB, mpirun's in MPIRUN) and waits until FILE
+# appears: `start_mpi_job_until DIR N FILE ARGS...`.
+start_mpi_job_until() {
+  local dir=$1 n=$2 file=$3; shift 3
   run_mpi "$dir" "$n" "$@" &
   MPI_JOB=$!
-  wait_for_file "$dir/out/checkpoint.safetensors" 120 "$MPI_JOB"
-  sleep 0.1
+  wait_for_file "$file" 120 "$MPI_JOB"
   MPIRUN=$(pgrep -x mpirun -P "$(pgrep -x timeout -P "$MPI_JOB" || echo "$MPI_JOB")")
   [ -n "$MPIRUN" ] || fail "no mpirun under job $MPI_JOB"
+}
+
+# start_mpi_job_until the checkpoint of the first epoch, and a little more: the job is then
+# mid-step in epoch 2.
+start_mpi_job() {
+  local dir=$1 n=$2; shift 2
+  start_mpi_job_until "$dir" "$n" "$dir/out/checkpoint.safetensors" "$@"
+  sleep 0.1
 }
 
 # The pid of rank R of the job start_mpi_job started.
