@@ -1,4 +1,5 @@
-// What both implementations of dist.h share: reading the launcher's environment.
+// What both implementations of dist.h share: reading the launcher's environment, and
+// gather_all_equal on top of gather_all.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
