@@ -90,6 +90,17 @@ wait_for_file() {
   fail "$file did not appear within $seconds s"
 }
 
+# Waits (up to SECONDS) until FILE holds a whole line; fails otherwise, or once process PID ends.
+wait_until_line() {
+  local file=$1 seconds=$2 pid=$3 i
+  for ((i = 0; i < seconds * 20; ++i)); do
+    [ -s "$file" ] && [ "$(tail -c 1 "$file")" = "" ] && return 0
+    kill -0 "$pid" 2>/dev/null || fail "the job ended before $file had a line"
+    sleep 0.05
+  done
+  fail "$file had no line within $seconds s"
+}
+
 if [ "$WORK" != --check ]; then
   mkdir -p "$WORK" && head -c 15000 "$ROOT/data/sample/sample.txt" >"$WORK/text.txt" ||
     fail "cannot make $WORK/text.txt"

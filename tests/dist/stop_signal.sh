@@ -34,13 +34,15 @@ done
 # later (odls_base_sigkill_timeout) and SIGKILL a second after that, and exits 1. A 4-epoch job
 # signalled after its first epoch used to end within that second, before any rank heard of the
 # stop; this job has 40 epochs, is signalled as soon as it trains (step 0's evaluation is in the
-# JSON log), and is compared with an uninterrupted run to the end of the epoch where it stopped.
+# JSON log; before that rank 0 learns the tokenizer, seconds under load), and is compared with an uninterrupted run to the end of the epoch where it stopped.
 # The ranks get 3 s, not 1, between SIGTERM and SIGKILL: at load 10 the step and the save took
 # more than a second (mpirun killed the ranks before any checkpoint, 1 run in 4).
 dir=$WORK/mpirun-TERM
 export OMPI_MCA_odls_base_sigkill_timeout=3
 start_mpi_job_until "$dir" 2 "$dir/log.jsonl" --epochs 40
 unset OMPI_MCA_odls_base_sigkill_timeout
+# The JSON log is made empty at start; its first line is step 0's evaluation.
+wait_until_line "$dir/log.jsonl" 120 "$MPI_JOB"
 kill -TERM "$MPIRUN"
 wait_job 30
 echo "SIGTERM to mpirun: exit status $JOB_RC"
