@@ -22,9 +22,10 @@ for sig in TERM:143 INT:130; do
   # Stopped by the engine, not by the signal: rank 0 said where, saved there (mid-epoch: batch
   # > 0), and no rank died of a signal (a dead process's stdout would also be lost, unflushed).
   ! grep 'exited on signal' "$dir/stderr.txt" >&2 || fail "SIG$name to rank 1: a rank died of it"
-  grep -qE '^stopped (by SIG(TERM|INT) )?after step' "$dir/stderr.txt" || fail "SIG$name to rank 1: rank 0 did not stop"
+  stop=$(grep -oE "^stopped by SIG$name after (step|epoch)" "$dir/stderr.txt") ||
+    fail "SIG$name to rank 1: rank 0 did not stop"
   batch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" batch)
-  [ "${batch:-0}" != 0 ] ||
+  [ "${stop##* }" = epoch ] || [ "${batch:-0}" != 0 ] ||
     fail "SIG$name to rank 1: the checkpoint is not the stop's (batch ${batch:-?} of an epoch)"
   resume "$dir" "" --epochs 4 --micro-batches 2 || fail "--resume failed: $(tail -3 "$dir/resumed/stderr.txt")"
   resumed_like "$WORK/ref" "$dir" whole
@@ -48,11 +49,12 @@ wait_job 30
 echo "SIGTERM to mpirun: exit status $JOB_RC"
 [ "$JOB_RC" = 1 ] || fail "SIGTERM to mpirun: exit status $JOB_RC, not mpirun's 1: $(tail -3 "$dir/stderr.txt")"
 ! grep 'exited on signal' "$dir/stderr.txt" >&2 || fail "SIGTERM to mpirun: a rank died of a signal"
-grep -qE '^stopped by SIGTERM after step' "$dir/stderr.txt" ||
+# A step's end, or an epoch's (the signal often lands while rank 0 writes the epoch's sample).
+stop=$(grep -oE '^stopped by SIGTERM after (step|epoch)' "$dir/stderr.txt") ||
   fail "SIGTERM to mpirun: rank 0 did not stop at a step boundary: $(tail -3 "$dir/stderr.txt")"
 epoch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" epoch)
 batch=$(checkpoint_meta "$dir/out/checkpoint.safetensors" batch)
-[ "${batch:-0}" != 0 ] && [ -n "$epoch" ] ||
+[ -n "$epoch" ] && { [ "${stop##* }" = epoch ] || [ "${batch:-0}" != 0 ]; } ||
   fail "SIGTERM to mpirun: the checkpoint is not the stop's (epoch ${epoch:-?}, batch ${batch:-?})"
 end=$((epoch + 1))
 echo "SIGTERM to mpirun: stopped in epoch $end at batch $batch"
