@@ -6,8 +6,10 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -144,6 +146,86 @@ TEST_CASE("micro-batches draw as many dropout words as the whole batch's forward
   const uint64_t at = default_generator().words_drawn();
   step.loss_and_backward(batch, model);
   CHECK(default_generator().words_drawn() - at == whole);
+}
+
+TEST_CASE("read_launch: which launcher started us, from its environment") {
+  struct Row {
+    const char* who;
+    std::vector<std::pair<const char*, const char*>> env;
+    int rank, size;
+    bool pmix, needs_mpi;
+  };
+  const std::vector<Row> rows = {
+      {"no launcher", {}, 0, 1, false, false},
+      {"a batch script's shell", {{"SLURM_NTASKS", "4"}}, 0, 1, false, false},
+      {"mpirun -np 1",
+       {{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"PMIX_RANK", "0"}},
+       0,
+       1,
+       false,
+       false},
+      {"mpirun -np 2",
+       {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"PMIX_RANK", "1"}},
+       1,
+       2,
+       false,
+       true},
+      {"srun --mpi=pmi2, hydra", {{"PMI_SIZE", "3"}, {"PMI_RANK", "2"}}, 2, 3, false, true},
+      {"srun --mpi=pmix: rank 0 starts MPI too", {{"PMIX_RANK", "0"}}, 0, 0, true, true},
+      {"srun --mpi=pmix, rank 1", {{"PMIX_RANK", "1"}}, 1, 0, true, true},
+      {"srun --mpi=pmix -n 4",
+       {{"PMIX_RANK", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}},
+       0,
+       4,
+       true,
+       true},
+      {"srun --mpi=pmix -n 1",
+       {{"PMIX_RANK", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}},
+       0,
+       1,
+       true,
+       true},
+      {"a PMI rank without a count", {{"PMI_RANK", "2"}}, 2, 0, false, true},
+      {"PMI rank 0 without a count", {{"PMI_RANK", "0"}}, 0, 1, false, false},
+      {"not numbers", {{"OMPI_COMM_WORLD_SIZE", "two"}, {"PMIX_RANK", "x"}}, 0, 1, false, false},
+      {"size 0", {{"OMPI_COMM_WORLD_SIZE", "0"}}, 0, 1, false, false},
+      {"empty", {{"PMIX_RANK", ""}}, 0, 1, false, false},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.who);
+    const dist::Launch l = dist::read_launch([&](const char* name) -> const char* {
+      for (const auto& [k, v] : row.env)
+        if (std::strcmp(k, name) == 0) return v;
+      return nullptr;
+    });
+    CHECK(l.rank == row.rank);
+    CHECK(l.size == row.size);
+    CHECK(l.pmix == row.pmix);
+    CHECK(l.needs_mpi() == row.needs_mpi);
+  }
+}
+
+TEST_CASE("threads_for: a rank's cores, shared with the ranks bound alike on its machine") {
+  const auto ranks = [](std::vector<std::vector<int64_t>> hmc) {  // host, mask, cpus per rank
+    std::vector<CpuShare> out;
+    for (const auto& r : hmc) out.push_back({uint64_t(r[0]), uint64_t(r[1]), r[2]});
+    return out;
+  };
+  // mpirun's default at two ranks: each bound to its own core.
+  CHECK(threads_for(ranks({{1, 10, 1}, {1, 11, 1}}), 0) == 1);
+  // --bind-to none on a 32-core machine: all see the 32 cores, and share them.
+  const auto unbound = ranks({{1, 7, 32}, {1, 7, 32}, {1, 7, 32}, {1, 7, 32}});
+  for (int r = 0; r < 4; ++r) CHECK(threads_for(unbound, r) == 8);
+  // --bind-to socket: two sockets of 16 cores, two ranks on each.
+  const auto sockets = ranks({{1, 1, 16}, {1, 1, 16}, {1, 2, 16}, {1, 2, 16}});
+  CHECK(threads_for(sockets, 0) == 8);
+  CHECK(threads_for(sockets, 3) == 8);
+  // Two machines, one rank each, the same mask: nothing shared.
+  CHECK(threads_for(ranks({{1, 7, 32}, {2, 7, 32}}), 1) == 32);
+  // More ranks than cores: one thread each, never none.
+  CHECK(threads_for(ranks({{1, 7, 2}, {1, 7, 2}, {1, 7, 2}}), 2) == 1);
+  // One process: its mask (taskset -c 0: 1).
+  CHECK(threads_for(ranks({{1, 3, 1}}), 0) == 1);
 }
 
 // ---- the promise, through mpirun ------------------------------------------------------------
@@ -285,12 +367,48 @@ TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other op
   CHECK(slurp(d / "err").find("tapegrad train: --batch-size 4 does not split among 3 processes; "
                               "give a multiple of 3\n") == 0);
   CHECK_FALSE(fs::exists(d / "x"));
-  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --lr 0.001 --out " + (d / "y") + " : -np 1 " +
-            kExe + kTiny + " --lr 0.002 --out " + (d / "y") + " > /dev/null 2> " + (d / "err")) ==
+  // The values as typed (5e-4), not as stored (0.00050000000000000001).
+  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --lr 4e-4 --out " + (d / "y") + " : -np 1 " +
+            kExe + kTiny + " --lr 5e-4 --out " + (d / "y") + " > /dev/null 2> " + (d / "err")) ==
         2);
-  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 0.002, rank 0 has 0.001; every "
+  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 5e-4, rank 0 has 4e-4; every "
                               "rank must run with the same options\n") == 0);
   CHECK_FALSE(fs::exists(d / "y"));
+}
+
+namespace {
+
+// The pool size a run of `launch` + tapegrad train without --threads recorded in its checkpoint.
+std::string default_threads_of(const Dir& d, const std::string& launch, const std::string& name) {
+  const std::string cmd = "env -u TAPEGRAD_THREADS " + launch + kExe +
+                          " train --preset tiny --context 32 --epochs 1 --eval-freq 2 "
+                          "--eval-iter 1 --sample-tokens 1 --batch-size 4 --max-steps 1 "
+                          "--no-progress --out " +
+                          (d / name) + " > /dev/null 2> " + (d / (name + ".err"));
+  if (run(cmd) != 0) return "failed: " + slurp(d / (name + ".err"));
+  return load_safetensors(d / (name + "/checkpoint.safetensors")).metadata.at("threads");
+}
+
+}  // namespace
+
+TEST_CASE("without --threads a run takes the cores its affinity allows, shared by ranks alike") {
+  if (std::system("command -v taskset > /dev/null 2>&1") != 0) {
+    MESSAGE("skipped: no taskset");
+    return;
+  }
+  cpu_set_t mine;
+  REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &mine)) ++first;
+  const Dir d;
+  // One core allowed: one thread, not a pool of the machine's cores.
+  CHECK(default_threads_of(d, "taskset -c " + std::to_string(first) + " ", "one_core") == "1");
+  CHECK(default_threads_of(d, "", "all") == std::to_string(CPU_COUNT(&mine)));
+  if (!have_mpirun()) return;
+  // mpirun binds each of two ranks to a core of its own; unbound, they share this process's.
+  CHECK(default_threads_of(d, kMpirun + "-np 2 --bind-to core ", "bound") == "1");
+  CHECK(default_threads_of(d, kMpirun + "-np 2 --bind-to none ", "unbound") ==
+        std::to_string(std::max(1, CPU_COUNT(&mine) / 2)));
 }
 
 TEST_CASE("a build without MPI refuses to run as one of several launched processes") {
@@ -309,8 +427,12 @@ TEST_CASE("a build without MPI refuses to run as one of several launched process
             (d / "err")) == 1);
   CHECK(slurp(d / "err").empty());
   CHECK(run("PMIX_RANK=1 " + kExe + kTiny + " --out " + (d / "x") + " > /dev/null 2>&1") == 1);
+  // srun --mpi=pmix -n 2: rank 0 too, told the count by Slurm.
+  CHECK(run("PMIX_RANK=0 SLURM_STEP_NUM_TASKS=2 " + kExe + kTiny + " --out " + (d / "x") +
+            " > /dev/null 2> " + (d / "err")) == 1);
+  CHECK(slurp(d / "err").find("tapegrad train: started as one of 2 processes") == 0);
   CHECK_FALSE(fs::exists(d / "x"));
-  CHECK(dist::launcher_size() == 1);
+  CHECK(dist::launch().size == 1);
 }
 
 TEST_CASE("DistributedSampler gives PyTorch's indices (tests/golden/gen_dist_sampler.py)") {

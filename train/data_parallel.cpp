@@ -165,10 +165,8 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
   if (ranks_ > 1) {  // where the single process's K forwards leave the generator
     gen = start;
     gen.discard(uint64_t(K_) * uint64_t(draws_));
-    const std::vector<size_t> bytes(size_t(ranks_), size_t(per_rank_) * sizeof(double));
-    std::vector<size_t> offsets;
-    for (int r = 0; r < ranks_; ++r) offsets.push_back(size_t(r) * bytes[0]);
-    dist::gather_all(losses.data() + first, losses.data(), bytes, offsets);
+    dist::gather_all_equal(losses.data() + first, losses.data(),
+                           size_t(per_rank_) * sizeof(double));
     if (!exchange_) reduce_across_ranks();
     finish_reduction();
   } else {

@@ -62,9 +62,7 @@ void DistributedDataParallel::reduce_gradients() {
 double mean_over_ranks(double v) {
   const int ranks = dist::size();
   std::vector<double> all(static_cast<size_t>(ranks));
-  std::vector<size_t> bytes(size_t(ranks), sizeof(double)), offsets;
-  for (int r = 0; r < ranks; ++r) offsets.push_back(size_t(r) * sizeof(double));
-  dist::gather_all(&v, all.data(), bytes, offsets);
+  dist::gather_all_equal(&v, all.data(), sizeof v);
   double sum = 0;
   for (const double x : all) sum += x;
   return sum / double(ranks);

@@ -10,28 +10,36 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace tg::dist {
 
-// The process count a launcher (mpirun, srun) announced in the environment: OMPI_COMM_WORLD_SIZE
-// or PMI_SIZE; 1 when none did (PMIX_RANK or PMI_RANK alone, above 0, counts as 2: more than one).
-int launcher_size();
-// This process's rank as the launcher announced it (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK),
-// 0 when none did: a build without MPI prints its refusal once, from rank 0.
-int launcher_rank();
-
-// Ranks the launcher started on this machine (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS),
-// else size(): they share its cores.
-int local_size();
+// What the launcher that started this process (mpirun, srun, MPICH's hydra) said in its
+// environment.
+struct Launch {
+  int rank = 0;       // OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK; 0 without a launcher
+  int size = 1;       // the process count it announced; 0 when it announced none
+  bool pmix = false;  // a PMIx launcher (srun --mpi=pmix): PMIX_RANK without an Open MPI size
+  // MPI must start: several processes, or a PMIx launcher (MPI_Comm_size tells the count).
+  bool needs_mpi() const { return pmix || size != 1; }
+};
+// Reads the launcher's variables through `env` (getenv's contract: null when unset), in this
+// order: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE), PMI-1/2 (PMI_SIZE: srun --mpi=pmi2, hydra),
+// PMIx (PMIX_RANK, any value: srun --mpi=pmix sets no size; SLURM_STEP_NUM_TASKS, srun's task
+// count, stands in when present). Not SLURM_NTASKS alone: a batch script's own shell has it too.
+Launch read_launch(const std::function<const char*(const char*)>& env);
+// read_launch of this process's environment.
+Launch launch();
 
 // Whether this build can run several processes (built with MPI).
 bool built_with_mpi();
 
-// Starts the world when a launcher started more than one process (MPI_Init_thread, FUNNELED);
-// otherwise the world is this one process and MPI is never touched. A build without MPI under a
-// launcher of size > 1 throws std::runtime_error with one line (N copies would write one --out).
+// Starts the world when launch().needs_mpi() (MPI_Init_thread, SERIALIZED; the size is then
+// MPI_Comm_size's); otherwise the world is this one process and MPI is never touched. A build
+// without MPI started as one of several processes throws std::runtime_error with one line (N
+// copies would write one --out).
 // Safe to call more than once.
 void init();
 // MPI_Finalize when init() started MPI (the atexit handler does it too).
@@ -56,6 +64,8 @@ void exchange(const void* send, const std::vector<size_t>& send_bytes,
 // `mine` is this rank's block (may alias its place in `all`).
 void gather_all(const void* mine, void* all, const std::vector<size_t>& bytes,
                 const std::vector<size_t>& offsets);
+// gather_all of one block of `bytes` from each rank, rank r's at r * bytes.
+void gather_all_equal(const void* mine, void* all, size_t bytes);
 // Every rank's block to root only (the others' `all` is untouched).
 void gather(const void* mine, void* all, const std::vector<size_t>& bytes,
             const std::vector<size_t>& offsets, int root = 0);

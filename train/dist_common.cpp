@@ -1,6 +1,10 @@
-// What both implementations of dist.h share: reading the launcher's environment.
+// What both implementations of dist.h share: reading the launcher's environment, and
+// gather_all_equal on top of gather_all.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "train/dist.h"
 
@@ -8,42 +12,52 @@ namespace tg::dist {
 
 namespace {
 
-// A positive count from the environment, or 0 when absent or not a number.
-long env_count(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return 0;
+// A whole number >= `least` from variable `name`, or -1 when unset or not such a number.
+long env_number(const std::function<const char*(const char*)>& env, const char* name, long least) {
+  const char* v = env(name);
+  if (!v || !*v) return -1;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n > 0 ? n : 0;
+  return *end == '\0' && n >= least && n < (1L << 30) ? n : -1;
 }
 
 }  // namespace
 
-int launcher_size() {
-  // Open MPI's mpirun, then PMI-1/2 (Slurm's srun --mpi=pmi2, MPICH's hydra). Not SLURM_NTASKS:
-  // a batch script's own shell has it too.
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const long n = env_count(name);
-    if (n > 0) return int(n);
+Launch read_launch(const std::function<const char*(const char*)>& env) {
+  Launch l;
+  // Open MPI's mpirun, then PMI-1/2: a count and a rank.
+  for (const auto& [size, rank] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                   std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const long n = env_number(env, size, 1);
+    if (n < 0) continue;
+    l.size = int(n);
+    l.rank = int(std::max(0L, env_number(env, rank, 0)));
+    return l;
   }
-  // PMIx without a size in the environment: a rank above 0 means there is more than one.
-  return env_count("PMIX_RANK") > 0 || env_count("PMI_RANK") > 0 ? 2 : 1;
+  // PMIx sets a rank but no count: even rank 0 may be one of several.
+  if (const long r = env_number(env, "PMIX_RANK", 0); r >= 0) {
+    l.pmix = true;
+    l.rank = int(r);
+    l.size = int(std::max(0L, env_number(env, "SLURM_STEP_NUM_TASKS", 1)));
+    return l;
+  }
+  // A PMI rank without a count: one of several when it is not the first.
+  if (const long r = env_number(env, "PMI_RANK", 0); r >= 0) {
+    l.rank = int(r);
+    l.size = r > 0 ? 0 : 1;
+  }
+  return l;
 }
 
-int local_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    const long n = env_count(name);
-    if (n > 0) return int(n);
-  }
-  return size();
+void gather_all_equal(const void* mine, void* all, size_t bytes) {
+  const size_t n = size_t(size());
+  std::vector<size_t> sizes(n, bytes), offsets;
+  for (size_t r = 0; r < n; ++r) offsets.push_back(r * bytes);
+  gather_all(mine, all, sizes, offsets);
 }
 
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    const long r = env_count(name);
-    if (r > 0) return int(r);
-  }
-  return 0;
+Launch launch() {
+  return read_launch([](const char* name) -> const char* { return std::getenv(name); });
 }
 
 }  // namespace tg::dist

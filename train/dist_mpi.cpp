@@ -1,6 +1,7 @@
-// dist.h on MPI (Open MPI). MPI starts only when a launcher started more than one process, so a
-// plain `tapegrad train` in this build never touches it. Byte blocks travel as MPI_BYTE; the one
-// reduction, any(), is a max over ints. Every sum of floats is ours (train/data_parallel.h).
+// dist.h on MPI (Open MPI). MPI starts only when a launcher started more than one process (or a
+// PMIx launcher, which does not say how many), so a plain `tapegrad train` in this build never
+// touches it. Byte blocks travel as MPI_BYTE; the one reduction, any(), is a max over ints. Every
+// sum of floats is ours (train/data_parallel.h).
 // The C API only: Open MPI's deprecated C++ bindings do not build with -Werror.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -59,7 +60,7 @@ void wait_politely(MPI_Request& request) {
 bool built_with_mpi() { return true; }
 
 void init() {
-  if (g_started || launcher_size() <= 1) return;
+  if (g_started || !launch().needs_mpi()) return;
   int provided = 0;
   // SERIALIZED: the training thread and the gradient thread take turns, never at once.
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);

@@ -1,15 +1,21 @@
 // Setting up a data-parallel run on every rank (see data_parallel.h): rank 0's files and errors
 // shared with the others, and the check that all ranks run one build with one set of options.
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/text.h"
+#include "core/threadpool.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dist.h"
@@ -114,6 +120,22 @@ std::string build_id() {
   return std::string(hex) + " on the " + kernels::active_isa() + " path";
 }
 
+// A stored number as a user would type it: the shortest text that reads back as the same double
+// (5e-4, not the stored 0.00050000000000000001); whole numbers as stored (int64 beyond 2^53).
+std::string typed_number(const json::Value& x) {
+  if (x.str.find_first_of(".eE") == std::string::npos) return x.str;
+  char buf[32];
+  const std::string s(buf, std::to_chars(buf, buf + sizeof buf, x.num).ptr);
+  // to_chars writes printf's exponent, a sign and at least two digits: 5e-04 reads 5e-4.
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string exponent = s.substr(e + 1);
+  const bool minus = exponent[0] == '-';
+  exponent.erase(0, 1);
+  exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+  return s.substr(0, e + 1) + (minus ? "-" : "") + exponent;
+}
+
 // The options that shape the run, one "--flag value" per entry, in a fixed order.
 std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions& o) {
   const json::Value v = json::parse(options_json(o));
@@ -122,7 +144,9 @@ std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions&
     std::string flag = v.keys[i] == "context_length" ? "context" : v.keys[i];
     std::replace(flag.begin(), flag.end(), '_', '-');
     const json::Value& x = v.values[i];
-    out.emplace_back(flag, x.kind == json::Value::Kind::Bool ? (x.b ? "true" : "false") : x.str);
+    out.emplace_back(flag, x.kind == json::Value::Kind::Bool     ? (x.b ? "true" : "false")
+                           : x.kind == json::Value::Kind::Number ? typed_number(x)
+                                                                 : x.str);
   }
   out.emplace_back("threads", std::to_string(o.threads));
   out.emplace_back("micro-batches", std::to_string(o.micro_batches));
@@ -173,6 +197,32 @@ std::string difference(int r, const std::string& mine, const std::string& root) 
 
 }  // namespace
 
+int threads_for(const std::vector<CpuShare>& ranks, int me) {
+  const CpuShare& mine = ranks[size_t(me)];
+  int64_t sharing = 0;
+  for (const CpuShare& r : ranks) sharing += r.host == mine.host && r.mask == mine.mask;
+  return int(std::clamp<int64_t>(mine.cpus / sharing, 1, kMaxThreads));
+}
+
+int default_threads() {
+  CpuShare mine;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  // hardware_concurrency() counts the machine's cores, not the ones this process may run on.
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    mine.cpus = CPU_COUNT(&set);
+    mine.mask = fnv1a(std::string_view(reinterpret_cast<const char*>(&set), sizeof set));
+  } else {  // more CPUs than a cpu_set_t holds
+    mine.cpus = std::max(1u, std::thread::hardware_concurrency());
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  mine.host = fnv1a(host);
+  std::vector<CpuShare> all(static_cast<size_t>(dist::size()));
+  dist::gather_all_equal(&mine, all.data(), sizeof mine);
+  return threads_for(all, dist::rank());
+}
+
 void resolve_micro_batches(TrainOptions& opt) {
   const int ranks = dist::size();
   const bool given = opt.micro_batches != 0;
@@ -197,9 +247,7 @@ void check_same_options(const TrainOptions& opt) {
   const std::string mine = serialize(build_id(), option_list(opt));
   std::vector<uint64_t> hashes(static_cast<size_t>(ranks));
   const uint64_t h = fnv1a(mine);
-  std::vector<size_t> bytes(size_t(ranks), sizeof(uint64_t)), offsets;
-  for (int r = 0; r < ranks; ++r) offsets.push_back(size_t(r) * sizeof(uint64_t));
-  dist::gather_all(&h, hashes.data(), bytes, offsets);
+  dist::gather_all_equal(&h, hashes.data(), sizeof h);
   int odd = 0;  // the first rank whose hash is not rank 0's
   for (int r = ranks - 1; r > 0; --r)
     if (hashes[size_t(r)] != hashes[0]) odd = r;

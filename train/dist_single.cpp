@@ -11,11 +11,13 @@ namespace tg::dist {
 bool built_with_mpi() { return false; }
 
 void init() {
-  const int n = launcher_size();
-  if (n > 1)
-    throw std::runtime_error("started as one of " + std::to_string(n) +
-                             " processes by an MPI launcher, but this tapegrad was built without "
-                             "MPI (rebuild with Open MPI: meson setup -Dmpi=enabled)");
+  const Launch l = launch();
+  // A PMIx rank 0 that was told no count may be alone (srun -n 1 without Slurm's count): it runs.
+  if (l.size == 1 || (l.size == 0 && l.rank == 0)) return;
+  const std::string count = l.size > 1 ? std::to_string(l.size) : "several";
+  throw std::runtime_error("started as one of " + count +
+                           " processes by an MPI launcher, but this tapegrad was built without "
+                           "MPI (rebuild with Open MPI: meson setup -Dmpi=enabled)");
 }
 void finalize() {}
 void abort_all(int status) { std::_Exit(status); }

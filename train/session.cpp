@@ -215,10 +215,11 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   if (resuming_) resume_options();
   check_options(opt_);
   resolve_micro_batches(opt_);
+  const int cores = default_threads();  // on every rank: a collective under mpirun
   if (opt_.threads > 0)
     set_num_threads(opt_.threads);
-  else if (dist::size() > 1 && !std::getenv("TAPEGRAD_THREADS"))  // ranks share the cores
-    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) / dist::local_size()));
+  else if (!std::getenv("TAPEGRAD_THREADS"))  // the cores this rank may use (its affinity)
+    set_num_threads(cores);
   if (!opt_.init_from.empty()) init_from_gpt2();  // every rank: its config sizes the model
   cfg_ = resolve_model_config(opt_, resuming_ ? &ckpt_ : nullptr, ckpt_in_);
   // Files are rank 0's (data_parallel.h): its errors reach every rank.
@@ -483,19 +484,19 @@ void Session::after_eval(const EvalPoint& p) {
 
 // A stop asked of any rank stops all of them after this step (a tiny collective), and every rank
 // takes the same signal for its exit status (SIGTERM over SIGINT), so mpirun's status does not
-// depend on which rank exits first.
-void agree_on_stop() {
-  if (!dist::any(stop_requested().load())) return;
+// depend on which rank exits first. The answer is the vote's: a signal that lands during or after
+// it stops the next step, on every rank (the flag read again here would stop one rank alone and
+// leave the others waiting in the next step's exchange).
+bool agree_on_stop() {
+  if (!dist::any(stop_requested().load())) return false;
   if (dist::size() > 1) {
-    const size_t n = size_t(dist::size());
-    std::vector<int> sigs(n);
-    std::vector<size_t> bytes(n, sizeof(int)), offsets(n);
-    for (size_t r = 0; r < n; ++r) offsets[r] = r * sizeof(int);
+    std::vector<int> sigs(static_cast<size_t>(dist::size()));
     const int mine = stop_signal().load();
-    dist::gather_all(&mine, sigs.data(), bytes, offsets);
+    dist::gather_all_equal(&mine, sigs.data(), sizeof mine);
     stop_signal().store(*std::max_element(sigs.begin(), sigs.end()));
   }
   stop_requested().store(true);
+  return true;
 }
 
 // Progress, the test hook, and a stop (Ctrl-C or --max-steps) that saves mid-epoch.
@@ -505,15 +506,14 @@ bool Session::after_step(double loss) {
   if (show_progress_) show_progress(loss);
   if (opt_.on_step) opt_.on_step(pos_.global_step);
   stop_if_stdout_lost();
-  agree_on_stop();
-  if (!stop_requested().load() && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps))
-    return false;
+  const bool stop = agree_on_stop();
+  if (!stop && (opt_.max_steps < 0 || steps_this_run_ < opt_.max_steps)) return false;
   before_print();
   save();
   write_plot();
-  err_ << "stopped " << (stop_requested().load() ? "by " + stop_signal_name() + " " : "")
-       << "after step " << pos_.global_step << "; checkpoint " << ckpt_out_
-       << " (continue with --resume " << opt_.out_dir << ")\n";
+  err_ << "stopped " << (stop ? "by " + stop_signal_name() + " " : "") << "after step "
+       << pos_.global_step << "; checkpoint " << ckpt_out_ << " (continue with --resume "
+       << opt_.out_dir << ")\n";
   return true;
 }
 
@@ -539,8 +539,7 @@ bool Session::after_epoch(const std::string& sample) {
   save();
   write_plot();
   stop_if_stdout_lost();
-  agree_on_stop();
-  if (!stop_requested().load()) return false;
+  if (!agree_on_stop()) return false;
   err_ << "stopped by " << stop_signal_name() << " after epoch " << pos_.epoch << "; checkpoint "
        << ckpt_out_ << "\n";
   return true;

@@ -57,7 +57,7 @@ int train_main(int argc, char** argv) {
     try {
       dist::init();  // several processes under mpirun (train/data_parallel.h)
     } catch (const std::runtime_error& e) {  // a build without MPI under a launcher
-      if (dist::launcher_rank() == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
+      if (dist::launch().rank == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
       return 1;
     }
     train::keep_freed_memory();

@@ -45,7 +45,7 @@ struct TrainOptions {
   double lr = 4e-4, weight_decay = 0.1;
   int64_t eval_freq = 5, eval_iter = 5;
   uint64_t seed = 123;
-  int threads = 0;              // 0: leave the pool as it is (TAPEGRAD_THREADS or all cores)
+  int threads = 0;  // 0: TAPEGRAD_THREADS, else the cores this process may use (default_threads)
   std::string out_dir = "out";  // checkpoint.safetensors and loss.svg go here
   std::string log_path;         // JSON lines, one per evaluation
   std::string resume_dir;       // continue from DIR/checkpoint.safetensors
@@ -150,7 +150,7 @@ inline const cli::Command<O> kTrain{
             .stored(Resume::MayChange, "", "1"),
         cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool (per rank)")
             .none(0)
-            .shown_default("TAPEGRAD_THREADS or all cores"),
+            .shown_default("TAPEGRAD_THREADS, or the cores it may run on"),
         cli::path("out", &O::out_dir, "DIR",
                   "checkpoint.safetensors and loss.svg go here; a DIR that holds a\n"
                   "checkpoint is refused unless --resume or --overwrite is given"),

@@ -90,6 +90,17 @@ wait_for_file() {
   fail "$file did not appear within $seconds s"
 }
 
+# Waits (up to SECONDS) until FILE holds a whole line; fails otherwise, or once process PID ends.
+wait_until_line() {
+  local file=$1 seconds=$2 pid=$3 i
+  for ((i = 0; i < seconds * 20; ++i)); do
+    [ -s "$file" ] && [ "$(tail -c 1 "$file")" = "" ] && return 0
+    kill -0 "$pid" 2>/dev/null || fail "the job ended before $file had a line"
+    sleep 0.05
+  done
+  fail "$file had no line within $seconds s"
+}
+
 if [ "$WORK" != --check ]; then
   mkdir -p "$WORK" && head -c 15000 "$ROOT/data/sample/sample.txt" >"$WORK/text.txt" ||
     fail "cannot make $WORK/text.txt"
@@ -103,21 +114,38 @@ run_mpi() {
     --log "$dir/log.jsonl" "$@" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
 }
 
-# Starts run_mpi in the background (its pid in MPI_JOB, mpirun's in MPIRUN) and waits for the
-# checkpoint of its first epoch, then a little more: the job is then mid-step in epoch 2.
-start_mpi_job() {
-  local dir=$1 n=$2; shift 2
+# Starts run_mpi in the background (its pid in MPI_JOB, mpirun's in MPIRUN) and waits until FILE
+# appears: `start_mpi_job_until DIR N FILE ARGS...`.
+start_mpi_job_until() {
+  local dir=$1 n=$2 file=$3; shift 3
   run_mpi "$dir" "$n" "$@" &
   MPI_JOB=$!
-  wait_for_file "$dir/out/checkpoint.safetensors" 120 "$MPI_JOB"
-  sleep 0.1
+  wait_for_file "$file" 120 "$MPI_JOB"
   MPIRUN=$(pgrep -x mpirun -P "$(pgrep -x timeout -P "$MPI_JOB" || echo "$MPI_JOB")")
   [ -n "$MPIRUN" ] || fail "no mpirun under job $MPI_JOB"
+}
+
+# start_mpi_job_until the checkpoint of the first epoch, and a little more: the job is then
+# mid-step in epoch 2.
+start_mpi_job() {
+  local dir=$1 n=$2; shift 2
+  start_mpi_job_until "$dir" "$n" "$dir/out/checkpoint.safetensors" "$@"
+  sleep 0.1
 }
 
 # The pid of rank R of the job start_mpi_job started.
 pid_of_rank() {
   rank_pids "$MPIRUN" | awk -v r="$1" '$1 == r {print $2}'
+}
+
+# Where each rank of the job is: its state and, with gdb, every thread's innermost frames.
+show_stuck_ranks() {
+  local r p
+  while read -r r p; do
+    echo "rank $r (pid $p): $(grep -E '^State' "/proc/$p/status" 2>/dev/null)"
+    command -v gdb >/dev/null &&
+      gdb -p "$p" -batch -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^(#|Thread)'
+  done < <(rank_pids "$MPIRUN")
 }
 
 # Waits for the background job to end within SECONDS (else fails, killing it); its exit status
@@ -129,6 +157,7 @@ wait_job() {
     sleep 0.1
   done
   if kill -0 "$MPI_JOB" 2>/dev/null; then
+    show_stuck_ranks >&2
     kill -KILL "$MPIRUN" 2>/dev/null
     fail "the job did not end within $seconds s"
   fi
