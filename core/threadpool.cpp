@@ -5,6 +5,8 @@
 // the whole run time of a 128³ GEMM), while an idle pool costs nothing.
 #include "core/threadpool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -25,10 +27,7 @@ namespace {
 
 int threads_from_env() {
   const char* s = std::getenv("TAPEGRAD_THREADS");
-  if (s == nullptr || *s == '\0') {
-    const unsigned hc = std::thread::hardware_concurrency();
-    return std::clamp(static_cast<int>(hc), 1, kMaxThreads);
-  }
+  if (s == nullptr || *s == '\0') return usable_cpus();
   return parse_thread_count(s);
 }
 
@@ -191,6 +190,19 @@ Pool& pool() {
 }
 
 }  // namespace
+
+int usable_cpus() {
+#ifdef __linux__
+  // hardware_concurrency() counts the machine's CPUs, not the ones this process may run on:
+  // under taskset, a container's cpuset or mpirun's binding to one core, that many threads
+  // would share fewer cores and slow every GEMM down.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::clamp(CPU_COUNT(&set), 1, kMaxThreads);
+#endif
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
+}
 
 int parse_thread_count(const char* text) {
   char* end = nullptr;

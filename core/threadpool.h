@@ -1,8 +1,8 @@
 // A persistent pool of std::threads for the kernels (no OpenMP). The calling thread takes part in
 // every job, so num_threads() == 1 means "no worker threads at all".
 //
-// The count comes from TAPEGRAD_THREADS when set (1 to kMaxThreads), else from
-// std::thread::hardware_concurrency(); set_num_threads() changes it at run time.
+// The count comes from TAPEGRAD_THREADS when set (1 to kMaxThreads), else from usable_cpus();
+// set_num_threads() changes it at run time.
 // Not here: work stealing, priorities, futures. A parallel_for issued from inside a task, or while
 // another thread's job is running, runs serially on the caller.
 #pragma once
@@ -18,6 +18,9 @@ constexpr int kMaxThreads = 1024;
 // Threads a parallel_for may use (>= 1). Throws std::invalid_argument on the first call when
 // TAPEGRAD_THREADS is set but is not an integer from 1 to kMaxThreads.
 int num_threads();
+// The CPUs this process may run on (its affinity mask on Linux, else
+// std::thread::hardware_concurrency()), from 1 to kMaxThreads.
+int usable_cpus();
 // TAPEGRAD_THREADS's value as a count, or std::invalid_argument quoting it and the range.
 int parse_thread_count(const char* text);
 // 1 <= n <= kMaxThreads; joins or starts workers as needed. Call only while no parallel_for is

@@ -4,6 +4,7 @@
 // operations in the reference's order (binary, masked_fill, sum_cols, max_rows, adamw) must match
 // bit for bit. Also: thread-count bit-identity, the exp error bound, dispatch errors.
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -508,6 +509,23 @@ TEST_CASE("sgemm_batched matches the reference per batch entry") {
                          R.data(), M * N, N);
     check_close(C, R, std::vector<double>(C.size(), 4.0 * (K + 2) * FLT_EPSILON * K), "batched");
   });
+}
+
+TEST_CASE("the default thread count is the CPUs this thread may run on, not the machine's") {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  REQUIRE(::sched_getaffinity(0, sizeof all, &all) == 0);
+  CHECK(tg::usable_cpus() == std::clamp(CPU_COUNT(&all), 1, tg::kMaxThreads));
+  // Pinned to one CPU (as mpirun binds a rank, or taskset -c 0), as a thread may do to itself.
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
+  const int pinned = tg::usable_cpus();
+  REQUIRE(::sched_setaffinity(0, sizeof all, &all) == 0);
+  CHECK(pinned == 1);
 }
 
 TEST_CASE("parallel_for: every task runs once; a throwing task's exception reaches the caller") {
