@@ -17,10 +17,8 @@
 // output's checksum (sum), the same for ours and PyTorch's when both built the same weights and
 // input from seed 123. Times are the best of --reps runs.
 //
-// usage: bench_attention [--json] [--reps N] [--threads 1,2] [--sizes 8x256,2x1024,8x1024]
-//                        [--memory 1024,2048,4096] [--no-torch] [--no-modules] [--json-file PATH]
-//                        [--svg FILE]
-// --svg draws fwd+bwd ms per size, the cores and the modules apart, a panel per thread count.
+// Options: bench_attention --help (the table: bench/bench_attention_options.h). --svg draws
+// fwd+bwd ms per size, the cores and the modules apart, a panel per thread count.
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -15,9 +15,7 @@
 // dev/cpu/matmul_forward.c): whole-matrix for small shapes, sampled rows for big ones. Times are
 // the best of several runs.
 //
-// Usage: bench_matmul [--json] [--quick] [--isa NAME] [--threads 1,2] [--reps N] [--shapes
-//        square|gpt2|tiny|all] [--blocking MC,KC,NC (tuning: overrides every path's blocking,
-//        like TAPEGRAD_GEMM_BLOCKING)] [--svg FILE (a chart of every row, written atomically)]
+// Options: bench_matmul --help (the table: bench/bench_matmul_options.h).
 // The header (and every --json row) names the CPU, its caches, each path's block sizes and where
 // they come from. Compare timings only within one machine, and expect noise when other jobs share
 // the cores.
