@@ -222,7 +222,7 @@ GPTModel::GPTModel(const GPTConfig& config, Generator* gen)
 
 Tensor GPTModel::forward(const Tensor& in_idx) { return forward(in_idx, false); }
 
-Tensor GPTModel::forward(const Tensor& in_idx, bool use_cache) {
+Tensor GPTModel::forward(const Tensor& in_idx, bool use_cache, bool last_only) {
   if (in_idx.dtype() != DType::Int64 || in_idx.dim() != 2)
     throw std::invalid_argument(std::string("GPTModel: expected int64 token ids (batch, tokens), "
                                             "got ") +
@@ -250,7 +250,8 @@ Tensor GPTModel::forward(const Tensor& in_idx, bool use_cache) {
     x = (*trf_blocks)(x);
   }
   x = (*final_norm)(x);
-  return (*out_head)(x);  // (b, T, vocab_size)
+  if (last_only) x = x.slice(1, seq_len - 1, seq_len);  // New: the row generation reads
+  return (*out_head)(x);  // (b, T, vocab_size), or (b, 1, vocab_size) with last_only
 }
 
 void GPTModel::reset_kv_cache() {

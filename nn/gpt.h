@@ -109,8 +109,10 @@ class GPTModel : public Module {
   // in_idx: int64 (b, T) with T <= context_length -> logits (b, T, vocab_size)
   Tensor forward(const Tensor& in_idx) override;
   // New (KV cache): with use_cache, in_idx holds positions current_pos .. current_pos + T - 1
-  // (throws std::invalid_argument past context_length) and advances current_pos.
-  Tensor forward(const Tensor& in_idx, bool use_cache);
+  // (throws std::invalid_argument past context_length) and advances current_pos. New
+  // (generation): with last_only, the logits of the last position alone, (b, 1, vocab_size):
+  // the row a next token is drawn from, without out_head's vocab_size x emb_dim work per row.
+  Tensor forward(const Tensor& in_idx, bool use_cache, bool last_only = false);
   void reset_kv_cache();  // every block's cache, and current_pos = 0
 
   GPTConfig cfg;

@@ -168,10 +168,13 @@ std::vector<int64_t> generate_cached(nn::GPTModel& model, std::vector<int64_t> i
     }
     const std::vector<int64_t> fresh(idx.begin() + cache_end, idx.end());
     const int64_t T = int64_t(fresh.size());
-    const Tensor logits = model.forward(from_vector(fresh, {1, T}), /*use_cache=*/true);
+    // Only the last position's logits: a rebuild of 1024 tokens would spend a quarter of its
+    // FLOPs on out_head's rows for positions nobody samples from.
+    const Tensor logits = model.forward(from_vector(fresh, {1, T}), /*use_cache=*/true,
+                                        /*last_only=*/true);
     cache_end = n;
     const int64_t next =
-        next_token(logits.select(0, 0).select(0, T - 1).contiguous(), temperature, top_k, gen);
+        next_token(logits.select(0, 0).select(0, 0).contiguous(), temperature, top_k, gen);
     if (eos_id >= 0 && next == eos_id) break;  // stop at end-of-sequence
     idx.push_back(next);
     if (on_token) on_token(next);
