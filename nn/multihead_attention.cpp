@@ -91,8 +91,7 @@ void append_rows(const Tensor& fresh, Tensor& cache, int64_t pos) {
 
 }  // namespace
 
-Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
-  if (!use_cache) return forward(x);
+void MultiHeadAttention::check_cache_room(const Tensor& x) const {
   detail::check_attention_input("MultiHeadAttention", x, 3, d_in, context_length);
   const int64_t b = x.size(0), num_tokens = x.size(1);
   if (cache_len + num_tokens > context_length)
@@ -104,28 +103,40 @@ Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
     throw std::invalid_argument("MultiHeadAttention: the KV cache holds a batch of " +
                                 std::to_string(cache_k.size(0)) + ", got " + std::to_string(b) +
                                 " (reset_cache())");
+}
+
+int64_t MultiHeadAttention::append_to_cache(const Tensor& keys_new, const Tensor& values_new) {
+  const int64_t b = keys_new.size(0), num_tokens = keys_new.size(1);
+  if (cache_len == 0) {
+    cache_k = zeros({b, num_heads, context_length, head_dim}, keys_new.dtype());
+    cache_v = zeros({b, num_heads, context_length, head_dim}, keys_new.dtype());
+  }
+  const int64_t start = cache_len;
+  if (keys_new.dtype() == DType::Float64) {  // after to(Float64), for gradient checks
+    append_rows<double>(keys_new.contiguous(), cache_k, start);
+    append_rows<double>(values_new.contiguous(), cache_v, start);
+  } else {
+    append_rows<float>(keys_new.contiguous(), cache_k, start);
+    append_rows<float>(values_new.contiguous(), cache_v, start);
+  }
+  cache_len += num_tokens;
+  return start;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, bool use_cache) {
+  if (!use_cache) return forward(x);
+  check_cache_room(x);
+  const int64_t b = x.size(0), num_tokens = x.size(1);
 
   Tensor keys_new = (*W_key)(x);  // Shape: (b, num_tokens, d_out)
   Tensor values_new = (*W_value)(x);
   Tensor queries = (*W_query)(x);
-  keys_new = keys_new.view({b, num_tokens, num_heads, head_dim}).contiguous();
-  values_new = values_new.view({b, num_tokens, num_heads, head_dim}).contiguous();
+  keys_new = keys_new.view({b, num_tokens, num_heads, head_dim});
+  values_new = values_new.view({b, num_tokens, num_heads, head_dim});
   queries = queries.view({b, num_tokens, num_heads, head_dim});
 
   // New: append to the cache, then attend over all it holds
-  if (cache_len == 0) {
-    cache_k = zeros({b, num_heads, context_length, head_dim}, x.dtype());
-    cache_v = zeros({b, num_heads, context_length, head_dim}, x.dtype());
-  }
-  const int64_t start = cache_len;
-  if (x.dtype() == DType::Float64) {  // after to(Float64), for gradient checks
-    append_rows<double>(keys_new, cache_k, start);
-    append_rows<double>(values_new, cache_v, start);
-  } else {
-    append_rows<float>(keys_new, cache_k, start);
-    append_rows<float>(values_new, cache_v, start);
-  }
-  cache_len += num_tokens;
+  const int64_t start = append_to_cache(keys_new, values_new);
   const Tensor keys = cache_k.slice(2, 0, cache_len);  // (b, num_heads, cache_len, head_dim)
   const Tensor values = cache_v.slice(2, 0, cache_len);
   queries = queries.transpose(1, 2);  // (b, num_heads, num_tokens, head_dim)

@@ -20,8 +20,9 @@
 // optimized variant does) and lets x's queries attend to every cached position up to their own.
 // The book's forward(x) is untouched and never reads the cache.
 //
-// Not here: a fused kernel, grouped-query attention, a sliding-window cache (a full cache is an
-// error; the GPT's caller rebuilds it, see GPTModel).
+// Not here: a fused kernel (MultiHeadAttentionSDPA, nn/sdpa_attention.h, runs its core, cached
+// or not, as one scaled_dot_product_attention call), grouped-query attention, a sliding-window
+// cache (a full cache is an error; the GPT's caller rebuilds it, see GPTModel).
 #pragma once
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -41,7 +42,7 @@ class MultiHeadAttention : public Module {
   // cache_len .. cache_len + num_tokens - 1; their keys and values join the cache. Throws
   // std::invalid_argument when they do not fit in context_length or b changes mid-sequence.
   // Without use_cache this is forward(x).
-  Tensor forward(const Tensor& x, bool use_cache);
+  virtual Tensor forward(const Tensor& x, bool use_cache);
   void reset_cache();  // drops the cached keys and values (cache_len = 0)
 
   int64_t d_in, d_out, context_length, num_heads, head_dim;
@@ -52,6 +53,13 @@ class MultiHeadAttention : public Module {
   // New: not buffers (the book registers them with persistent=False), so not in state_dict().
   Tensor cache_k, cache_v;  // (b, num_heads, context_length, head_dim); cache_len rows filled
   int64_t cache_len = 0;
+
+ protected:
+  // New (KV cache), for every route's forward(x, use_cache): x's checks and the errors above,
+  void check_cache_room(const Tensor& x) const;
+  // and keys_new / values_new (b, num_tokens, num_heads, head_dim) written at cache_len (the
+  // cache allocated on first use); returns the position of their first row.
+  int64_t append_to_cache(const Tensor& keys_new, const Tensor& values_new);
 };
 
 }  // namespace tg::nn

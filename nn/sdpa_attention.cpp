@@ -71,4 +71,27 @@ Tensor MultiHeadAttentionSDPA::forward(const Tensor& x) {
   return (*out_proj)(context_vec);
 }
 
+Tensor MultiHeadAttentionSDPA::forward(const Tensor& x, bool use_cache) {
+  if (!use_cache) return forward(x);
+  check_cache_room(x);
+  const int64_t b = x.size(0), num_tokens = x.size(1);
+  const Tensor keys_new = (*W_key)(x).view({b, num_tokens, num_heads, head_dim});
+  const Tensor values_new = (*W_value)(x).view({b, num_tokens, num_heads, head_dim});
+  const Tensor queries = (*W_query)(x).view({b, num_tokens, num_heads, head_dim}).transpose(1, 2);
+  const int64_t start = append_to_cache(keys_new, values_new);
+  const Tensor keys = cache_k.slice(2, 0, cache_len);  // (b, num_heads, cache_len, head_dim)
+  const Tensor values = cache_v.slice(2, 0, cache_len);
+
+  // Query t sits at position start + t and sees keys 0 .. start + t. From an empty cache that
+  // is plain causal attention, the kernel's fast case; one new token sees every key.
+  Tensor keep;  // bool, true where a key takes part
+  if (start > 0 && num_tokens > 1)
+    keep = eq(mask.slice(0, start, cache_len).slice(1, 0, cache_len), 0.0);
+  const double p = dropout->is_training() ? dropout->p : 0.0;
+  Tensor context_vec =
+      scaled_dot_product_attention(queries, keys, values, keep, p, start == 0, {}, dropout->gen);
+  context_vec = context_vec.transpose(1, 2).contiguous().view({b, num_tokens, d_out});
+  return (*out_proj)(context_vec);
+}
+
 }  // namespace tg::nn

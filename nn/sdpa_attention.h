@@ -46,6 +46,10 @@ class MultiHeadAttentionSDPA : public MultiHeadAttention {
  public:
   using MultiHeadAttention::MultiHeadAttention;  // the book's arguments, draws and checks
   Tensor forward(const Tensor& x) override;
+  // The book's KV cache (MultiHeadAttention::forward(x, use_cache)) with the same fused core:
+  // causal when the cache held nothing before x (a prompt, a rebuild), no mask for one new
+  // token (it sees every cached key), else the book's mask rows for x's positions.
+  Tensor forward(const Tensor& x, bool use_cache) override;
 };
 
 }  // namespace tg::nn

@@ -463,9 +463,14 @@ TEST_CASE("KV cache: the same tokens as the uncached loop on a trained model, pa
   CHECK(run(*lm.model, c, prompt, true) == run(*lm.model, c, prompt, false));
 }
 
-TEST_CASE("KV cache: rows through the cache equal the book's forward; misuse is refused") {
+namespace {
+
+// Each attention route caches its own way: the book's formula, or the fused core (causal from an
+// empty cache, the mask's rows for a chunk after it, no mask for one token).
+void check_cache_rows(const std::string& route) {
   nn::GPTConfig cfg = tg::testing::small_config();
   cfg.qkv_bias = true;
+  cfg.attention = route;
   Generator gen;
   gen.manual_seed(1);
   nn::GPTModel model(cfg, &gen);
@@ -507,6 +512,27 @@ TEST_CASE("KV cache: rows through the cache equal the book's forward; misuse is 
   // The book's forward ignores the cache and leaves it alone.
   const Tensor again = model(from_vector(ids, {1, 16}));
   CHECK(again.contiguous().to_vector<float>() == full.contiguous().to_vector<float>());
+  // last_only: the last row of the same logits, through the cache or not.
+  const std::vector<float> last = full.select(0, 0).select(0, 15).contiguous().to_vector<float>();
+  for (const bool use_cache : {false, true}) {
+    INFO("use_cache = ", use_cache);
+    model.reset_kv_cache();
+    const Tensor one = model.forward(from_vector(ids, {1, 16}), use_cache, /*last_only=*/true);
+    CHECK(one.shape() == std::vector<int64_t>{1, 1, cfg.vocab_size});
+    const std::vector<float> v = one.contiguous().to_vector<float>();
+    REQUIRE(v.size() == last.size());
+    double d = 0;
+    for (size_t i = 0; i < v.size(); ++i) d = std::max(d, double(std::abs(v[i] - last[i])));
+    CHECK(d < 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("KV cache: rows through the cache equal the book's forward; misuse is refused") {
+  for (const char* route : nn::kAttentionRoutes) SUBCASE(route) {
+      check_cache_rows(route);
+    }
 }
 
 TEST_CASE("linear on a single row leaves its bias alone (a 1-token forward)") {
