@@ -59,9 +59,9 @@ install: build
 # per epoch, then samples with temperature and top-k. Checkpoint and loss.svg: build/demo/.
 DEMO_OUT := build/demo
 demo: build
-	$(RELEASE)/train/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 --overwrite \
+	$(RELEASE)/app/tapegrad train --preset tiny --epochs 10 --batch-size 8 --lr 2e-3 --overwrite \
 	  --eval-freq 25 --eval-iter 5 --start-context "The tide clock" --out $(DEMO_OUT)
-	$(RELEASE)/train/tapegrad generate --checkpoint $(DEMO_OUT) --prompt "The tide clock" \
+	$(RELEASE)/app/tapegrad generate --checkpoint $(DEMO_OUT) --prompt "The tide clock" \
 	  --max-new-tokens 60 --temperature 0.8 --top-k 25 --seed 123
 	@echo "loss plot: $(DEMO_OUT)/loss.svg"
 
@@ -91,7 +91,7 @@ test-release: deps $(TESTDIR)/build.ninja
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
 test-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
-	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) train/tapegrad \
+	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) app/tapegrad \
 	  tests/ckpt_compare
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -163,6 +163,7 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"
+	@python3 tools/test_check_structure.py
 	@python3 tools/check_structure.py && echo "structure: no function over 80 lines; layers as tools/check_structure.py -h says"
 
 # --- GPT-2 tokenizer files (third_party/gpt2/, git-ignored; checked by sha256) ---------------

@@ -13,7 +13,7 @@
 // shown; "AdamW/rank" is the optimizer state a rank keeps (ZeRO-1: 1/N of the moments).
 // "comm ms" is the communication thread's time per step in the gradient exchange (and its sums),
 // "hidden" the share of it the training thread did not wait for after backward (the engine's
-// counters, train/bucket_exchange.h). Compare numbers within one run.
+// counters, dist/bucket_exchange.h). Compare numbers within one run.
 //
 // Options: bench_dist --help (the table: bench/bench_dist_options.h).
 #include <sys/resource.h>
@@ -41,11 +41,12 @@
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "dist/bucket_exchange.h"
+#include "dist/dist.h"
 #include "nn/gpt.h"
-#include "train/bucket_exchange.h"
 #include "train/data_parallel.h"
-#include "train/dist.h"
 #include "train/optim.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 namespace {

@@ -101,8 +101,9 @@ using bench_tokenizer::Options;
 // Mixed: prose, the multilingual/emoji golden corpus, C++ sources, and hex (long chunks).
 std::string mixed_text(const std::string& verdict) {
   std::string mixed = verdict + read(kSrc + "/tests/golden/tokenizer_corpus.txt");
-  for (const char* f : {"data/bpe_tokenizer.cpp", "data/pretokenize.cpp", "data/bpe_train.cpp",
-                        "data/gpt_dataset.cpp", "data/cli.cpp", "bench/bench_tokenizer.cpp"})
+  for (const char* f :
+       {"data/bpe_tokenizer.cpp", "data/pretokenize.cpp", "data/bpe_train.cpp",
+        "data/gpt_dataset.cpp", "app/tokenize_cmd.cpp", "bench/bench_tokenizer.cpp"})
     mixed += read(kSrc + "/" + f);
   return mixed + read(kSrc + "/tests/golden/tokenizer_golden.txt").substr(0, 60000);
 }

@@ -55,6 +55,7 @@
 #include "nn/gpt.h"
 #include "train/optim.h"
 #include "train/plot.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 namespace {

@@ -3,6 +3,7 @@
 // dim that may be negative, matmul has torch.matmul's semantics.
 #pragma once
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -139,5 +140,14 @@ struct AdamWStep {
 // One AdamW update of p from its gradient g, with the moments exp_avg and exp_avg_sq (all
 // float32, contiguous, p's shape; g may be strided), in kernels::adamw's order of operations.
 void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWStep& s);
+// The same update on n floats of raw buffers: a piece of a parameter, of its contiguous gradient,
+// and that piece's moments (a ZeRO-1 shard keeps only its own). Elementwise, so a piece updates
+// as it would inside the whole tensor.
+void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
+                const AdamWStep& s);
+
+// The kernel path the ops run on ("scalar", "avx2", "avx512", "neon"; TAPEGRAD_ISA forces one):
+// part of what makes two processes' float results comparable.
+std::string kernel_path();
 
 }  // namespace tg

@@ -1,4 +1,4 @@
-// Data parallelism in a program of your own (train/ddp.h): a straight line y = 3x - 2 fitted
+// Data parallelism in a program of your own (dist/ddp.h): a straight line y = 3x - 2 fitted
 // by nn::Linear(1, 1) with AdamW, each rank taking its share of every epoch from a
 // DistributedSampler and averaging gradients with DistributedDataParallel before each step.
 // Rank 0 prints; every rank ends with the same weights.
@@ -11,9 +11,9 @@
 
 #include "core/ops.h"
 #include "core/rng.h"
+#include "dist/ddp.h"
+#include "dist/dist.h"
 #include "nn/linear.h"
-#include "train/ddp.h"
-#include "train/dist.h"
 #include "train/optim.h"
 
 using namespace tg;
@@ -27,9 +27,9 @@ int main() {
   }
   manual_seed(123);  // each rank draws its own weights; DDP replaces them with rank 0's
   nn::Linear model(1, 1);
-  train::DistributedDataParallel ddp(model);
+  dist::DistributedDataParallel ddp(model);
   train::AdamW optimizer(model, /*lr=*/0.1, /*weight_decay=*/0.0);
-  train::DistributedSampler sampler(int64_t(xs.size()), /*shuffle=*/true, /*seed=*/0);
+  dist::DistributedSampler sampler(int64_t(xs.size()), /*shuffle=*/true, /*seed=*/0);
   const int64_t per_rank_batch = 8 / dist::size();  // a global batch of 8
   for (int64_t epoch = 0; epoch < 30; ++epoch) {
     sampler.set_epoch(epoch);  // another shuffle each epoch, the same on every rank
@@ -52,13 +52,13 @@ int main() {
       epoch_loss += loss.item<double>();
       ++steps;
     }
-    const double avg = train::mean_over_ranks(epoch_loss / double(steps));
+    const double avg = dist::mean_over_ranks(epoch_loss / double(steps));
     if (dist::is_root() && (epoch + 1) % 10 == 0)
       std::printf("epoch %lld: loss %.6f\n", static_cast<long long>(epoch + 1), avg);
   }
   const double w = model.weight.item<double>(), b = model.bias.item<double>();
   // The same weights everywhere: their bits, averaged over ranks, are each rank's own.
-  const bool same = train::mean_over_ranks(w) == w && train::mean_over_ranks(b) == b;
+  const bool same = dist::mean_over_ranks(w) == w && dist::mean_over_ranks(b) == b;
   if (dist::is_root())
     std::printf("%d rank(s): w = %.3f, b = %.3f, weights identical on every rank: %s\n",
                 dist::size(), w, b, same ? "yes" : "no");

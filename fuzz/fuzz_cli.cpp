@@ -3,9 +3,9 @@
 // refused by) check_options without a crash.
 #include <exception>
 
-#include "data/cli.h"
+#include "app/cli_options.h"
+#include "app/tokenize_cmd.h"
 #include "fuzz/fuzz.h"
-#include "train/cli_options.h"
 #include "train/train_options.h"
 
 using namespace tg;

@@ -15,7 +15,7 @@ using namespace tg;
 namespace {
 
 // What `train --resume` does with a checkpoint, short of reading a text and training.
-void resume_from(const train::SafeTensors& st, const std::string& path) {
+void resume_from(const tg::SafeTensors& st, const std::string& path) {
   train::TrainOptions o;
   o.resume_dir = path;
   train::merge_resume_options(o, train::options_from_checkpoint(st, path), path);
@@ -44,7 +44,7 @@ TG_FUZZ_ENTRY(safetensors) {
   } catch (const std::exception&) {
   }
   try {
-    const train::SafeTensors st = train::read_checkpoint(path);
+    const tg::SafeTensors st = train::read_checkpoint(path);
     resume_from(st, path);
   } catch (const std::exception&) {
   }

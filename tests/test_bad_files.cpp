@@ -19,13 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "app/commands.h"
 #include "core/file_io.h"
 #include "core/ops.h"
+#include "core/safetensors.h"
 #include "nn/gpt.h"
 #include "tests/temp_dir.h"
 #include "tests/train_testing.h"
-#include "train/commands.h"
-#include "train/safetensors.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 using namespace tg;
@@ -128,21 +129,21 @@ Result generate_on(const Dir& d, const std::string& bytes) {
 // train --resume on a copy of `dir`'s checkpoint with metadata[key] = value ("" removes key).
 Result resume_with(const Dir& d, const std::string& from, const std::string& key,
                    const std::string& value) {
-  train::SafeTensors st = train::load_safetensors(from + "/checkpoint.safetensors");
+  tg::SafeTensors st = tg::load_safetensors(from + "/checkpoint.safetensors");
   if (value.empty())
     st.metadata.erase(key);
   else
     st.metadata[key] = value;
   const std::string dir = d / ("resume-" + key);
   fs::create_directories(dir);
-  train::save_safetensors(dir + "/checkpoint.safetensors", st.tensors, st.metadata);
+  tg::save_safetensors(dir + "/checkpoint.safetensors", st.tensors, st.metadata);
   return run(cli::train_main, {"train", "--resume", dir, "--epochs", "2", "--no-progress"});
 }
 
 // The stored options JSON with one field's text replaced.
 std::string options_with(const std::string& from, const std::string& field,
                          const std::string& value) {
-  const train::SafeTensors st = train::load_safetensors(from + "/checkpoint.safetensors");
+  const tg::SafeTensors st = tg::load_safetensors(from + "/checkpoint.safetensors");
   std::string o = st.metadata.at("options");
   const size_t at = o.find("\"" + field + "\": ");
   REQUIRE(at != std::string::npos);
@@ -274,17 +275,17 @@ TEST_CASE("bad safetensors: sizes that overflow and offsets that do not tile the
         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
         four.substr(0, 12)};
     spit(f, r.bytes());
-    CHECK_THROWS_WITH(train::load_safetensors(f),
+    CHECK_THROWS_WITH(tg::load_safetensors(f),
                       doctest::Contains("entry 'b' starts at byte 4, not 8 (overlaps another)"));
     r.replace("[4,12]", "[12,20]");
     r.data = four + "1234";
     spit(f, r.bytes());
-    CHECK_THROWS_WITH(train::load_safetensors(f),
+    CHECK_THROWS_WITH(tg::load_safetensors(f),
                       doctest::Contains("entry 'b' starts at byte 12, not 8 (a hole before it)"));
     r.replace("[12,20]", "[8,16]");
     r.data = four;
     spit(f, r.bytes());
-    CHECK(train::load_safetensors(f).tensors.size() == 2);  // the same file, tiled: loads
+    CHECK(tg::load_safetensors(f).tensors.size() == 2);  // the same file, tiled: loads
   }
 }
 
@@ -293,12 +294,12 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
   const std::string dir = make_checkpoint(d, "ck", false);
   const std::string ck = dir + "/checkpoint.safetensors";
   auto with_config = [&](const std::string& from, const std::string& to) {
-    train::SafeTensors st = train::load_safetensors(ck);
+    tg::SafeTensors st = tg::load_safetensors(ck);
     std::string& c = st.metadata.at("config");
     const size_t at = c.find(from);
     REQUIRE(at != std::string::npos);
     c.replace(at, from.size(), to);
-    train::save_safetensors(d / "c.safetensors", st.tensors, st.metadata);
+    tg::save_safetensors(d / "c.safetensors", st.tensors, st.metadata);
     return slurp(d / "c.safetensors");
   };
   check_refused(generate_on(d, with_config("\"n_layers\": 2", "\"n_layers\": 4294967298")),
@@ -319,17 +320,17 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
   check_refused(generate_on(d, with_config("\"qkv_bias\": false}", "\"qkv_bias\": false} junk")),
                 "generate", "unexpected 'j' after the value");
 
-  train::SafeTensors st = train::load_safetensors(ck);
+  tg::SafeTensors st = tg::load_safetensors(ck);
   SUBCASE("an unknown extra tensor") {
     st.tensors.emplace_back("extra.weight", zeros({2}));
-    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    tg::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
     check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
                   "unexpected tensor 'extra.weight' (not part of this model)");
   }
   SUBCASE("a NaN among the weights") {
     for (auto& [name, t] : st.tensors)
       if (name == "trf_blocks.1.ff.layers.0.weight") t.data<float>()[3] = std::nanf("");
-    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    tg::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
     check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
                   "'trf_blocks.1.ff.layers.0.weight' holds NaN or infinite values");
   }
@@ -337,7 +338,7 @@ TEST_CASE("bad checkpoints: tensors and configs that do not belong together") {
     for (auto& [name, t] : st.tensors)
       if (name == "tokenizer.merges")
         t = from_vector(std::vector<int64_t>{(int64_t(1) << 32) + 97, 97}, {1, 2});
-    train::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
+    tg::save_safetensors(d / "x.safetensors", st.tensors, st.metadata);
     check_refused(generate_on(d, slurp(d / "x.safetensors")), "generate",
                   "tokenizer.merges row 0 uses an id outside 0..255");
   }
@@ -350,7 +351,7 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
     check_refused(resume_with(d, dir, b.key, b.value), "train", b.needle);
   // A new checkpoint holds preset, tokenizer and the step count once; one from before, with the
   // copies agreeing, still resumes.
-  const train::SafeTensors fresh = train::load_safetensors(dir + "/checkpoint.safetensors");
+  const tg::SafeTensors fresh = tg::load_safetensors(dir + "/checkpoint.safetensors");
   for (const char* key : {"preset", "tokenizer", "step"}) CHECK(fresh.metadata.count(key) == 0);
   CHECK(resume_with(d, dir, "tokenizer", "bpe:256").rc == 0);
   CHECK(resume_with(d, dir, "preset", "custom").rc == 0);
@@ -362,10 +363,10 @@ TEST_CASE("bad training state: each field named, stored options checked like fla
 
   SUBCASE("the interrupted epoch's order must be a permutation") {
     const std::string mid = make_checkpoint(d, "mid", true);
-    train::SafeTensors st = train::load_safetensors(mid + "/checkpoint.safetensors");
+    tg::SafeTensors st = tg::load_safetensors(mid + "/checkpoint.safetensors");
     for (auto& [name, t] : st.tensors)
       if (name == "trainer.epoch_order") t.data<int64_t>()[1] = t.data<int64_t>()[0];
-    train::save_safetensors(mid + "/checkpoint.safetensors", st.tensors, st.metadata);
+    tg::save_safetensors(mid + "/checkpoint.safetensors", st.tensors, st.metadata);
     check_refused(run(cli::train_main, {"train", "--resume", mid, "--no-progress"}), "train",
                   "checkpoint's trainer.epoch_order is not a permutation of 0..");
   }
@@ -388,7 +389,7 @@ TEST_CASE("output: a full device fails the command; a checkpoint is never replac
           {"train", "--resume", dir, "--epochs", "2", "--max-steps", "1", "--no-progress"},
           full.rdbuf());
   check_refused(t, "train", "cannot write the output to stdout (disk full or pipe closed?)");
-  // `tapegrad help` (train/main.cpp) runs as a program.
+  // `tapegrad help` (app/main.cpp) runs as a program.
   const std::string help = std::string(TG_TAPEGRAD_EXE) + " help > /dev/full 2> /dev/null";
   CHECK(WEXITSTATUS(std::system(help.c_str())) == 1);
   const std::string help_ok = std::string(TG_TAPEGRAD_EXE) + " help > /dev/null";

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "data/cli.h"
+#include "app/cli_options.h"
+#include "app/commands.h"
+#include "app/tokenize_cmd.h"
 #include "tests/temp_dir.h"
-#include "train/cli_options.h"
-#include "train/commands.h"
 
 namespace fs = std::filesystem;
 

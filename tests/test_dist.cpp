@@ -1,4 +1,4 @@
-// Data-parallel training (train/data_parallel.h, train/dist.h): the reduction's order, the flat
+// Data-parallel training (train/data_parallel.h, dist/dist.h): the reduction's order, the flat
 // layout, micro-batches against the book's one batch, and the promise itself: `mpirun -np N
 // tapegrad train` prints the log and writes the checkpoint tensors of `tapegrad train
 // --micro-batches N`, and a checkpoint resumes under another process count to the same bits.
@@ -21,14 +21,18 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/safetensors.h"
+#include "dist/ddp.h"
+#include "dist/dist.h"
 #include "train/data_parallel.h"
-#include "train/ddp.h"
-#include "train/dist.h"
-#include "train/safetensors.h"
+#include "train/dist_setup.h"
 #include "train_testing.h"
 
 using namespace tg;
 using namespace tg::train;
+using tg::dist::DistributedSampler;
+using tg::dist::FlatLayout;
+using tg::dist::sum_in_order;
 namespace fs = std::filesystem;
 
 TEST_CASE("sum_in_order adds the parts in the order given") {

@@ -20,10 +20,12 @@
 #include "core/json.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "tests/temp_dir.h"
 #include "tests/train_testing.h"
+#include "train/checkpoint.h"
 #include "train/gpt2_weights.h"
-#include "train/safetensors.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 using namespace tg;
@@ -134,13 +136,12 @@ TEST_CASE("GPT-2 in Hugging Face's layout: PyTorch's logits and continuations, c
 
 TEST_CASE("GPT-2 loader: the book's load_weights_into_gpt mapping") {
   train::LoadedModel lm = load(kFixture);
-  const train::SafeTensorsHeader h =
-      train::read_safetensors_header(kFixture + "/model.safetensors");
+  const tg::SafeTensorsHeader h = tg::read_safetensors_header(kFixture + "/model.safetensors");
   auto file = [&](const std::string& name) {
-    const train::SafeTensorInfo* t = h.find(name);
+    const tg::SafeTensorInfo* t = h.find(name);
     REQUIRE(t);
     std::vector<float> v(size_t(t->end - t->begin) / 4);
-    train::read_safetensors_bytes(h, *t, reinterpret_cast<char*>(v.data()));
+    tg::read_safetensors_bytes(h, *t, reinterpret_cast<char*>(v.data()));
     return v;
   };
   auto param = [&](const std::string& name) {
@@ -194,12 +195,11 @@ std::string safetensors_bytes(const std::vector<RawTensor>& ts) {
 }
 
 std::vector<RawTensor> fixture_tensors() {
-  const train::SafeTensorsHeader h =
-      train::read_safetensors_header(kFixture + "/model.safetensors");
+  const tg::SafeTensorsHeader h = tg::read_safetensors_header(kFixture + "/model.safetensors");
   std::vector<RawTensor> out;
-  for (const train::SafeTensorInfo& t : h.tensors) {
+  for (const tg::SafeTensorInfo& t : h.tensors) {
     std::string bytes(size_t(t.end - t.begin), '\0');
-    train::read_safetensors_bytes(h, t, bytes.data());
+    tg::read_safetensors_bytes(h, t, bytes.data());
     out.push_back({t.name, t.dtype, t.shape, bytes});
   }
   return out;

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "app/tokenize_cmd.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_train.h"
-#include "data/cli.h"
 #include "data/pretokenize.h"
 
 using tg::data::SpecialSet;

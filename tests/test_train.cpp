@@ -14,15 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_options.h"
+#include "app/commands.h"
 #include "core/json.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "nn/gpt.h"
 #include "tests/train_testing.h"
-#include "train/cli_options.h"
-#include "train/commands.h"
+#include "train/checkpoint.h"
 #include "train/optim.h"
-#include "train/safetensors.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 using namespace tg;
@@ -481,21 +483,21 @@ TEST_CASE("bad input: a checkpoint from another config, or one that cannot be, i
   check_one_line_error(run_cli(cli::train_main, {"train", "--resume", out, "--tokenizer", "gpt2"}),
                        "does not match the checkpoint", 2);
   // a checkpoint whose weights do not fit its stated config
-  train::SafeTensors st = train::load_safetensors(out + "/checkpoint.safetensors");
+  tg::SafeTensors st = tg::load_safetensors(out + "/checkpoint.safetensors");
   nn::GPTConfig other = small_config();
   other.emb_dim = 64;
   st.metadata["config"] = other.str();
-  train::save_safetensors(s / "other.safetensors", st.tensors, st.metadata);
+  tg::save_safetensors(s / "other.safetensors", st.tensors, st.metadata);
   check_one_line_error(
       run_cli(cli::generate_main, {"generate", "--checkpoint", s / "other.safetensors"}),
       "another config");
   // a resume position or history the file cannot have come from
   auto resume_with = [&](const std::string& key, const std::string& value) {
-    train::SafeTensors bad = train::load_safetensors(out + "/checkpoint.safetensors");
+    tg::SafeTensors bad = tg::load_safetensors(out + "/checkpoint.safetensors");
     bad.metadata[key] = value;
     const std::string dir = s / ("bad-" + key);
     std::filesystem::create_directories(dir);
-    train::save_safetensors(dir + "/checkpoint.safetensors", bad.tensors, bad.metadata);
+    tg::save_safetensors(dir + "/checkpoint.safetensors", bad.tensors, bad.metadata);
     return run_cli(cli::train_main, {"train", "--resume", dir, "--epochs", "3"});
   };
   check_one_line_error(resume_with("history", "[{\"step\": 0}]"),
@@ -640,19 +642,19 @@ TEST_CASE("safetensors: round trip, metadata, and errors naming the file") {
   Scratch s;
   const Tensor a = tensor({{1.5, -2.0}, {3.25, 4.0}});
   const Tensor b = from_vector(std::vector<int64_t>{7, 8, 9}, {3});
-  train::save_safetensors(s / "x.safetensors", {{"a", a}, {"b.c", b}}, {{"k", "v \"q\""}});
+  tg::save_safetensors(s / "x.safetensors", {{"a", a}, {"b.c", b}}, {{"k", "v \"q\""}});
   const std::string bytes = slurp(s / "x.safetensors");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   CHECK(n % 8 == 0);  // data stays aligned
-  const train::SafeTensors st = train::load_safetensors(s / "x.safetensors");
+  const tg::SafeTensors st = tg::load_safetensors(s / "x.safetensors");
   REQUIRE(st.find("a") != nullptr);
   CHECK(st.find("a")->to_vector<float>() == a.to_vector<float>());
   CHECK(st.find("a")->shape() == Shape{2, 2});
   CHECK(st.find("b.c")->to_vector<int64_t>() == std::vector<int64_t>{7, 8, 9});
   CHECK(st.metadata.at("k") == "v \"q\"");
   std::ofstream(s / "cut.safetensors") << bytes.substr(0, bytes.size() - 4);
-  CHECK_THROWS_WITH(train::load_safetensors(s / "cut.safetensors"),
+  CHECK_THROWS_WITH(tg::load_safetensors(s / "cut.safetensors"),
                     doctest::Contains("cut.safetensors: not a valid safetensors file"));
   // No temp files are left behind.
   int files = 0;

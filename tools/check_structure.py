@@ -2,7 +2,7 @@
 """Two structural rules of the tree (STYLE.md; issue 24), checked from the sources alone:
 
   1. No function longer than 80 lines (signature to closing brace), but the notebook replay
-     (run_chapter3 in train/chapter3.cpp). A function is a brace block opened at namespace or
+     (run_chapter3 in app/chapter3.cpp). A function is a brace block opened at namespace or
      class scope after a parenthesised signature, a TEST_CASE's body included; lambdas and local
      classes count toward their enclosing function.
   2. Layers. core's base (the tensor, tensor_detail and autograd files, and the generator's
@@ -10,6 +10,10 @@
      header of the tree. core/kernels/ is the bottom layer: it includes nothing from core outside
      core/kernels/ but mt19937.h and threadpool.h. So rng.cpp may call kernels (its bulk draws
      are integer kernels per ISA) without a cycle: kernels know nothing of the generator.
+  3. Folders. Each library folder includes only its own headers and those of the folders below
+     it: app -> train -> dist -> nn -> core, with data beside nn (data -> core; train and app
+     may use it). Nothing outside core/ reaches core/kernels/ but the tests and benchmarks,
+     which time and check the kernels themselves: the libraries go through core/ops.h.
 
 With no FILE, every tracked .cpp/.h; `make check-format` (part of `make test`) runs both rules.
 Prints one line per offence, "path:line: name: N lines" or "path: includes X", and exits 1 if
@@ -23,7 +27,7 @@ import sys
 
 MAX_LINES = 80
 # The notebook replay: one function that runs the chapter's cells in the book's order.
-EXEMPT = {("train/chapter3.cpp", "run_chapter3")}
+EXEMPT = {("app/chapter3.cpp", "run_chapter3")}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 BASE_LAYER = ["core/tensor.h", "core/tensor.cpp", "core/tensor_detail.h", "core/tensor_detail.cpp",
@@ -31,6 +35,15 @@ BASE_LAYER = ["core/tensor.h", "core/tensor.cpp", "core/tensor_detail.h", "core/
 ABOVE_BASE = re.compile(r"core/(?:ops|kernels)/")
 KERNELS = "core/kernels/"
 KERNELS_MAY_INCLUDE = {"core/mt19937.h", "core/threadpool.h"}
+# Library folders and the folders each may include (rule 3).
+FOLDERS = {
+    "core": {"core"},
+    "data": {"core", "data"},
+    "nn": {"core", "nn"},
+    "dist": {"core", "nn", "dist"},
+    "train": {"core", "data", "nn", "dist", "train"},
+    "app": {"core", "data", "nn", "dist", "train", "app"},
+}
 
 
 def strip(text):
@@ -154,6 +167,21 @@ def kernel_includes(path, text):
             if not inc.startswith(KERNELS) and inc not in KERNELS_MAY_INCLUDE]
 
 
+def folder_includes(path, text):
+    """Rule 3 for a file of a library folder: the includes that point up or sideways."""
+    mine = path.split("/", 1)[0]
+    found = []
+    for inc in quoted_includes(text):
+        theirs = inc.split("/", 1)[0]
+        if theirs in FOLDERS and theirs not in FOLDERS[mine]:
+            found.append(f"{path}: includes {inc}: {mine}/ may include only "
+                         f"{', '.join(f + '/' for f in sorted(FOLDERS[mine]))}")
+        elif mine != "core" and inc.startswith(KERNELS):
+            found.append(f"{path}: includes {inc}: outside core/ the kernels are reached "
+                         f"through core/ops.h")
+    return found
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="tools/check_structure.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -186,6 +214,8 @@ def main(argv):
                 problems += base_includes(f, text)
             if f.startswith(KERNELS):
                 problems += kernel_includes(f, text)
+            if f.split("/", 1)[0] in FOLDERS:
+                problems += folder_includes(f, text)
     for p in problems:
         print(p)
     return 1 if problems else 0

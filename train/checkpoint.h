@@ -2,9 +2,8 @@
 // names, AdamW's moments, and in its metadata everything needed to continue the run to exactly
 // the losses of an uninterrupted one (position, generator state, options, tokenizer, history).
 // train/README.md lists the entries. Every reader throws TrainError naming the file.
-//
-// The public side (LoadedModel, load_checkpoint_model, checkpoint_path) is declared in
-// trainer.h (with RunPosition); this header is what run_training uses to write and resume.
+// The public side is load_checkpoint_model (what `tapegrad generate` loads); the rest is what
+// run_training uses to write and resume.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,15 +13,26 @@
 
 #include "core/json.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace tg::train {
 
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+
+// A model with its tokenizer, as `tapegrad generate` loads it.
+struct LoadedModel {
+  nn::GPTConfig cfg;
+  std::string preset, tokenizer_spec;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<nn::GPTModel> model;
+};
+// DIR or DIR/checkpoint.safetensors. Throws TrainError on a missing or inconsistent file.
+LoadedModel load_checkpoint_model(const std::string& path);
+std::string checkpoint_path(const std::string& dir_or_file);
 
 // What the run was made from, recorded beside the tensors.
 struct RunRecipe {

@@ -8,54 +8,13 @@
 #include <stdexcept>
 
 #include "core/autograd.h"
-#include "core/kernels/kernels.h"
 #include "core/ops.h"
-#include "train/bucket_exchange.h"
-#include "train/dist.h"
+#include "dist/bucket_exchange.h"
+#include "dist/dist.h"
 
 namespace tg::train {
 
-void sum_in_order(std::span<const float* const> parts, float* out, int64_t n) {
-  if (parts.empty()) throw std::invalid_argument("sum_in_order: no parts");
-  if (out != parts[0]) std::memcpy(out, parts[0], size_t(n) * sizeof(float));
-  for (size_t k = 1; k < parts.size(); ++k) {
-    const float* p = parts[k];
-    for (int64_t i = 0; i < n; ++i) out[i] += p[i];
-  }
-}
-
-// ---- the flat vector -----------------------------------------------------------------------
-
-FlatLayout::FlatLayout(const std::vector<Tensor>& params, int parts) : parts_(parts) {
-  for (const Tensor& p : params) {
-    if (p.dtype() != DType::Float32 || !p.is_contiguous())
-      throw std::invalid_argument("FlatLayout: parameters must be contiguous float32");
-    offsets_.push_back(numel_);
-    numel_ += p.numel();
-  }
-  offsets_.push_back(numel_);
-}
-
-void FlatLayout::for_range(int64_t lo, int64_t hi,
-                           const std::function<void(size_t, int64_t, int64_t, int64_t)>& f) const {
-  for (size_t k = 0; k + 1 < offsets_.size(); ++k) {
-    const int64_t a = std::max(lo, offsets_[k]), b = std::min(hi, offsets_[k + 1]);
-    if (a < b) f(k, a - offsets_[k], a, b - a);
-  }
-}
-
 namespace {
-
-// Shard sizes and flat offsets of every rank, in `unit`-byte elements.
-struct ShardBytes {
-  std::vector<size_t> bytes, offsets;
-  ShardBytes(const FlatLayout& l, int ranks, size_t unit) {
-    for (int r = 0; r < ranks; ++r) {
-      bytes.push_back(size_t(l.end(r) - l.begin(r)) * unit);
-      offsets.push_back(size_t(l.begin(r)) * unit);
-    }
-  }
-};
 
 float* grad_data(const Tensor& p) {
   Tensor g = p.grad();
@@ -86,8 +45,8 @@ DataParallelStep::DataParallelStep(nn::GPTModel& model, int64_t micro_batches, b
   const char* mb = std::getenv("TAPEGRAD_BUCKET_MB");
   const double bucket_mb = mb && *mb ? std::atof(mb) : 25.0;
   if (ranks_ > 1 && per_rank_ == 1 && bucket_mb > 0)
-    exchange_ = std::make_unique<BucketExchange>(params_, layout_, acc_.data(),
-                                                 size_t(bucket_mb * 1024 * 1024));
+    exchange_ = std::make_unique<dist::BucketExchange>(params_, layout_, acc_.data(),
+                                                       size_t(bucket_mb * 1024 * 1024));
 }
 
 DataParallelStep::~DataParallelStep() = default;
@@ -132,7 +91,7 @@ void DataParallelStep::fold_gradient(bool first) {
       std::memcpy(a, g, size_t(n) * sizeof(float));
     } else {
       const float* parts[] = {a, g};
-      sum_in_order(parts, a, n);
+      dist::sum_in_order(parts, a, n);
     }
   });
 }
@@ -180,7 +139,7 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
 // Rank r receives every rank's partial gradient of its shard and sums them in rank order.
 void DataParallelStep::reduce_across_ranks() {
   const int64_t lo = layout_.begin(rank_), n = layout_.end(rank_) - lo;
-  const ShardBytes send(layout_, ranks_, sizeof(float));
+  const dist::ShardBytes send(layout_, sizeof(float));
   std::vector<float> recv(size_t(n) * size_t(ranks_));
   const std::vector<size_t> recv_bytes(size_t(ranks_), size_t(n) * sizeof(float));
   std::vector<size_t> recv_offsets;
@@ -190,7 +149,7 @@ void DataParallelStep::reduce_across_ranks() {
     parts.push_back(recv.data() + size_t(r) * size_t(n));
   }
   dist::exchange(acc_.data(), send.bytes, send.offsets, recv.data(), recv_bytes, recv_offsets);
-  sum_in_order(parts, acc_.data() + lo, n);
+  dist::sum_in_order(parts, acc_.data() + lo, n);
 }
 
 // This rank's reduced shard, in acc_, into the parameters' .grad(); the whole gradient on every
@@ -199,7 +158,7 @@ void DataParallelStep::finish_reduction() {
   const int64_t lo = layout_.begin(rank_), hi = layout_.end(rank_);
   write_gradient(lo, hi, acc_.data() + lo);
   if (!full_gradient_) return;
-  const ShardBytes shards(layout_, ranks_, sizeof(float));
+  const dist::ShardBytes shards(layout_, sizeof(float));
   dist::gather_all(acc_.data() + lo, acc_.data(), shards.bytes, shards.offsets);
   write_gradient(0, layout_.numel(), acc_.data());
 }
@@ -212,16 +171,15 @@ void DataParallelStep::update(AdamW& opt) {
   layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
     // AdamW::step's kernel on this rank's piece of the parameter: elementwise, so a piece
     // updates as it would inside the whole.
-    kernels::adamw(n, params_[k].data<float>() + in_param, grad_data(params_[k]) + in_param,
-                   exp_avg_.data() + (at - lo), exp_avg_sq_.data() + (at - lo), float(opt.lr),
-                   float(opt.beta1), float(opt.beta2), float(opt.eps), float(opt.weight_decay),
-                   opt.step_count);
+    adamw_span(n, params_[k].data<float>() + in_param, grad_data(params_[k]) + in_param,
+               exp_avg_.data() + (at - lo), exp_avg_sq_.data() + (at - lo),
+               {opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.step_count});
   });
   // Every rank's updated shard to every rank.
   layout_.for_range(lo, hi, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
     std::memcpy(acc_.data() + at, params_[k].data<float>() + in_param, size_t(n) * sizeof(float));
   });
-  const ShardBytes shards(layout_, ranks_, sizeof(float));
+  const dist::ShardBytes shards(layout_, sizeof(float));
   dist::gather_all(acc_.data() + lo, acc_.data(), shards.bytes, shards.offsets);
   layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
     std::memcpy(params_[k].data<float>() + in_param, acc_.data() + at, size_t(n) * sizeof(float));

@@ -26,37 +26,16 @@
 
 #include "core/rng.h"
 #include "data/gpt_dataset.h"
+#include "dist/flat_layout.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 
-namespace tg::train {
-
+namespace tg::dist {
 class BucketExchange;
+}
 
-// THE reduction of partial gradients: out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ...
-// for i < n, the parts in the order given. `out` may be parts[0].
-void sum_in_order(std::span<const float* const> parts, float* out, int64_t n);
-
-// Parameters laid end to end in named_parameters() order (the flat vector), cut into `parts`
-// contiguous shards: shard r is [n*r/parts, n*(r+1)/parts).
-class FlatLayout {
- public:
-  FlatLayout(const std::vector<Tensor>& params, int parts);
-  int64_t numel() const { return numel_; }
-  int64_t begin(int r) const { return numel_ * r / parts_; }
-  int64_t end(int r) const { return numel_ * (r + 1) / parts_; }
-  // Calls f(param index, offset in the parameter, offset in the flat vector, count) for every
-  // piece of a parameter inside [lo, hi).
-  void for_range(int64_t lo, int64_t hi,
-                 const std::function<void(size_t, int64_t, int64_t, int64_t)>& f) const;
-
- private:
-  std::vector<int64_t> offsets_;  // flat start of each parameter, and numel at the end
-  int64_t numel_ = 0;
-  int parts_ = 1;
-};
+namespace tg::train {
 
 // One training step beyond the book's single batch: K micro-batches in one process, or the
 // ranks of an MPI world (dist.h) sharing them. Plugs into train_model_simple (TrainLoop::runner).
@@ -81,7 +60,7 @@ class DataParallelStep final : public StepRunner {
   // The gradient exchange's overlap with backward so far (bucket_exchange.h); null when the
   // exchange runs after backward (one process, several micro-batches per rank, or
   // TAPEGRAD_BUCKET_MB=0).
-  const BucketExchange* overlap() const { return exchange_.get(); }
+  const dist::BucketExchange* overlap() const { return exchange_.get(); }
   // One line for the end of a run on several ranks: AdamW state per rank, the gradient
   // exchange's time and how much of it backward hid.
   std::string summary() const;
@@ -98,42 +77,11 @@ class DataParallelStep final : public StepRunner {
   int64_t K_, per_rank_;
   int rank_, ranks_;
   bool full_gradient_;
-  FlatLayout layout_;
+  dist::FlatLayout layout_;
   std::vector<float> acc_;                   // this process's summed micro-batch gradients (flat)
   std::vector<float> exp_avg_, exp_avg_sq_;  // ZeRO-1: moments of this rank's shard only
   int64_t draws_ = -1;                       // generator words one micro-batch's forward draws
-  std::unique_ptr<BucketExchange> exchange_;
+  std::unique_ptr<dist::BucketExchange> exchange_;
 };
-
-// Rank 0 runs f; when it throws, every rank throws the same error (a TrainError or UsageError
-// with its message), so no rank waits for a broadcast that will not come. No rank returns before
-// rank 0's f has ended (its outcome is broadcast): after a stop, no rank exits while rank 0 still
-// writes the checkpoint (mpirun aborts the job when one rank exits non-zero).
-void on_root(const std::function<void()>& f);
-// Rank 0's file `path`, read there and sent to every rank: a checkpoint to resume.
-SafeTensors read_checkpoint_on_root(const std::string& path);
-// --micro-batches: 1 when not given, or the process count under mpirun; refuses a count the
-// ranks or the batch size do not divide (UsageError).
-void resolve_micro_batches(TrainOptions& opt);
-// Every rank runs the same build with the same options, else a UsageError naming the first
-// option that differs (on every rank). A no-op for one process.
-void check_same_options(const TrainOptions& opt);
-// The CPUs one rank may use as its launcher left them: how many its affinity mask allows, and
-// which machine and which mask they are (ranks of one machine with one mask share those CPUs).
-struct CpuShare {
-  uint64_t host = 0, mask = 0;  // hashes of the host name and of the affinity mask
-  int64_t cpus = 1;
-};
-// Threads for rank `me`: its CPUs divided among the ranks of its machine with the same mask, at
-// least 1. mpirun binds each rank to a core of its own by default (up to two ranks a machine):
-// 1 thread each; with --bind-to none every rank sees every core: cores / ranks there.
-int threads_for(const std::vector<CpuShare>& ranks, int me);
-// This rank's --threads when none is given: threads_for over every rank's CpuShare (a collective
-// under mpirun). A single process gets its affinity mask's count (taskset -c 0: 1 thread).
-int default_threads();
-// Rank 0's token ids in every rank's `ids`.
-void broadcast_ids(std::vector<int64_t>& ids);
-// Each rank's contiguous share of `losses` (rank r: [n*r/N, n*(r+1)/N)) to every rank.
-void share_batch_losses(std::vector<double>& losses);
 
 }  // namespace tg::train

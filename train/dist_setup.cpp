@@ -13,25 +13,15 @@
 
 #include "core/file_io.h"
 #include "core/json.h"
-#include "core/kernels/kernels.h"
+#include "core/ops.h"
 #include "core/text.h"
 #include "core/threadpool.h"
+#include "dist/dist.h"
 #include "train/checkpoint.h"
-#include "train/data_parallel.h"
-#include "train/dist.h"
+#include "train/dist_setup.h"
 #include "train/train_options.h"
 
 namespace tg::train {
-
-namespace {
-
-std::vector<size_t> byte_sizes(const std::vector<int64_t>& counts, size_t unit) {
-  std::vector<size_t> out;
-  for (int64_t c : counts) out.push_back(size_t(c) * unit);
-  return out;
-}
-
-}  // namespace
 
 void on_root(const std::function<void()>& f) {
   if (dist::size() == 1) return f();
@@ -77,27 +67,6 @@ SafeTensors read_checkpoint_on_root(const std::string& path) {
   return st;
 }
 
-void broadcast_ids(std::vector<int64_t>& ids) {
-  uint64_t n = ids.size();
-  dist::broadcast(&n, sizeof n);
-  ids.resize(n);
-  dist::broadcast(ids.data(), n * sizeof(int64_t));
-}
-
-void share_batch_losses(std::vector<double>& losses) {
-  const int ranks = dist::size();
-  if (ranks == 1) return;
-  const int64_t n = int64_t(losses.size());
-  std::vector<int64_t> counts, offsets;
-  for (int r = 0; r < ranks; ++r) {
-    offsets.push_back(n * r / ranks);
-    counts.push_back(n * (r + 1) / ranks - n * r / ranks);
-  }
-  const int me = dist::rank();
-  dist::gather_all(losses.data() + offsets[size_t(me)], losses.data(),
-                   byte_sizes(counts, sizeof(double)), byte_sizes(offsets, sizeof(double)));
-}
-
 namespace {
 
 // FNV-1a, 64 bits.
@@ -117,7 +86,7 @@ std::string build_id() {
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(exe)));
-  return std::string(hex) + " on the " + kernels::active_isa() + " path";
+  return std::string(hex) + " on the " + kernel_path() + " path";
 }
 
 // A stored number as a user would type it: the shortest text that reads back as the same double

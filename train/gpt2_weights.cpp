@@ -14,7 +14,8 @@
 #include "core/autograd.h"
 #include "core/file_io.h"
 #include "core/json.h"
-#include "train/safetensors.h"
+#include "core/safetensors.h"
+#include "train/checkpoint.h"
 
 namespace tg::train {
 

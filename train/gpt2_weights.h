@@ -35,7 +35,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 namespace tg::train {
 

@@ -26,15 +26,17 @@
 
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/safetensors.h"
 #include "core/threadpool.h"
 #include "data/training_data.h"
+#include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
-#include "train/dist.h"
+#include "train/dist_setup.h"
 #include "train/gpt2_weights.h"
 #include "train/optim.h"
 #include "train/plot.h"
-#include "train/safetensors.h"
+#include "train/session.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
 
@@ -301,8 +303,8 @@ void Session::load_text_and_tokenizer() {
 void Session::make_loaders() {
   data::SplitIds ids;
   on_root([&] { ids = data::encode_splits(*tokenizer_, splits_); });
-  broadcast_ids(ids.train);
-  broadcast_ids(ids.val);
+  dist::broadcast_ids(ids.train);
+  dist::broadcast_ids(ids.val);
   // The ids stand for the text from here on.
   std::string().swap(splits_.train);
   std::string().swap(splits_.val);

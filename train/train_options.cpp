@@ -5,9 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/safetensors.h"
 #include "data/tokenizer_spec.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
 
 namespace tg::train {
 

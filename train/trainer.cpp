@@ -12,8 +12,8 @@
 #include "core/autograd.h"
 #include "core/json.h"
 #include "core/ops.h"
-#include "train/data_parallel.h"
-#include "train/dist.h"
+#include "dist/dist.h"
+#include "dist/flat_layout.h"
 
 namespace tg::train {
 
@@ -57,7 +57,7 @@ double calc_loss_loader(const data::DataLoader& loader, nn::GPTModel& model, int
     const auto [x, y] = to_tensors(loader.batch(order, i));
     losses[size_t(i)] = calc_loss_batch(x, y, model).item<double>();
   }
-  share_batch_losses(losses);
+  dist::share_batch_losses(losses);
   double total_loss = 0;
   for (const double l : losses) total_loss += l;
   return total_loss / double(num_batches);

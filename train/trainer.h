@@ -1,7 +1,7 @@
 // Chapter 5's pretraining loop on tapegrad, under the book's names: calc_loss_batch,
 // calc_loss_loader, evaluate_model, train_model_simple, generate_and_print_sample (trainer.cpp),
-// generate_text_simple (ch. 4) and generate (§5.3); and the `tapegrad train` session around the
-// loop, run_training (session.cpp: resuming, checkpoints, progress, the JSON log, Ctrl-C).
+// generate_text_simple (ch. 4) and generate (§5.3). The `tapegrad train` session around the loop
+// is session.h's run_training.
 //
 // Python reference: pkg/llms_from_scratch/ch05.py and ch05/01_main-chapter-code/gpt_train.py.
 // The order of random draws is the book's: manual_seed(seed), GPTModel's initialisation, then per
@@ -12,17 +12,14 @@
 // Gradient accumulation and several processes plug in through TrainLoop::runner
 // (train/data_parallel.h). Not here: mixed precision.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/file_io.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "data/bpe_tokenizer.h"
@@ -145,53 +142,5 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
                         const data::DataLoader& val_loader, AdamW& optimizer, int64_t num_epochs,
                         int64_t eval_freq, int64_t eval_iter, const std::string& start_context,
                         const data::Tokenizer& tokenizer, TrainLoop& loop);
-
-// --- the `tapegrad train` session -----------------------------------------------------------
-
-struct TrainResult {
-  std::vector<EvalPoint> evals;      // every evaluation so far, resumed runs included
-  std::vector<std::string> samples;  // the text printed after each epoch of this run
-  std::vector<double> step_losses;   // the training loss of each step of this run
-  int64_t global_step = -1;
-  bool interrupted = false;  // stopped by SIGINT / max_steps, checkpoint saved
-  std::string checkpoint;    // path of the last checkpoint written
-};
-
-// Runs the session, printing the book's log lines to `out` and progress to `err`. Throws
-// TrainError with a one-line message on bad input or a NaN loss (the last checkpoint stays).
-TrainResult run_training(const TrainOptions& opt, std::ostream& out, std::ostream& err);
-
-// Keeps freed tensor memory in the heap instead of returning it to the OS after every step
-// (glibc: mmap and trim thresholds raised), which saves the page faults and zeroing of the
-// step's large buffers (logits, gradients). Call once at start-up; a no-op elsewhere.
-void keep_freed_memory();
-
-// Set by the SIGINT and SIGTERM handlers the CLI installs: the trainer finishes the step, saves
-// and returns.
-std::atomic<bool>& stop_requested();
-// The signal that set it (0: none, or set directly).
-std::atomic<int>& stop_signal();
-// The CLI's handlers for SIGINT and SIGTERM (a second one of either stops at once), and back.
-void install_stop_handlers();
-void remove_stop_handlers();
-// 0, or 128 + the signal that stopped the run (130 Ctrl-C, 143 SIGTERM), as a shell reports it.
-int stop_exit_status(const TrainResult& r);
-
-// UsageError "ROLE PATH is the same file as ROLE PATH ..." for an output that would destroy an
-// input or another output (core/file_io.h find_clobbered), before anything is written.
-void refuse_clobbered(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
-
-// --- checkpoints ------------------------------------------------------------------------------
-
-// A model with its tokenizer, as `tapegrad generate` loads it.
-struct LoadedModel {
-  nn::GPTConfig cfg;
-  std::string preset, tokenizer_spec;
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  std::unique_ptr<nn::GPTModel> model;
-};
-// DIR or DIR/checkpoint.safetensors. Throws TrainError on a missing or inconsistent file.
-LoadedModel load_checkpoint_model(const std::string& path);
-std::string checkpoint_path(const std::string& dir_or_file);
 
 }  // namespace tg::train

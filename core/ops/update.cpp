@@ -18,9 +18,16 @@ void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, con
                  " for a parameter of shape ", shape_str(p.shape()));
   NoGradGuard no_grad;
   const Tensor gc = g.contiguous();
-  kernels::adamw(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
-                 exp_avg_sq.data<float>(), float(s.lr), float(s.beta1), float(s.beta2),
+  adamw_span(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
+             exp_avg_sq.data<float>(), s);
+}
+
+void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
+                const AdamWStep& s) {
+  kernels::adamw(n, p, g, exp_avg, exp_avg_sq, float(s.lr), float(s.beta1), float(s.beta2),
                  float(s.eps), float(s.weight_decay), s.step);
 }
+
+std::string kernel_path() { return kernels::active_isa(); }
 
 }  // namespace tg

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "train/safetensors.h"
+#include "core/safetensors.h"
 
 using namespace tg;
 
@@ -98,7 +98,7 @@ void compare_metadata(const train::Metadata& a, const train::Metadata& b) {
   }
 }
 
-void compare(const train::SafeTensors& a, const train::SafeTensors& b) {
+void compare(const tg::SafeTensors& a, const tg::SafeTensors& b) {
   if (a.tensors.size() != b.tensors.size())
     report("%zu tensors against %zu\n", a.tensors.size(), b.tensors.size());
   for (size_t i = 0; i < a.tensors.size() && i < b.tensors.size(); ++i) {
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    compare(train::load_safetensors(argv[1]), train::load_safetensors(argv[2]));
+    compare(tg::load_safetensors(argv[1]), tg::load_safetensors(argv[2]));
     if (differences > kShown) std::fprintf(stderr, "... %d more\n", differences - kShown);
     if (differences)
       std::fprintf(stderr, "%s and %s: %d differences\n", argv[1], argv[2], differences);

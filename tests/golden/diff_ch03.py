@@ -8,7 +8,7 @@ lines (Python floats such as "Row 2 sum: 1.0"). Code in the notebook is not pick
 are spelled torch.tensor(...). Items are compared in order, per cell, as exact text.
 
 usage: tests/golden/diff_ch03.py [NOTEBOOK_TXT] [TAPEGRAD_BINARY]
-  defaults: /work/shared/seeds/ch03-notebook.txt and build/nn/train/tapegrad
+  defaults: /work/shared/seeds/ch03-notebook.txt and build/release/app/tapegrad
   (a notebook file named multihead-attention* is replayed with `chapter3 --notebook mha`)
 Exit status 0 when every item matches. Needs only the Python standard library.
 """
@@ -74,7 +74,7 @@ def items(lines):
 
 def main():
     nb_path = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/seeds/ch03-notebook.txt"
-    exe = sys.argv[2] if len(sys.argv) > 2 else "build/nn/train/tapegrad"
+    exe = sys.argv[2] if len(sys.argv) > 2 else "build/release/app/tapegrad"
     with open(nb_path, encoding="utf-8") as f:
         notebook = cells(f.read())
     args = [exe, "chapter3"]

@@ -1,5 +1,5 @@
 // safetensors reader and writer (see safetensors.h).
-#include "train/safetensors.h"
+#include "core/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 
-namespace tg::train {
+namespace tg {
 
 const Tensor* SafeTensors::find(const std::string& name) const {
   for (const auto& [n, t] : tensors)
@@ -297,4 +297,4 @@ void read_safetensors_bytes(const SafeTensorsHeader& h, const SafeTensorInfo& t,
                              "' is cut short (the file changed while it was read?)");
 }
 
-}  // namespace tg::train
+}  // namespace tg

@@ -1,5 +1,5 @@
 // Buckets of gradients sent while backward runs (see bucket_exchange.h).
-#include "train/bucket_exchange.h"
+#include "dist/bucket_exchange.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "core/autograd.h"
-#include "train/dist.h"
+#include "dist/dist.h"
 
-namespace tg::train {
+namespace tg::dist {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -23,8 +23,8 @@ BucketExchange::BucketExchange(const std::vector<Tensor>& params, const FlatLayo
     : params_(params),
       layout_(layout),
       acc_(acc),
-      rank_(dist::rank()),
-      ranks_(dist::size()),
+      rank_(rank()),
+      ranks_(size()),
       bucket_of_(params.size()) {
   // Last parameter first, as backward produces them: each bucket is a contiguous flat range
   // that grows downwards until it holds bucket_bytes.
@@ -95,7 +95,7 @@ void BucketExchange::finish() {
   std::unique_lock<std::mutex> lock(mu_);
   for (const Bucket& b : buckets_)
     if (b.pending != 0)  // the others would wait for this rank for ever
-      dist::abort_all(70);
+      abort_all(70);
   cv_.wait(lock, [&] { return done_step_ == step_; });
   wait_seconds += since(t);
 }
@@ -135,11 +135,11 @@ void BucketExchange::exchange(const Bucket& b) {
     recv_bytes.push_back(size_t(m) * sizeof(float));
     recv_offsets.push_back(size_t(r) * size_t(piece_) * sizeof(float));
   }
-  dist::exchange(acc_, send_bytes, send_offsets, recv_.data(), recv_bytes, recv_offsets);
+  exchange(acc_, send_bytes, send_offsets, recv_.data(), recv_bytes, recv_offsets);
   if (m == 0) return;
   std::vector<const float*> parts;
   for (int r = 0; r < ranks_; ++r) parts.push_back(recv_.data() + size_t(r) * size_t(piece_));
   sum_in_order(parts, acc_ + lo, m);
 }
 
-}  // namespace tg::train
+}  // namespace tg::dist

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "train/data_parallel.h"
+#include "dist/flat_layout.h"
 
-namespace tg::train {
+namespace tg::dist {
 
 class BucketExchange {
  public:
@@ -70,4 +70,4 @@ class BucketExchange {
   std::thread thread_;
 };
 
-}  // namespace tg::train
+}  // namespace tg::dist

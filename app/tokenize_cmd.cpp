@@ -1,5 +1,5 @@
 // tokenize and bpe-train commands; see cli.h.
-#include "data/cli.h"
+#include "app/tokenize_cmd.h"
 
 #include <cctype>
 #include <chrono>

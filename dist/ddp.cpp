@@ -1,31 +1,20 @@
 // DistributedDataParallel and DistributedSampler (see ddp.h).
-#include "train/ddp.h"
+#include "dist/ddp.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 #include "core/rng.h"
-#include "train/dist.h"
+#include "dist/dist.h"
 
-namespace tg::train {
-
-namespace {
-
-std::vector<size_t> shard_bytes(const FlatLayout& l, bool offsets) {
-  std::vector<size_t> out;
-  for (int r = 0; r < dist::size(); ++r)
-    out.push_back(size_t(offsets ? l.begin(r) : l.end(r) - l.begin(r)) * sizeof(float));
-  return out;
-}
-
-}  // namespace
+namespace tg::dist {
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module)
-    : module_(module), params_(module.parameters()), layout_(params_, dist::size()) {
+    : module_(module), params_(module.parameters()), layout_(params_, size()) {
   flat_.resize(size_t(layout_.numel()));
   for (Tensor& p : params_)  // rank 0's initialisation everywhere
-    dist::broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
+    broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
 }
 
 void DistributedDataParallel::reduce_gradients() {
@@ -38,7 +27,7 @@ void DistributedDataParallel::reduce_gradients() {
     std::memcpy(flat_.data() + at, g.contiguous().data<float>(), size_t(n) * sizeof(float));
   });
   // Each rank sums its shard of the N gradients in rank order, then all gather the shards.
-  const int ranks = dist::size(), me = dist::rank();
+  const int ranks = size(), me = rank();
   const int64_t lo = layout_.begin(me), n = layout_.end(me) - lo;
   std::vector<float> recv(size_t(n) * size_t(ranks));
   std::vector<size_t> recv_bytes(size_t(ranks), size_t(n) * sizeof(float)), recv_offsets;
@@ -47,22 +36,21 @@ void DistributedDataParallel::reduce_gradients() {
     recv_offsets.push_back(size_t(r) * size_t(n) * sizeof(float));
     parts.push_back(recv.data() + size_t(r) * size_t(n));
   }
-  const std::vector<size_t> bytes = shard_bytes(layout_, false),
-                            offsets = shard_bytes(layout_, true);
-  dist::exchange(flat_.data(), bytes, offsets, recv.data(), recv_bytes, recv_offsets);
+  const ShardBytes shards(layout_, sizeof(float));
+  exchange(flat_.data(), shards.bytes, shards.offsets, recv.data(), recv_bytes, recv_offsets);
   float* mine = flat_.data() + lo;
   sum_in_order(parts, mine, n);
   for (int64_t i = 0; i < n; ++i) mine[i] /= float(ranks);
-  dist::gather_all(mine, flat_.data(), bytes, offsets);
+  gather_all(mine, flat_.data(), shards.bytes, shards.offsets);
   layout_.for_range(0, layout_.numel(), [&](size_t k, int64_t, int64_t at, int64_t n) {
     std::memcpy(params_[k].grad().data<float>(), flat_.data() + at, size_t(n) * sizeof(float));
   });
 }
 
 double mean_over_ranks(double v) {
-  const int ranks = dist::size();
+  const int ranks = size();
   std::vector<double> all(static_cast<size_t>(ranks));
-  dist::gather_all_equal(&v, all.data(), sizeof v);
+  gather_all_equal(&v, all.data(), sizeof v);
   double sum = 0;
   for (const double x : all) sum += x;
   return sum / double(ranks);
@@ -74,8 +62,8 @@ DistributedSampler::DistributedSampler(int64_t size, bool shuffle, uint64_t seed
       shuffle_(shuffle),
       drop_last_(drop_last),
       seed_(seed),
-      replicas_(num_replicas < 0 ? dist::size() : num_replicas),
-      rank_(rank < 0 ? dist::rank() : rank) {
+      replicas_(num_replicas < 0 ? size() : num_replicas),
+      rank_(rank < 0 ? rank() : rank) {
   if (size < 0) throw std::invalid_argument("DistributedSampler: negative dataset size");
   if (replicas_ < 1 || rank_ >= replicas_)
     throw std::invalid_argument("DistributedSampler: invalid rank " + std::to_string(rank_) +
@@ -105,4 +93,4 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
-}  // namespace tg::train
+}  // namespace tg::dist

@@ -4,8 +4,8 @@
 
 namespace tg::cli {
 
-int chapter3_main(int argc, char** argv);  // train/chapter3.cpp
-int train_main(int argc, char** argv);     // train/train_cmd.cpp
-int generate_main(int argc, char** argv);  // train/train_cmd.cpp
+int chapter3_main(int argc, char** argv);  // app/chapter3.cpp
+int train_main(int argc, char** argv);     // app/train_cmd.cpp
+int generate_main(int argc, char** argv);  // app/train_cmd.cpp
 
 }  // namespace tg::cli

@@ -5,9 +5,9 @@
 #include <iostream>
 #include <string>
 
+#include "app/commands.h"
+#include "app/tokenize_cmd.h"
 #include "core/text.h"
-#include "data/cli.h"
-#include "train/commands.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// §2.5 command line: `tapegrad tokenize` and `tapegrad bpe-train` (train/main.cpp dispatches to
+// §2.5 command line: `tapegrad tokenize` and `tapegrad bpe-train` (app/main.cpp dispatches to
 // these; data/tg-tokenize is a stand-alone driver until then).
 //
 //   tapegrad tokenize [--encoding gpt2 | --tokenizer FILE] [--decode] [--ordinary] [FILE|-]

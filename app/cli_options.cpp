@@ -1,5 +1,5 @@
 // The tables of `tapegrad train`, `generate` and `chapter3` (see cli_options.h).
-#include "train/cli_options.h"
+#include "app/cli_options.h"
 
 namespace tg::cli {
 

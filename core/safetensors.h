@@ -20,7 +20,7 @@
 
 #include "core/tensor.h"
 
-namespace tg::train {
+namespace tg {
 
 using Metadata = std::map<std::string, std::string>;
 
@@ -65,4 +65,4 @@ SafeTensorsHeader read_safetensors_header(const std::string& path);
 // has become shorter since its header was read.
 void read_safetensors_bytes(const SafeTensorsHeader& h, const SafeTensorInfo& t, char* out);
 
-}  // namespace tg::train
+}  // namespace tg

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "train/dist.h"
+#include "dist/dist.h"
 
 namespace tg::dist {
 

@@ -10,13 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_options.h"
+#include "app/commands.h"
 #include "core/autograd.h"
+#include "core/safetensors.h"
 #include "core/threadpool.h"
-#include "train/cli_options.h"
-#include "train/commands.h"
-#include "train/dist.h"
+#include "dist/dist.h"
+#include "train/checkpoint.h"
 #include "train/gpt2_weights.h"
-#include "train/safetensors.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 namespace tg::cli {
@@ -103,7 +105,7 @@ int generate_main(int argc, char** argv) {
       const Tensor logits = (*lm.model)(from_vector(ids, {1, int64_t(ids.size())}));
       std::string id_list;
       for (int64_t id : ids) id_list += std::to_string(id) + " ";
-      train::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
+      tg::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
     }
     manual_seed(uint64_t(g.seed));
     // --stream: the prompt, then each token's bytes as it comes (GPT-2's decode is the tokens'

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/flat_layout.h"
 #include "nn/module.h"
-#include "train/data_parallel.h"
 
-namespace tg::train {
+namespace tg::dist {
 
 class DistributedDataParallel {
  public:
@@ -66,4 +66,4 @@ class DistributedSampler {
   int64_t epoch_ = 0;
 };
 
-}  // namespace tg::train
+}  // namespace tg::dist

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_options.h"
+#include "app/commands.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/rng.h"
@@ -36,8 +38,6 @@
 #include "nn/multihead_wrapper.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
-#include "train/cli_options.h"
-#include "train/commands.h"
 
 namespace tg::cli {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/dist.h"
+#include "dist/dist.h"
 
 namespace tg::dist {
 

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "train/dist.h"
+#include "dist/dist.h"
 
 namespace tg::dist {
 
