@@ -1,4 +1,4 @@
-// PyTorch 1.13 CPU distributions, bit-exact (TORCH_RNG.md; §n refers to its sections).
+// PyTorch 1.13 CPU distributions, bit-exact (docs/torch_rng.md; §n refers to its sections).
 // Rounding matters everywhere: the build passes -ffp-contract=off, so a*b+c rounds twice unless
 // written as std::fma/std::fmaf, which appear exactly where torch's AVX2 kernels fuse.
 // Not here: see rng.h (baseline kernels, MKL paths, half types, thread safety).

@@ -1,5 +1,5 @@
 // PyTorch-compatible CPU random generator, bit-exact with PyTorch 1.13.1 (AVX2 x86-64 kernels,
-// a build without MKL). The spec is ../shared/TORCH_RNG.md (from the project root); section numbers
+// a build without MKL). The spec is docs/torch_rng.md (from the project root); section numbers
 // (§n) refer to it. Every function fills a raw contiguous buffer in storage order, drawing from a
 // Generator (the process-wide default one unless one is passed).
 //

@@ -1,5 +1,5 @@
 // §2.6 (data sampling with a sliding window): GPTDatasetV1 and create_dataloader_v1, with
-// PyTorch's DataLoader order (RandomSampler + BatchSampler, ../shared/TORCH_RNG.md §6).
+// PyTorch's DataLoader order (RandomSampler + BatchSampler, docs/torch_rng.md §6).
 // Python reference: pkg/llms_from_scratch/ch02.py (GPTDatasetV1, create_dataloader_v1).
 //
 // Batches are plain row-major std::vector<int64_t> of shape (batch_size, max_length), inputs and

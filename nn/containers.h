@@ -2,7 +2,8 @@
 // "1", ... so state_dict keys read "heads.0.W_query.weight", as in PyTorch.
 //
 // Modules are built before they are appended, so construction (and thus random draw) order is
-// the order of the caller's expressions, as in Python's nn.Sequential(A(), B()) (TORCH_RNG.md §8).
+// the order of the caller's expressions, as in Python's nn.Sequential(A(), B()) (docs/torch_rng.md
+// §8).
 //
 // Not here: slicing, insert/extend/pop, ModuleDict.
 #pragma once

@@ -2,7 +2,7 @@
 //
 // In training mode forward(x) is F.dropout(x, p): keep each element with probability 1-p and
 // scale it by 1/(1-p), the mask drawn from the generator exactly as PyTorch 1.13 draws it
-// (TORCH_RNG.md §4). In eval mode, and for p == 0, it returns x itself and draws nothing.
+// (docs/torch_rng.md §4). In eval mode, and for p == 0, it returns x itself and draws nothing.
 //
 // Not here: inplace=True, Dropout1d/2d/AlphaDropout.
 #pragma once

@@ -1,8 +1,9 @@
 // nn::Embedding: torch.nn.Embedding (chapter 2's token and position embeddings, used by the
 // multi-head attention notebook to build its inputs).
 //
-// weight (num_embeddings, embedding_dim) is drawn by normal_(0, 1) in PyTorch's order (TORCH_RNG.md
-// §3 and §8: the vectorised path for 16 or more elements, the scalar Box-Muller path below).
+// weight (num_embeddings, embedding_dim) is drawn by normal_(0, 1) in PyTorch's order
+// (docs/torch_rng.md §3 and §8: the vectorised path for 16 or more elements, the scalar Box-Muller
+// path below).
 //
 // Not here: padding_idx, max_norm, sparse gradients.
 #pragma once

@@ -5,10 +5,10 @@
 //
 // Submodules are built in the book's __init__ order (tok_emb, pos_emb, drop_emb, trf_blocks,
 // final_norm, out_head; inside a block att, ff, norm1, norm2, drop_shortcut), so with the same
-// manual_seed the weights equal PyTorch's (TORCH_RNG.md §8), and state_dict() names read as the
-// book's: "trf_blocks.0.att.W_query.weight", "trf_blocks.0.ff.layers.0.bias", "out_head.weight".
-// Forward draws dropout masks in the book's order too (drop_emb, then per block the attention
-// weights, the shortcut after attention, the shortcut after the feed-forward).
+// manual_seed the weights equal PyTorch's (docs/torch_rng.md §8), and state_dict() names read as
+// the book's: "trf_blocks.0.att.W_query.weight", "trf_blocks.0.ff.layers.0.bias",
+// "out_head.weight". Forward draws dropout masks in the book's order too (drop_emb, then per block
+// the attention weights, the shortcut after attention, the shortcut after the feed-forward).
 //
 // The KV cache of the book's bonus material (ch04/03_kv-cache/gpt_with_kv_cache.py) is a route
 // beside the book's: forward(in_idx, use_cache=true) runs in_idx as the positions after those

@@ -8,7 +8,7 @@
 namespace tg::nn {
 
 LayerNorm::LayerNorm(int64_t emb_dim) : Module("LayerNorm"), emb_dim(emb_dim) {
-  // ones and zeros: no random draws (TORCH_RNG.md §8)
+  // ones and zeros: no random draws (docs/torch_rng.md §8)
   register_parameter("scale", &scale, ones({emb_dim}));
   register_parameter("shift", &shift, zeros({emb_dim}));
 }

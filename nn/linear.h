@@ -2,7 +2,7 @@
 //
 // weight is stored (out_features, in_features), as torch and llm.c store it, so state_dicts need
 // no transpose. The constructor draws PyTorch's default initialisation from the generator, in
-// PyTorch's order (TORCH_RNG.md §8): the weight, row-major, from kaiming_uniform_(a=sqrt(5)),
+// PyTorch's order (docs/torch_rng.md §8): the weight, row-major, from kaiming_uniform_(a=sqrt(5)),
 // then the bias from U(-1/sqrt(in), 1/sqrt(in)). Same seed, same weights as torch.
 //
 // Not here: device/dtype arguments (call to(DType) afterwards), lazy shapes.

@@ -1,6 +1,6 @@
 // GPTDatasetV1 and DataLoader tests (§2.6), and chapter 5's training data (§5.1.3). Token ids are
 // iota (0, 1, 2, ...), so every window is a range check (llm.c dev/test/test_dataloader.c); the
-// shuffle order is TORCH_RNG.md §11 ex. 5.
+// shuffle order is docs/torch_rng.md §11 ex. 5.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -93,7 +93,8 @@ TEST_CASE("DataLoader without shuffle: batches in order, drop_last") {
   CHECK(b.targets == std::vector<int64_t>{1, 2, 2, 3, 3, 4, 4, 5});
 }
 
-TEST_CASE("DataLoader(shuffle=True) matches PyTorch's order (TORCH_RNG.md section 11, ex. 5)") {
+TEST_CASE(
+    "DataLoader(shuffle=True) matches PyTorch's order (docs/torch_rng.md section 11, ex. 5)") {
   // torch.manual_seed(123); DataLoader(list(range(10)), batch_size=5, shuffle=True), twice.
   Generator gen(123);
   auto ds = std::make_shared<GPTDatasetV1>(iota(11), 1, 1);  // window i is [i]: 10 items

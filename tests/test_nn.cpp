@@ -68,7 +68,7 @@ void gradcheck_module(nn::Module& m, const Tensor& x, const std::function<void()
 
 }  // namespace
 
-// ---- random creation (core/ops/random.cpp) against TORCH_RNG.md §11 ----
+// ---- random creation (core/ops/random.cpp) against docs/torch_rng.md §11 ----
 
 TEST_CASE("rand, randn, uniform_ and normal_ draw as torch 1.13 (§11.2, §11.3)") {
   manual_seed(123);

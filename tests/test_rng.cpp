@@ -1,5 +1,5 @@
 // Tests for core/rng.h: bit-exact agreement with PyTorch 1.13.1's CPU generator.
-// 1. TORCH_RNG.md §11's worked examples, spelled out (they double as documentation).
+// 1. docs/torch_rng.md §11's worked examples, spelled out (they double as documentation).
 // 2. The golden file tests/golden/rng_torch113.txt, written by tests/golden/gen_rng.py from
 //    torch itself: a small interpreter replays each record and compares bit patterns.
 // 3. Engine, state and bad-input checks that need no torch.
@@ -57,7 +57,7 @@ bool contains(const std::string& s, const std::string& part) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// 1. TORCH_RNG.md §11, worked examples
+// 1. docs/torch_rng.md §11, worked examples
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("§11.1 manual_seed words and random64") {

@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "core/options.h"
+#include "core/safetensors.h"
 #include "nn/gpt.h"
 
 namespace tg::train {
@@ -191,7 +192,6 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
 // UsageError naming the flag, or a TrainError naming the checkpoint a value came from.
 void check_options(const TrainOptions& o);
 
-struct SafeTensors;
 // The model's config: the preset's (or o.config, or a "custom" checkpoint's) with --context and
 // --drop-rate; fills the defaults that depend on it (context, drop rate, tokenizer, text,
 // min_lr) into `o`.

@@ -5,7 +5,7 @@
 //
 // Python reference: pkg/llms_from_scratch/ch05.py and ch05/01_main-chapter-code/gpt_train.py.
 // The order of random draws is the book's: manual_seed(seed), GPTModel's initialisation, then per
-// epoch `for batch in train_loader` (two W64 for the shuffle, TORCH_RNG.md §6) and the dropout
+// epoch `for batch in train_loader` (two W64 for the shuffle, docs/torch_rng.md §6) and the dropout
 // masks of each forward; every evaluation iterates train_loader (two W64) and val_loader (one
 // W64, it does not shuffle). So with the same seed the losses follow PyTorch's run.
 //

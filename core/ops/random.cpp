@@ -1,6 +1,6 @@
 // Tensor-level random numbers: torch.rand / randn / *_like, the in-place uniform_ / normal_ that
 // nn initialisation uses, and F.dropout. The draws themselves are core/rng.{h,cpp}'s raw-buffer
-// functions (bit-exact with PyTorch 1.13, TORCH_RNG.md); this file only allocates, picks the
+// functions (bit-exact with PyTorch 1.13, docs/torch_rng.md); this file only allocates, picks the
 // generator and handles the cases where PyTorch makes no draw at all.
 //
 // Not here: non-contiguous in-place fills (torch would take the scalar normal path there; every
@@ -72,8 +72,8 @@ Tensor rand_like(const Tensor& t, Generator* gen) { return rand(t.shape(), gen, 
 Tensor randn_like(const Tensor& t, Generator* gen) { return randn(t.shape(), gen, t.dtype()); }
 
 // F.dropout(a, p, training): the cases below make no draws, exactly as torch's CPU path
-// (TORCH_RNG.md §4): eval mode, p == 0 and empty inputs return the input itself; p == 1 returns
-// a * 0 (so NaN stays NaN and the result is still on the tape).
+// (docs/torch_rng.md §4): eval mode, p == 0 and empty inputs return the input itself; p == 1
+// returns a * 0 (so NaN stays NaN and the result is still on the tape).
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
   detail::check_defined("dropout", a);
   if (!(p >= 0 && p <= 1))
