@@ -1,5 +1,5 @@
 // Command-line options from one table per command. Every tapegrad command (train, generate,
-// chapter3, tokenize, bpe-train), tg-tokenize and the benchmarks parse through here, so all of
+// chapter3, tokenize, bpe-train) and the benchmarks parse through here, so all of
 // them keep one convention:
 //   --name VALUE or --name=VALUE (a row with a short name also takes -o VALUE);
 //   -h or --help anywhere prints the help, and nothing else is checked;
