@@ -7,9 +7,10 @@
 
 namespace tg {
 
-// Indexed by DType: Float32, Float64, Int64, Bool.
-constexpr const char* kNames[] = {"torch.float32", "torch.float64", "torch.int64", "torch.bool"};
-constexpr size_t kSizes[] = {4, 8, 8, 1};
+// Indexed by DType: Float32, Float64, Int64, Bool, BFloat16.
+constexpr const char* kNames[] = {"torch.float32", "torch.float64", "torch.int64", "torch.bool",
+                                  "torch.bfloat16"};
+constexpr size_t kSizes[] = {4, 8, 8, 1, 2};
 
 const char* dtype_name(DType d) { return kNames[static_cast<int>(d)]; }
 size_t dtype_size(DType d) { return kSizes[static_cast<int>(d)]; }

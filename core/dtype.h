@@ -10,11 +10,15 @@ namespace tg {
 
 using Shape = std::vector<int64_t>;
 
-enum class DType { Float32, Float64, Int64, Bool };
+// BFloat16 (core/bfloat16.h) is stored natively; ops that have no bfloat16 kernel compute it in
+// float32 and round the result, as PyTorch's CPU ops do.
+enum class DType { Float32, Float64, Int64, Bool, BFloat16 };
 
 const char* dtype_name(DType d);  // "torch.float32", as PyTorch spells it
 size_t dtype_size(DType d);
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+inline bool is_floating(DType d) {
+  return d == DType::Float32 || d == DType::Float64 || d == DType::BFloat16;
+}
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
 // The element count of `shape`, or std::invalid_argument naming `op` and the shape when a

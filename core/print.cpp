@@ -272,8 +272,9 @@ std::string format_tensor(const PrintInput& in, const PrintOptions& opt) {
     if (in.dtype != DType::Float32)
       suffixes.push_back(std::string("dtype=") + dtype_name(in.dtype));
   } else {
-    // int64 and bool are default dtypes for printing alongside float32.
-    if (in.dtype == DType::Float64)
+    // int64 and bool are default dtypes for printing alongside float32. bfloat16 values print
+    // as the float32 they widen to (PyTorch formats self.float()), with their dtype named.
+    if (in.dtype == DType::Float64 || in.dtype == DType::BFloat16)
       suffixes.push_back(std::string("dtype=") + dtype_name(in.dtype));
     View v{in, std::vector<int64_t>(in.shape.size()), numel > opt.threshold, opt.edgeitems};
     int64_t stride = 1;

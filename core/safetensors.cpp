@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/bfloat16.h"
 #include "core/file_io.h"
 #include "core/json.h"
 
@@ -24,18 +25,19 @@ const Tensor* SafeTensors::find(const std::string& name) const {
 
 namespace {
 
-// The format's dtypes and their element sizes; the first four are DType's, in its order.
+// The format's dtypes and their element sizes; the first five are DType's, in its order.
 struct DTypeInfo {
   const char* name;
   int size;
 };
-constexpr DTypeInfo kAllDTypes[] = {{"F32", 4}, {"F64", 8},     {"I64", 8},    {"BOOL", 1},
-                                    {"F16", 2}, {"BF16", 2},    {"U8", 1},     {"I8", 1},
-                                    {"I16", 2}, {"U16", 2},     {"I32", 4},    {"U32", 4},
-                                    {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
-constexpr int kOwnDTypes = 4;  // F32, F64, I64, BOOL: the ones load_safetensors makes tensors of
+constexpr DTypeInfo kAllDTypes[] = {{"F32", 4},  {"F64", 8},     {"I64", 8},    {"BOOL", 1},
+                                    {"BF16", 2}, {"F16", 2},     {"U8", 1},     {"I8", 1},
+                                    {"I16", 2},  {"U16", 2},     {"I32", 4},    {"U32", 4},
+                                    {"U64", 8},  {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+// F32, F64, I64, BOOL, BF16: the ones load_safetensors makes tensors of.
+constexpr int kOwnDTypes = 5;
 static_assert(int(DType::Float32) == 0 && int(DType::Float64) == 1 && int(DType::Int64) == 2 &&
-              int(DType::Bool) == 3);
+              int(DType::Bool) == 3 && int(DType::BFloat16) == 4);
 
 // The bytes of a contiguous tensor.
 char* bytes_of(const Tensor& t) {
@@ -48,6 +50,8 @@ char* bytes_of(const Tensor& t) {
       return reinterpret_cast<char*>(t.data<int64_t>());
     case DType::Bool:
       return reinterpret_cast<char*>(t.data<bool>());
+    case DType::BFloat16:
+      return reinterpret_cast<char*>(t.data<bfloat16>());
   }
   return nullptr;
 }

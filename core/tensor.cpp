@@ -112,6 +112,8 @@ static DType dtype_of() {
     return DType::Float64;
   else if constexpr (std::is_same_v<T, int64_t>)
     return DType::Int64;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return DType::BFloat16;
   else
     return DType::Bool;
 }
@@ -128,6 +130,7 @@ template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template bool* Tensor::data<bool>() const;
+template bfloat16* Tensor::data<bfloat16>() const;
 
 template <class T>
 T Tensor::item() const {
@@ -135,9 +138,13 @@ T Tensor::item() const {
   if (numel() != 1)
     fail("item", "a tensor with ", numel(), " elements (shape ", shape_str(shape()),
          ") cannot be converted to a scalar");
-  return detail::dispatch(impl_->dtype, [&](auto z) -> T {
+  return detail::dispatch_all(impl_->dtype, [&](auto z) -> T {
     using S = decltype(z);
-    return static_cast<T>(*reinterpret_cast<const S*>(impl_->bytes()));
+    const S v = *reinterpret_cast<const S*>(impl_->bytes());
+    if constexpr (std::is_same_v<S, bfloat16>)
+      return static_cast<T>(float(v));
+    else
+      return static_cast<T>(v);
   });
 }
 template float Tensor::item<float>() const;
@@ -194,20 +201,7 @@ std::string Tensor::str() const {
   if (!impl_) return "tensor(undefined)";
   PrintInput in;
   in.shape = shape();
-  switch (dtype()) {
-    case DType::Float32:
-      in.dtype = DType::Float32;
-      break;
-    case DType::Float64:
-      in.dtype = DType::Float64;
-      break;
-    case DType::Int64:
-      in.dtype = DType::Int64;
-      break;
-    case DType::Bool:
-      in.dtype = DType::Bool;
-      break;
-  }
+  in.dtype = dtype();
   if (is_floating(dtype()))
     in.f = to_vector<double>();
   else
@@ -264,6 +258,8 @@ Tensor arange(double start, double end, double step, DType dtype) {
     fail("arange", "range start=", start, " end=", end, " step=", step, " has ", count,
          " elements, more than ", std::numeric_limits<int64_t>::max());
   const int64_t n = count > 0 ? int64_t(count) : 0;
+  if (dtype == DType::BFloat16)  // computed in float, as PyTorch's accumulate type for bf16
+    return arange(start, end, step, DType::Float32).to(DType::BFloat16);
   Tensor t(new_impl({n}, dtype, "arange"));
   detail::dispatch(dtype, [&](auto z) {
     using T = decltype(z);
@@ -322,12 +318,14 @@ Tensor tensor(const Nested& values, DType dtype) {
   std::vector<double> flat;
   nested_flatten(values, flat);
   Tensor t(new_impl(shape, dtype, "tensor"));
-  detail::dispatch(dtype, [&](auto z) {
+  detail::dispatch_all(dtype, [&](auto z) {
     using T = decltype(z);
     T* d = t.data<T>();
     for (size_t i = 0; i < flat.size(); ++i) {
       if constexpr (std::is_same_v<T, bool>)
         d[i] = flat[i] != 0;
+      else if constexpr (std::is_same_v<T, bfloat16>)
+        d[i] = bfloat16(static_cast<float>(flat[i]));
       else
         d[i] = static_cast<T>(flat[i]);
     }

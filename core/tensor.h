@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/dtype.h"
 
 namespace tg {

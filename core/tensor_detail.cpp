@@ -61,8 +61,12 @@ Shape broadcast_strides(const TensorImpl& t, const Shape& shape) {
 namespace {
 template <class To, class From>
 To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>)
+  if constexpr (std::is_same_v<From, bfloat16> && !std::is_same_v<To, bfloat16>)
+    return convert<To>(float(v));  // exact widening first
+  else if constexpr (std::is_same_v<To, bool>)
     return v != From(0);
+  else if constexpr (std::is_same_v<To, bfloat16> && !std::is_same_v<From, bfloat16>)
+    return bfloat16(static_cast<float>(v));  // through float, as c10::BFloat16 converts
   else
     return static_cast<To>(v);
 }
@@ -70,9 +74,9 @@ To convert(From v) {
 
 void copy_into(TensorImpl& dst, const TensorImpl& src) {
   const Shape sst = broadcast_strides(src, dst.shape);
-  dispatch(dst.dtype, [&](auto d0) {
+  dispatch_all(dst.dtype, [&](auto d0) {
     using D = decltype(d0);
-    dispatch(src.dtype, [&](auto s0) {
+    dispatch_all(src.dtype, [&](auto s0) {
       using S = decltype(s0);
       D* dp = reinterpret_cast<D*>(dst.bytes());
       const S* sp = reinterpret_cast<const S*>(src.bytes());

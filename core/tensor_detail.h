@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/autograd.h"
+#include "core/bfloat16.h"
 #include "core/impl.h"
 #include "core/tensor.h"
 
@@ -29,7 +30,8 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 void check_defined(const char* op, const Tensor& t);
 void check_floating(const char* op, const Tensor& t);
 
-// Calls f(T{}) with T the C++ type of dtype.
+// Calls f(T{}) with T the C++ type of dtype, for the four types every op computes in. A
+// bfloat16 tensor reaching it is a bug of the op (it must widen first, or use dispatch_all).
 template <class F>
 decltype(auto) dispatch(DType dt, F&& f) {
   switch (dt) {
@@ -41,8 +43,17 @@ decltype(auto) dispatch(DType dt, F&& f) {
       return f(int64_t{});
     case DType::Bool:
       return f(bool{});
+    case DType::BFloat16:
+      break;
   }
-  throw std::logic_error("dispatch: unknown dtype");
+  throw std::logic_error(std::string("dispatch: no computation in ") + dtype_name(dt));
+}
+// The same over every stored type, bfloat16 included: for code that moves or converts elements
+// (creation, copies, gathers), never for arithmetic.
+template <class F>
+decltype(auto) dispatch_all(DType dt, F&& f) {
+  if (dt == DType::BFloat16) return f(bfloat16{});
+  return dispatch(dt, std::forward<F>(f));
 }
 template <class F>
 decltype(auto) dispatch_float(const char* op, DType dt, F&& f) {

@@ -282,6 +282,8 @@ std::string bytes(const Tensor& t) {
       return std::string(reinterpret_cast<const char*>(t.data<int64_t>()), n);
     case DType::Bool:
       return std::string(reinterpret_cast<const char*>(t.data<bool>()), n);
+    case DType::BFloat16:
+      return std::string(reinterpret_cast<const char*>(t.data<bfloat16>()), n);
   }
   return "";
 }

@@ -66,6 +66,8 @@ std::vector<GoldenCase> load_golden(const std::string& path) {
       c.in.dtype = tg::DType::Int64;
     } else if (kind == "bool") {
       c.in.dtype = tg::DType::Bool;
+    } else if (kind == "bfloat16") {
+      c.in.dtype = tg::DType::BFloat16;
     } else {
       throw std::runtime_error("golden: unknown kind " + kind);
     }
@@ -73,7 +75,7 @@ std::vector<GoldenCase> load_golden(const std::string& path) {
     if (c.in.grad_fn == "-") c.in.grad_fn.clear();
     field("requires_grad ") >> c.in.requires_grad;
     auto values = field("values");
-    const bool floating = kind == "float32" || kind == "float64";
+    const bool floating = kind == "float32" || kind == "float64" || kind == "bfloat16";
     for (std::string v; values >> v;) {
       if (floating) {
         c.in.f.push_back(from_bits(v));
@@ -119,6 +121,15 @@ tg::PrintInput from_printed(std::vector<int64_t> shape, const std::string& text,
 TEST_CASE("golden: every torch repr in print_cases.txt is reproduced exactly") {
   const auto cases = load_golden(std::string(TG_GOLDEN_DIR) + "/print_cases.txt");
   REQUIRE(cases.size() >= 120);  // the generator writes 125; fewer means a damaged file
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    CHECK(tg::format_tensor(c.in, c.opt) == c.expected);
+  }
+}
+
+TEST_CASE("golden: torch's repr of bfloat16 tensors (bf16_print_cases.txt, gen_bf16.py)") {
+  const auto cases = load_golden(std::string(TG_GOLDEN_DIR) + "/bf16_print_cases.txt");
+  REQUIRE(cases.size() >= 13);
   for (const auto& c : cases) {
     CAPTURE(c.name);
     CHECK(tg::format_tensor(c.in, c.opt) == c.expected);

@@ -269,6 +269,14 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
   const Dims d = check_shapes(query, key, value);
+  if (query.dtype() == DType::BFloat16) {  // in float32, the result rounded once
+    const auto f32 = [](const Tensor& t) {
+      return t.defined() && is_floating(t.dtype()) ? t.to(DType::Float32) : t;
+    };
+    return scaled_dot_product_attention(f32(query), f32(key), f32(value), f32(attn_mask), dropout_p,
+                                        is_causal, scale, gen)
+        .to(DType::BFloat16);
+  }
   if (!(dropout_p >= 0 && dropout_p <= 1))
     fail(kOp, "dropout_p must be in [0, 1], got ", dropout_p);
   if (scale && !std::isfinite(*scale)) fail(kOp, "scale must be finite, got ", *scale);

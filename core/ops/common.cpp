@@ -10,14 +10,22 @@ DType promote(DType a, DType b) {
         return 0;
       case DType::Int64:
         return 1;
-      case DType::Float32:
+      case DType::BFloat16:  // bf16 + float32 is float32, as in PyTorch
         return 2;
-      case DType::Float64:
+      case DType::Float32:
         return 3;
+      case DType::Float64:
+        return 4;
     }
     return 0;
   };
   return rank(a) >= rank(b) ? a : b;
 }
+
+Tensor widen(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 ? t.detach().to(DType::Float32) : t;
+}
+
+Tensor narrow_bf16(const Tensor& t) { return t.detach().to(DType::BFloat16); }
 
 }  // namespace tg::detail

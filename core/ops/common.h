@@ -9,4 +9,11 @@ namespace tg::detail {
 // PyTorch's promotion for two tensors: float64 > float32 > int64 > bool.
 DType promote(DType a, DType b);
 
+// bfloat16 in an op without a bfloat16 kernel: the forward computes in float32 and rounds its
+// result once, as PyTorch's CPU kernels compute bf16. widen() is the exact float32 of a bfloat16
+// tensor, off the tape (the op records its own backward on the bfloat16 inputs), and any other
+// tensor itself; narrow() rounds a forward's float32 result back.
+Tensor widen(const Tensor& t);
+Tensor narrow_bf16(const Tensor& t);
+
 }  // namespace tg::detail

@@ -48,6 +48,7 @@ Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType out_dt
 template <class F>
 Tensor unary_map(const char* op, const Tensor& a, F f) {
   detail::check_defined(op, a);
+  if (a.dtype() == DType::BFloat16) return detail::narrow_bf16(unary_map(op, detail::widen(a), f));
   const Tensor x = is_floating(a.dtype()) ? a : as_dtype(a, DType::Float32);
   auto out = new_impl(x.shape(), x.dtype(), op);
   dispatch(x.dtype(), [&](auto z) {
@@ -73,6 +74,7 @@ Tensor unary_map(const char* op, const Tensor& a, F f) {
 // y = kernel(x) for a contiguous floating tensor: k(n, const T* x, T* y).
 template <class K>
 Tensor unary_kernel(const Tensor& x, K k) {
+  if (x.dtype() == DType::BFloat16) return detail::narrow_bf16(unary_kernel(detail::widen(x), k));
   Tensor out = empty(x.shape(), x.dtype());
   detail::dispatch_float("unary", x.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -131,6 +133,8 @@ Tensor arith_forward(const char* op, Arith kind, const Tensor& a, const Tensor& 
   DType dt = detail::promote(a.dtype(), b.dtype());
   if (kind == Arith::Div && !is_floating(dt)) dt = DType::Float32;  // true division
   if (dt == DType::Bool) dt = DType::Int64;
+  if (dt == DType::BFloat16)
+    return detail::narrow_bf16(arith_forward(op, kind, detail::widen(a), detail::widen(b)));
   const Tensor x = as_dtype(a, dt), y = as_dtype(b, dt);
   return dispatch(dt, [&](auto z) -> Tensor {
     using T = decltype(z);
@@ -316,6 +320,7 @@ Tensor tanh(const Tensor& a) {
 //   dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) sqrt(2/pi) (1 + 3·0.044715 x²)
 Tensor gelu(const Tensor& a) {
   detail::check_floating("gelu", a);
+  if (a.dtype() == DType::BFloat16) return gelu(a.to(DType::Float32)).to(DType::BFloat16);
   const Tensor x = a.detach().contiguous();
   Tensor out =
       unary_kernel(x, [](int64_t n, const auto* v, auto* y) { kernels::gelu_forward(n, v, y); });
@@ -343,6 +348,7 @@ Tensor compare(const char* op, Cmp c, const Tensor& a, const Tensor& b) {
   detail::check_defined(op, a);
   detail::check_defined(op, b);
   const DType dt = detail::promote(a.dtype(), b.dtype());
+  if (dt == DType::BFloat16) return compare(op, c, detail::widen(a), detail::widen(b));
   const Tensor x = as_dtype(a, dt), y = as_dtype(b, dt);
   return dispatch(dt, [&](auto z) -> Tensor {
     using T = decltype(z);
@@ -389,7 +395,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Tensor y = as_dtype(b, dt).expand(shape).contiguous();
   const Tensor c = cond.expand(shape).contiguous();
   Tensor out = empty(shape, dt);
-  dispatch(dt, [&](auto z) {
+  detail::dispatch_all(dt, [&](auto z) {  // a choice between values: no arithmetic
     using T = decltype(z);
     const bool* pc = c.data<bool>();
     const T *px = x.data<T>(), *py = y.data<T>();

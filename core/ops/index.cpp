@@ -54,6 +54,7 @@ bool fill_where_kernel(TensorImpl& dst, const Tensor& mask, double value,
   if (cols == 0) return true;
   const int64_t rows = numel_of(dst.shape) / cols, mask_rows = m.numel() / cols;
   const auto* pm = reinterpret_cast<const uint8_t*>(m.data<bool>());
+  if (!is_floating(dst.dtype) || dst.dtype == DType::BFloat16) return false;  // the loop below
   dispatch(dst.dtype, [&](auto z) {
     using T = decltype(z);
     if constexpr (std::is_floating_point_v<T>) {
@@ -70,10 +71,14 @@ void fill_where(TensorImpl& dst, const Tensor& mask, double value) {
   if (fill_where_kernel(dst, mask, value)) return;
   const Shape ms = detail::broadcast_strides(*mask.impl(), dst.shape);
   const bool* pm = mask.data<bool>();
-  dispatch(dst.dtype, [&](auto z) {
+  detail::dispatch_all(dst.dtype, [&](auto z) {
     using T = decltype(z);
     T* pd = reinterpret_cast<T*>(dst.bytes());
-    const T v = static_cast<T>(value);
+    T v{};
+    if constexpr (std::is_same_v<T, bfloat16>)
+      v = bfloat16(static_cast<float>(value));
+    else
+      v = static_cast<T>(value);
     detail::for_each_run<2>(dst.shape, {&dst.strides, &ms}, {0, 0},
                             [&](std::array<int64_t, 2> o, int64_t n, std::array<int64_t, 2> s) {
                               for (int64_t i = 0; i < n; ++i)
@@ -134,7 +139,7 @@ Tensor triangle(const char* op, const char* name, const Tensor& t, int64_t k, bo
   Tensor out = wrap(detail::materialize(*t.impl(), t.dtype()));
   const int64_t R = t.shape()[t.dim() - 2], C = t.shape()[t.dim() - 1];
   const int64_t mats = R * C == 0 ? 0 : out.numel() / (R * C);
-  dispatch(t.dtype(), [&](auto z) {
+  detail::dispatch_all(t.dtype(), [&](auto z) {
     using T = decltype(z);
     T* p = out.data<T>();
     for (int64_t b = 0; b < mats; ++b)
@@ -268,7 +273,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   shape.push_back(D);
   Tensor out = detail::empty_for("embedding", shape, weight.dtype());
   const Tensor w = weight.detach().contiguous();
-  dispatch(weight.dtype(), [&](auto z) {
+  detail::dispatch_all(weight.dtype(), [&](auto z) {  // a gather of rows
     using T = decltype(z);
     const T* pw = w.data<T>();
     T* po = out.data<T>();
@@ -279,8 +284,8 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
            [num, D](Node& nd, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& id = nd.saved_tensor(0);
              const int64_t* p = id.data<int64_t>();
-             const Tensor gc = g.contiguous();
-             Tensor gw = zeros({num, D}, g.dtype());
+             const Tensor gc = detail::widen(g).contiguous();  // bf16 sums in float32
+             Tensor gw = zeros({num, D}, gc.dtype());
              dispatch(g.dtype(), [&](auto z) {
                using T = decltype(z);
                const T* pg = gc.data<T>();
@@ -288,7 +293,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
                for (int64_t i = 0, n = id.numel(); i < n; ++i)
                  for (int64_t j = 0; j < D; ++j) pw[p[i] * D + j] += pg[i * D + j];
              });
-             return {Tensor(), gw};
+             return {Tensor(), gw.to(g.dtype())};
            },
            {&out});
   return out;

@@ -40,6 +40,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const DType dt = detail::promote(x.dtype(), detail::promote(weight.dtype(), bias.dtype()));
   if (weight.dtype() != dt || bias.dtype() != dt || x.dtype() != dt)  // as the book's ops promote
     return layer_norm(x.to(dt), weight.to(dt), bias.to(dt), eps);
+  if (dt == DType::BFloat16)  // statistics in float32, the result rounded once
+    return layer_norm(x.to(DType::Float32), weight.to(DType::Float32), bias.to(DType::Float32), eps)
+        .to(DType::BFloat16);
   const Tensor xc = x.detach().contiguous(), w = weight.detach().contiguous(),
                b = bias.detach().contiguous();
   const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);

@@ -75,6 +75,8 @@ Tensor as_rows(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t.flatt
 //   backward: ga = g · bᵀ (summed over a's broadcast batch dims), gb = aᵀ · g (likewise)
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_pair("matmul", a, b);
+  if (a.dtype() == DType::BFloat16)  // products exact in float32, sums in float32, rounded once
+    return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(DType::BFloat16);
   if (a.dim() == 0 || b.dim() == 0)
     fail("matmul", "both arguments need at least 1 dim, got ", shape_str(a.shape()), " and ",
          shape_str(b.shape()));
@@ -132,6 +134,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 //   backward: gx = g · w,  gw = gᵀ · x (over all leading dims),  gb = Σ g
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_pair("linear", x, w);
+  if (x.dtype() == DType::BFloat16 && (!b.defined() || b.dtype() == DType::BFloat16))
+    return linear(x.to(DType::Float32), w.to(DType::Float32),
+                  b.defined() ? b.to(DType::Float32) : b)
+        .to(DType::BFloat16);
   if (w.dim() != 2) fail("linear", "weight must be 2-D (out, in), got ", shape_str(w.shape()));
   if (x.dim() == 0 || x.shape().back() != w.shape()[1])
     fail("linear", "input of shape ", shape_str(x.shape()), " does not match weight of shape ",

@@ -153,6 +153,8 @@ bool trailing_contiguous(const Tensor& a, Shape dims) {
 }
 
 Tensor sum_impl(const Tensor& a, const Shape& dims, bool keepdim, const char* name) {
+  if (a.dtype() == DType::BFloat16)  // accumulated in float32, rounded once
+    return sum_impl(a.to(DType::Float32), dims, keepdim, name).to(DType::BFloat16);
   Rows r = to_rows("sum", a, dims, keepdim);
   const bool torch_order = a.dtype() == DType::Float32 && trailing_contiguous(a, dims);
   const DType out_dt = is_floating(a.dtype()) ? a.dtype() : DType::Int64;
@@ -200,6 +202,8 @@ Tensor sum(const Tensor& a) {
 // --- mean = sum / n ---
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   detail::check_floating("mean", a);
+  if (a.dtype() == DType::BFloat16)
+    return mean(a.to(DType::Float32), dim, keepdim).to(DType::BFloat16);
   const int64_t n = a.dim() == 0 ? 1 : a.shape()[detail::wrap_dim("mean", dim, a.dim())];
   Tensor s;
   {
@@ -220,6 +224,7 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
 
 Tensor mean(const Tensor& a) {
   detail::check_floating("mean", a);
+  if (a.dtype() == DType::BFloat16) return mean(a.to(DType::Float32)).to(DType::BFloat16);
   const int64_t n = a.numel();
   Tensor s;
   {
@@ -238,6 +243,10 @@ Tensor mean(const Tensor& a) {
 // --- max along a dim: the gradient goes to the (first) position of each row's maximum ---
 namespace {
 std::pair<Tensor, Tensor> max_along(const char* op, const Tensor& a, int64_t dim, bool keepdim) {
+  if (a.dtype() == DType::BFloat16) {  // compared in float32: the values themselves come back
+    auto [v, i] = max_along(op, a.to(DType::Float32), dim, keepdim);
+    return {v.to(DType::BFloat16), i};
+  }
   Rows r = to_rows(op, a, {dim}, keepdim);
   if (r.inner == 0)
     fail(op, "cannot reduce an empty dim (shape ", shape_str(a.shape()), ", dim ", dim, ")");
@@ -304,6 +313,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
 // --- max over everything: the gradient is shared evenly among the tied maxima ---
 Tensor max(const Tensor& a) {
   detail::check_defined("max", a);
+  if (a.dtype() == DType::BFloat16) return max(a.to(DType::Float32)).to(DType::BFloat16);
   if (a.numel() == 0)
     fail("max", "cannot reduce an empty tensor (shape ", shape_str(a.shape()), ")");
   Tensor flat = a.detach().reshape({-1});
@@ -321,6 +331,8 @@ Tensor max(const Tensor& a) {
 // --- var: two passes (mean, then squared deviations); d var / dx = 2 (x - mean) / (N - c) ---
 Tensor var(const Tensor& a, int64_t dim, bool unbiased, bool keepdim) {
   detail::check_floating("var", a);
+  if (a.dtype() == DType::BFloat16)
+    return var(a.to(DType::Float32), dim, unbiased, keepdim).to(DType::BFloat16);
   Rows r = to_rows("var", a, {dim}, keepdim);
   const int64_t n = r.inner;
   const double denom = double(n - (unbiased ? 1 : 0));

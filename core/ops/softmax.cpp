@@ -82,6 +82,8 @@ Tensor softmax_forward(const char* op, const Tensor& a, int64_t dim, bool log) {
 //   forward:  y = exp(x - max) / Σ exp(x - max)
 //   backward: dx = y ⊙ (dy − ⟨y, dy⟩), the inner product taken along dim; reads only the output
 Tensor softmax(const Tensor& a, int64_t dim) {
+  if (a.dtype() == DType::BFloat16)  // in float32, rounded once (PyTorch's bf16 softmax)
+    return softmax(a.to(DType::Float32), dim).to(DType::BFloat16);
   Tensor y = softmax_forward("softmax", a, dim, false);
   if (any_requires_grad({&a}))
     record("SoftmaxBackward0", {a}, {y},
@@ -108,6 +110,8 @@ Tensor softmax(const Tensor& a, int64_t dim) {
 //   forward:  y = x − max − log Σ exp(x − max)
 //   backward: dx = dy − exp(y) Σ dy
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  if (a.dtype() == DType::BFloat16)
+    return log_softmax(a.to(DType::Float32), dim).to(DType::BFloat16);
   Tensor y = softmax_forward("log_softmax", a, dim, true);
   if (any_requires_grad({&a}))
     record("LogSoftmaxBackward0", {a}, {y},
@@ -131,6 +135,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 // logits in place before backward() raises the saved-tensor version error, where PyTorch (which
 // saves log_softmax's output) would not.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  if (logits.dtype() == DType::BFloat16)
+    return cross_entropy(logits.to(DType::Float32), targets).to(DType::BFloat16);
   detail::check_floating("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
   if (targets.dtype() != DType::Int64)

@@ -35,6 +35,8 @@ const void* bytes_of(const Tensor& t) {
       return t.data<int64_t>();
     case DType::Bool:
       return t.data<bool>();
+    case DType::BFloat16:
+      return t.data<bfloat16>();
   }
   return nullptr;
 }

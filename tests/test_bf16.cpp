@@ -1,0 +1,238 @@
+// bfloat16 tensors (core/bfloat16.h, DType::BFloat16): PyTorch's rounding (golden bf16_round.txt
+// from tests/golden/gen_bf16.py), exact widening, promotion, storage in safetensors, and the ops:
+// each computes in float32 and rounds its result once, and its gradient follows float64's within
+// bfloat16's precision.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "core/tensor.h"
+
+#ifndef TG_GOLDEN_DIR
+#error "TG_GOLDEN_DIR must name tests/golden (set by tests/meson.build)"
+#endif
+
+using namespace tg;
+
+namespace {
+
+float f32_from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+uint16_t bits_of(const Tensor& t, int64_t i) { return t.contiguous().data<bfloat16>()[i].bits; }
+
+// bf16 bits of a one-element float32 tensor converted by Tensor::to (the copy path).
+uint16_t to_bf16_bits(float f) {
+  Tensor x = from_vector(std::vector<float>{f}, {1});
+  return bits_of(x.to(DType::BFloat16), 0);
+}
+
+std::vector<std::pair<uint32_t, uint16_t>> load_rounding() {
+  std::ifstream in(std::string(TG_GOLDEN_DIR) + "/bf16_round.txt");
+  REQUIRE(in);
+  std::vector<std::pair<uint32_t, uint16_t>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    unsigned f = 0, b = 0;
+    REQUIRE(std::sscanf(line.c_str(), "%x %x", &f, &b) == 2);
+    rows.emplace_back(uint32_t(f), uint16_t(b));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("float32 -> bfloat16 rounds as torch does, in the type and through Tensor::to") {
+  const auto rows = load_rounding();
+  REQUIRE(rows.size() >= 200);  // the generator writes 226: fewer means a damaged file
+  for (const auto& [f, b] : rows) {
+    CAPTURE(f);
+    CHECK(bfloat16::round_bits(f32_from_bits(f)) == b);
+    CHECK(to_bf16_bits(f32_from_bits(f)) == b);
+  }
+}
+
+TEST_CASE("bfloat16 -> float32 is exact: every non-NaN pattern comes back, every NaN is 0x7FC0") {
+  int nans = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const bfloat16 x = bfloat16::from_bits(uint16_t(b));
+    const float f = x;
+    if (std::isnan(f)) {
+      ++nans;
+      CHECK(bfloat16(f).bits == 0x7FC0);
+    } else if (bfloat16(f).bits != b) {
+      FAIL("pattern ", b, " did not come back");
+    }
+  }
+  CHECK(nans == 2 * 127);  // exponent all ones, mantissa non-zero, both signs
+}
+
+TEST_CASE("bfloat16 tensors: creation, item, to_vector, conversions both ways, printing") {
+  const Tensor t = tensor({0.1, 1.5, -2.25, 3.0}, DType::BFloat16);
+  CHECK(t.dtype() == DType::BFloat16);
+  CHECK(dtype_size(t.dtype()) == 2);
+  // 0.1f is 0x3DCCCCCD; its top half rounds up to 0x3DCD = 0.10009765625.
+  CHECK(t.to_vector<double>() == std::vector<double>{0.10009765625, 1.5, -2.25, 3.0});
+  CHECK(t[1].item<float>() == 1.5f);
+  CHECK(t.to(DType::Float32).dtype() == DType::Float32);
+  CHECK(t.to(DType::Int64).to_vector<int64_t>()[2] == -2);
+  // A double goes through float first, as c10::BFloat16 converts: 1 + 2^-8 + 2^-30 is 1 + 2^-8
+  // as a float (a tie in bfloat16, to even: 1), though straight from the double it would round up.
+  CHECK(full({1}, 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30), DType::BFloat16).item() == 1.0);
+  CHECK(zeros({2, 2}, DType::BFloat16).str() ==
+        "tensor([[0., 0.],\n        [0., 0.]], dtype=torch.bfloat16)");
+  CHECK(arange(0.0, 3.0, 1.0, DType::BFloat16).str() ==
+        "tensor([0., 1., 2.], dtype=torch.bfloat16)");
+}
+
+TEST_CASE("bfloat16 promotion follows PyTorch") {
+  const Tensor b = ones({2}, DType::BFloat16);
+  CHECK((b + ones({2}, DType::Float32)).dtype() == DType::Float32);
+  CHECK((b + ones({2}, DType::Float64)).dtype() == DType::Float64);
+  CHECK((b + ones({2}, DType::Int64)).dtype() == DType::BFloat16);
+  CHECK((b * 2.5).dtype() == DType::BFloat16);
+  CHECK(gt(b, 0.5).dtype() == DType::Bool);
+  CHECK_THROWS_WITH(matmul(ones({2, 3}, DType::BFloat16), ones({3, 2})),
+                    "matmul: expected both operands to have the same dtype, got torch.bfloat16 "
+                    "[2, 3] and torch.float32 [3, 2]");
+}
+
+TEST_CASE("bfloat16 tensors are stored as BF16 in safetensors and read back bit for bit") {
+  const auto path = std::filesystem::temp_directory_path() / "tg_bf16_test.safetensors";
+  manual_seed(7);
+  const Tensor w = randn({3, 5}).to(DType::BFloat16);
+  save_safetensors(path, {{"w", w}}, {});
+  const SafeTensorsHeader h = read_safetensors_header(path);
+  REQUIRE(h.tensors.size() == 1);
+  CHECK(h.tensors[0].dtype == "BF16");
+  CHECK(h.tensors[0].end - h.tensors[0].begin == 3 * 5 * 2);
+  const SafeTensors back = load_safetensors(path);
+  const Tensor* r = back.find("w");
+  REQUIRE(r != nullptr);
+  CHECK(r->dtype() == DType::BFloat16);
+  CHECK(r->shape() == Shape{3, 5});
+  CHECK(std::memcmp(r->data<bfloat16>(), w.data<bfloat16>(), 30) == 0);
+  std::filesystem::remove(path);
+}
+
+namespace {
+
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct OpCase {
+  const char* name;
+  Op f;
+  std::vector<Shape> shapes;
+  double shift_last = 0;  // added to the last input (keeps a divisor away from 0)
+};
+
+// Every op's bfloat16 forward is its float32 forward on the widened inputs, rounded once.
+void check_forward(const OpCase& c, const std::vector<Tensor>& in16) {
+  std::vector<Tensor> in32;
+  for (const Tensor& t : in16)
+    in32.push_back(t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t);
+  const Tensor y16 = c.f(in16), y32 = c.f(in32).to(DType::BFloat16);
+  CHECK(y16.dtype() == DType::BFloat16);
+  REQUIRE(y16.shape() == y32.shape());
+  CHECK(std::memcmp(y16.contiguous().data<bfloat16>(), y32.contiguous().data<bfloat16>(),
+                    size_t(y16.numel()) * 2) == 0);
+}
+
+// The gradient of sum(f(x) ⊙ w) through bfloat16 against float64's at the same (bf16-exact)
+// inputs: within bfloat16's precision, a few roundings of 2^-8 each, relative to the largest.
+void check_gradient(const OpCase& c, const std::vector<Tensor>& in16, const Tensor& w64) {
+  std::vector<Tensor> a16, a64;
+  for (const Tensor& t : in16) {
+    const bool fl = t.dtype() == DType::BFloat16;
+    a16.push_back(fl ? t.detach().requires_grad_() : t);
+    a64.push_back(fl ? t.to(DType::Float64).requires_grad_() : t);
+  }
+  (c.f(a16) * w64.to(DType::BFloat16)).sum().backward();
+  (c.f(a64) * w64).sum().backward();
+  for (size_t k = 0; k < a16.size(); ++k) {
+    if (a16[k].dtype() != DType::BFloat16) continue;
+    const Tensor g16 = a16[k].grad();
+    REQUIRE(g16.defined());
+    CHECK(g16.dtype() == DType::BFloat16);
+    const std::vector<double> x = g16.to_vector<double>(), y = a64[k].grad().to_vector<double>();
+    double scale = 1e-3;
+    for (double v : y) scale = std::max(scale, std::fabs(v));
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]) / scale);
+    CAPTURE(k);
+    CHECK(worst < 0.04);  // 10 bf16 ulps (2^-8 each) of the largest gradient
+  }
+}
+
+std::vector<OpCase> op_cases() {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"add", [](V x) { return x[0] + x[1]; }, {{4, 5}, {5}}},
+      {"sub", [](V x) { return x[0] - x[1]; }, {{4, 5}, {4, 5}}},
+      {"mul", [](V x) { return x[0] * x[1]; }, {{4, 5}, {4, 1}}},
+      {"div", [](V x) { return x[0] / x[1]; }, {{4, 5}, {4, 5}}, 4.0},
+      {"exp", [](V x) { return exp(x[0]); }, {{3, 7}}},
+      {"tanh", [](V x) { return tanh(x[0]); }, {{3, 7}}},
+      {"gelu", [](V x) { return gelu(x[0]); }, {{3, 7}}},
+      {"softmax", [](V x) { return softmax(x[0], -1); }, {{3, 7}}},
+      {"log_softmax", [](V x) { return log_softmax(x[0], 1); }, {{3, 7}}},
+      {"layer_norm", [](V x) { return layer_norm(x[0], x[1], x[2], 1e-5); }, {{3, 8}, {8}, {8}}},
+      {"matmul", [](V x) { return matmul(x[0], x[1]); }, {{2, 3, 16}, {16, 5}}},
+      {"linear", [](V x) { return linear(x[0], x[1], x[2]); }, {{4, 16}, {6, 16}, {6}}},
+      {"sum", [](V x) { return sum(x[0], 1, true); }, {{4, 9}}},
+      {"mean", [](V x) { return mean(x[0], 0, false); }, {{4, 9}}},
+      {"var", [](V x) { return var(x[0], 1, true, false); }, {{4, 9}}},
+      {"transpose+contiguous", [](V x) { return x[0].transpose(0, 1).contiguous(); }, {{3, 4}}},
+      {"sdpa causal",
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true); },
+       {{2, 6, 8}, {2, 6, 8}, {2, 6, 8}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("bfloat16 ops: float32 forward rounded once; gradients within bf16 precision of f64") {
+  for (const OpCase& c : op_cases()) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    manual_seed(11);
+    std::vector<Tensor> in16;
+    for (const Shape& s : c.shapes) in16.push_back(randn(s).to(DType::BFloat16));
+    in16.back() = (in16.back().to(DType::Float32) + c.shift_last).to(DType::BFloat16);
+    check_forward(c, in16);
+    const Tensor probe = c.f(in16);
+    manual_seed(12);
+    check_gradient(c, in16, randn(probe.shape(), nullptr, DType::Float64));
+  }
+}
+
+TEST_CASE("bfloat16 cross_entropy and embedding: the loss rounded once, rows gathered exactly") {
+  manual_seed(5);
+  const Tensor logits = randn({4, 10}).to(DType::BFloat16);
+  const Tensor targets = tensor({1, 0, 9, 3}, DType::Int64);
+  const Tensor l16 = cross_entropy(logits, targets);
+  CHECK(l16.dtype() == DType::BFloat16);
+  CHECK(l16.item<float>() ==
+        bfloat16(cross_entropy(logits.to(DType::Float32), targets).item<float>()));
+  const Tensor w = randn({6, 3}).to(DType::BFloat16);
+  const Tensor e = embedding(tensor({5, 0, 5}, DType::Int64), w);
+  CHECK(e.dtype() == DType::BFloat16);
+  CHECK(bits_of(e, 0) == bits_of(w, 15));
+  CHECK(bits_of(e, 8) == bits_of(w, 17));
+}
