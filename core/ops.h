@@ -146,6 +146,25 @@ void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, con
 void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
                 const AdamWStep& s);
 
+// --- autocast (ops/common.cpp) ---
+// torch.autocast("cpu", dtype=torch.bfloat16) over a scope of this thread: matmul, linear and
+// scaled_dot_product_attention cast float32 operands to bfloat16 (results in bfloat16, sums in
+// float32); cross_entropy casts bfloat16 logits to float32; every other op computes in its
+// inputs' dtype, bfloat16 + float32 promoting to float32, as PyTorch's CPU autocast lists have
+// it. The casts are on the tape, so float32 parameters get float32 gradients. Run backward()
+// outside the scope, as PyTorch does.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+bool autocast_enabled();
+
 // The kernel path the ops run on ("scalar", "avx2", "avx512", "neon"; TAPEGRAD_ISA forces one):
 // part of what makes two processes' float results comparable.
 std::string kernel_path();

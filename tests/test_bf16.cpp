@@ -236,3 +236,31 @@ TEST_CASE("bfloat16 cross_entropy and embedding: the loss rounded once, rows gat
   CHECK(bits_of(e, 0) == bits_of(w, 15));
   CHECK(bits_of(e, 8) == bits_of(w, 17));
 }
+
+TEST_CASE(
+    "autocast: linear, matmul and attention in bfloat16, float32 gradients for float32 leaves") {
+  manual_seed(3);
+  const Tensor x = randn({4, 16}), w = randn({8, 16}).requires_grad_(), b = randn({8});
+  Tensor y;
+  {
+    AutocastGuard autocast;
+    y = linear(x, w, b);
+    CHECK(y.dtype() == DType::BFloat16);
+    CHECK(matmul(x, w.T()).dtype() == DType::BFloat16);
+    CHECK((y + x.narrow(1, 0, 8)).dtype() == DType::Float32);  // promotion, not autocast
+    CHECK(cross_entropy(y, tensor({0, 1, 2, 3}, DType::Int64)).dtype() == DType::Float32);
+    const Tensor q = randn({1, 2, 5, 4});
+    CHECK(scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true).dtype() == DType::BFloat16);
+  }
+  CHECK_FALSE(autocast_enabled());
+  CHECK(linear(x, w, b).dtype() == DType::Float32);
+  // The bf16 result is the float32 one on bf16-rounded operands, rounded once.
+  const Tensor ref = linear(x.to(DType::BFloat16).to(DType::Float32),
+                            w.detach().to(DType::BFloat16).to(DType::Float32),
+                            b.to(DType::BFloat16).to(DType::Float32))
+                         .to(DType::BFloat16);
+  CHECK(std::memcmp(y.data<bfloat16>(), ref.data<bfloat16>(), size_t(y.numel()) * 2) == 0);
+  y.to(DType::Float32).sum().backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == DType::Float32);
+}

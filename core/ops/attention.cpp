@@ -268,8 +268,15 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
+  if (autocast_enabled()) {
+    const Tensor q = detail::autocast_bf16(query), k = detail::autocast_bf16(key);
+    const Tensor v = detail::autocast_bf16(value);
+    if (!q.same(query) || !k.same(key) || !v.same(value))
+      return scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  }
   const Dims d = check_shapes(query, key, value);
   if (query.dtype() == DType::BFloat16) {  // in float32, the result rounded once
+    AutocastGuard in_float32(false);
     const auto f32 = [](const Tensor& t) {
       return t.defined() && is_floating(t.dtype()) ? t.to(DType::Float32) : t;
     };

@@ -1,6 +1,8 @@
 // Type promotion for the op files (common.h).
 #include "core/ops/common.h"
 
+#include "core/ops.h"
+
 namespace tg::detail {
 
 DType promote(DType a, DType b) {
@@ -28,4 +30,22 @@ Tensor widen(const Tensor& t) {
 
 Tensor narrow_bf16(const Tensor& t) { return t.detach().to(DType::BFloat16); }
 
+namespace {
+thread_local bool t_autocast = false;
+}  // namespace
+
+Tensor autocast_bf16(const Tensor& t) {
+  return t_autocast && t.defined() && t.dtype() == DType::Float32 ? t.to(DType::BFloat16) : t;
+}
+
 }  // namespace tg::detail
+
+namespace tg {
+
+AutocastGuard::AutocastGuard(bool enabled) : prev_(detail::t_autocast) {
+  detail::t_autocast = enabled;
+}
+AutocastGuard::~AutocastGuard() { detail::t_autocast = prev_; }
+bool autocast_enabled() { return detail::t_autocast; }
+
+}  // namespace tg

@@ -15,5 +15,8 @@ DType promote(DType a, DType b);
 // tensor itself; narrow() rounds a forward's float32 result back.
 Tensor widen(const Tensor& t);
 Tensor narrow_bf16(const Tensor& t);
+// Under autocast (ops.h), a float32 operand of a bfloat16 op as bfloat16 (on the tape);
+// otherwise t itself.
+Tensor autocast_bf16(const Tensor& t);
 
 }  // namespace tg::detail

@@ -74,9 +74,15 @@ Tensor as_rows(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t.flatt
 //   forward:  out = a · b
 //   backward: ga = g · bᵀ (summed over a's broadcast batch dims), gb = aᵀ · g (likewise)
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_enabled()) {
+    const Tensor a16 = detail::autocast_bf16(a), b16 = detail::autocast_bf16(b);
+    if (!a16.same(a) || !b16.same(b)) return matmul(a16, b16);
+  }
   check_pair("matmul", a, b);
-  if (a.dtype() == DType::BFloat16)  // products exact in float32, sums in float32, rounded once
+  if (a.dtype() == DType::BFloat16) {  // products exact in float32, sums in float32, rounded once
+    AutocastGuard in_float32(false);
     return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(DType::BFloat16);
+  }
   if (a.dim() == 0 || b.dim() == 0)
     fail("matmul", "both arguments need at least 1 dim, got ", shape_str(a.shape()), " and ",
          shape_str(b.shape()));
@@ -133,11 +139,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // --- linear: y = x · wᵀ + b, x (..., in), w (out, in), b (out) ---
 //   backward: gx = g · w,  gw = gᵀ · x (over all leading dims),  gb = Σ g
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (autocast_enabled()) {
+    const Tensor x16 = detail::autocast_bf16(x), w16 = detail::autocast_bf16(w);
+    const Tensor b16 = detail::autocast_bf16(b);
+    if (!x16.same(x) || !w16.same(w) || !b16.same(b)) return linear(x16, w16, b16);
+  }
   check_pair("linear", x, w);
-  if (x.dtype() == DType::BFloat16 && (!b.defined() || b.dtype() == DType::BFloat16))
+  if (x.dtype() == DType::BFloat16 && (!b.defined() || b.dtype() == DType::BFloat16)) {
+    AutocastGuard in_float32(false);
     return linear(x.to(DType::Float32), w.to(DType::Float32),
                   b.defined() ? b.to(DType::Float32) : b)
         .to(DType::BFloat16);
+  }
   if (w.dim() != 2) fail("linear", "weight must be 2-D (out, in), got ", shape_str(w.shape()));
   if (x.dim() == 0 || x.shape().back() != w.shape()[1])
     fail("linear", "input of shape ", shape_str(x.shape()), " does not match weight of shape ",

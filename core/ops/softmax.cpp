@@ -135,6 +135,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 // logits in place before backward() raises the saved-tensor version error, where PyTorch (which
 // saves log_softmax's output) would not.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  if (autocast_enabled() && logits.dtype() == DType::BFloat16)  // on autocast's float32 list
+    return cross_entropy(logits.to(DType::Float32), targets);
   if (logits.dtype() == DType::BFloat16)
     return cross_entropy(logits.to(DType::Float32), targets).to(DType::BFloat16);
   detail::check_floating("cross_entropy", logits);
