@@ -403,6 +403,29 @@ TEST_CASE("--attention: both routes train alike; --resume keeps the checkpoint's
   CHECK(joined(first, second) == losses[0]);  // bit for bit
 }
 
+TEST_CASE("--precision bf16: autocast's losses follow float32's; the checkpoint stays float32") {
+  Scratch s;
+  std::ostringstream out, err;
+  std::vector<double> losses[2];
+  for (int p = 0; p < 2; ++p) {
+    train::TrainOptions o = small_options(s);
+    o.precision = p == 0 ? "fp32" : "bf16";
+    o.out_dir = s / o.precision;
+    losses[p] = train::run_training(o, out, err).step_losses;
+  }
+  REQUIRE(losses[0].size() == losses[1].size());
+  REQUIRE(losses[0].size() >= 20);
+  bool any_differs = false;
+  for (size_t i = 0; i < losses[0].size(); ++i) {
+    // bfloat16 keeps 8 bits: a loss of ~3 moves by a few 1e-3 over these steps, not more.
+    CHECK_MESSAGE(std::abs(losses[1][i] - losses[0][i]) <= 0.02 * losses[0][i], "step " << i);
+    any_differs = any_differs || losses[1][i] != losses[0][i];
+  }
+  CHECK(any_differs);  // the bf16 run did compute in bf16
+  const tg::SafeTensors ck = tg::load_safetensors(s / "bf16/checkpoint.safetensors");
+  for (const auto& [name, t] : ck.tensors) CHECK_MESSAGE(t.dtype() != DType::BFloat16, name);
+}
+
 TEST_CASE("bad input: text, context, preset or tokenizer: one clear line and a non-zero exit") {
   Scratch s;
   const std::string text = kGolden + "/train_text.txt";

@@ -422,7 +422,13 @@ TrainResult Session::run() {
   show_progress_ = opt_.progress == 1 || (opt_.progress < 0 && ::isatty(2));
   run_start_ = Clock::now();
   tokens_at_start_ = pos_.tokens_seen;
-  TrainLoop loop{out_, pos_, *this, opt_.sample_tokens, runner_.get(), dist::is_root()};
+  TrainLoop loop{out_,
+                 pos_,
+                 *this,
+                 opt_.sample_tokens,
+                 runner_.get(),
+                 dist::is_root(),
+                 opt_.precision == "bf16"};
   const bool finished =
       train_model_simple(*model_, *train_loader_, *val_loader_, *optimizer_, opt_.epochs,
                          opt_.eval_freq, opt_.eval_iter, opt_.start_context, *tokenizer_, loop);

@@ -37,6 +37,7 @@ struct TrainOptions {
   std::string preset = "tiny";  // gpt2-124m | tiny
   std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
   std::string attention = nn::GPTConfig().attention;  // fused | book (GPTConfig::attention)
+  std::string precision = "fp32";                     // fp32 | bf16 (TrainLoop::autocast)
   int64_t context_length = 0;                         // 0: the preset's
   double drop_rate = -1;                              // < 0: the preset's
   int64_t epochs = 10, batch_size = 2;
@@ -135,6 +136,12 @@ inline const cli::Command<O> kTrain{
                     "fused: one scaled_dot_product_attention per block; book: the\n"
                     "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
             .stored(Resume::MayChange, "", json::quote(nn::kAttentionBook)),
+        // Checkpoints from before it trained in float32.
+        cli::choice("precision", &O::precision, {"fp32", "bf16"},
+                    "fp32: float32 throughout (the book's numbers); bf16: torch.autocast's\n"
+                    "bfloat16 for matmuls, Linear and attention, with float32 weights,\n"
+                    "gradients and AdamW moments")
+            .stored(Resume::MayChange, "", json::quote("fp32")),
         cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
             .half_open()
             .none(-1)

@@ -241,13 +241,19 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
       const data::Batch batch = train_loader.batch(pos.epoch_order, pos.batch);
       double loss_value;
       if (loop.runner) {  // micro-batches or ranks (train/data_parallel.h)
+        // Backward inside the scope casts nothing: the operands it saved are bf16 already.
+        AutocastGuard autocast(loop.autocast);
         loss_value = loop.runner->loss_and_backward(batch, model);
         hooks.check_loss(loss_value);
         hooks.before_update();
         loop.runner->update(optimizer);
       } else {
         const auto [input_batch, target_batch] = to_tensors(batch);
-        Tensor loss = calc_loss_batch(input_batch, target_batch, model);
+        Tensor loss;
+        {
+          AutocastGuard autocast(loop.autocast);
+          loss = calc_loss_batch(input_batch, target_batch, model);
+        }
         loss_value = loss.item<double>();
         hooks.check_loss(loss_value);
         loss.backward();  // calculate loss gradients
@@ -259,6 +265,7 @@ bool train_model_simple(nn::GPTModel& model, const data::DataLoader& train_loade
       ++pos.batch;
 
       if (pos.global_step % eval_freq == 0) {  // optional evaluation step
+        AutocastGuard autocast(loop.autocast);
         const auto [train_loss, val_loss] =
             evaluate_model(model, train_loader, val_loader, eval_iter);
         const EvalPoint p{pos.epoch + 1, pos.global_step, pos.tokens_seen, train_loss,

@@ -10,7 +10,7 @@
 // W64, it does not shuffle). So with the same seed the losses follow PyTorch's run.
 //
 // Gradient accumulation and several processes plug in through TrainLoop::runner
-// (train/data_parallel.h). Not here: mixed precision.
+// (train/data_parallel.h). Mixed precision is TrainLoop::autocast.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -131,6 +131,9 @@ struct TrainLoop {
   int64_t sample_tokens = 50;
   StepRunner* runner = nullptr;
   bool print_sample = true;  // false on the ranks that do not print (rank 0 prints)
+  // --precision bf16: each forward (training and evaluation) under AutocastGuard (core/ops.h),
+  // as `with torch.autocast("cpu", dtype=torch.bfloat16):` around the book's calls.
+  bool autocast = false;
 };
 
 // The book's loop: for each epoch, for each batch of train_loader: zero_grad, calc_loss_batch,

@@ -81,6 +81,10 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
   detail::check_floating("dropout", a);
   if (!training || p == 0 || a.numel() == 0) return a;
   if (p == 1) return a * 0.0;
+  // bfloat16: float32's mask and draws, the product rounded once. (Whether torch's bf16 dropout
+  // draws the same words is not checked here yet.)
+  if (a.dtype() == DType::BFloat16)
+    return dropout(a.to(DType::Float32), p, training, gen).to(DType::BFloat16);
   Tensor mask = empty(a.shape(), a.dtype());
   if (a.dtype() == DType::Float32) {
     dropout_mask(mask.data<float>(), a.numel(), p, pick(gen));
