@@ -707,8 +707,9 @@ TEST_CASE("stored options: the JSON checkpoints have always held, read back; old
   // --drop-rate came after: its member is the last, so the old bytes are the new ones' start.
   o.drop_rate = 0.25;
   o.micro_batches = 2;  // --micro-batches came after --drop-rate, its member after it
-  const std::string now =
-      before.substr(0, before.size() - 1) + ", \"drop_rate\": 0.25, \"micro_batches\": 2}";
+  // --precision came last (its default, fp32, is stored too).
+  const std::string now = before.substr(0, before.size() - 1) +
+                          ", \"drop_rate\": 0.25, \"micro_batches\": 2, \"precision\": \"fp32\"}";
   CHECK(train::options_json(o) == now);
   train::TrainOptions r;
   r.resume_dir = "ck";

@@ -136,12 +136,6 @@ inline const cli::Command<O> kTrain{
                     "fused: one scaled_dot_product_attention per block; book: the\n"
                     "§3.6.2 MultiHeadAttention op by op. Same model, same numbers to rounding")
             .stored(Resume::MayChange, "", json::quote(nn::kAttentionBook)),
-        // Checkpoints from before it trained in float32.
-        cli::choice("precision", &O::precision, {"fp32", "bf16"},
-                    "fp32: float32 throughout (the book's numbers); bf16: torch.autocast's\n"
-                    "bfloat16 for matmuls, Linear and attention, with float32 weights,\n"
-                    "gradients and AdamW moments")
-            .stored(Resume::MayChange, "", json::quote("fp32")),
         cli::real("drop-rate", &O::drop_rate, 0, 1, "X", "the probability of every Dropout")
             .half_open()
             .none(-1)
@@ -156,6 +150,12 @@ inline const cli::Command<O> kTrain{
             .none(0)
             .shown_default("1, or N under mpirun -np N")
             .stored(Resume::MayChange, "", "1"),
+        // Checkpoints from before it trained in float32.
+        cli::choice("precision", &O::precision, {"fp32", "bf16"},
+                    "fp32: float32 throughout (the book's numbers); bf16: torch.autocast's\n"
+                    "bfloat16 for matmuls, Linear and attention, with float32 weights,\n"
+                    "gradients and AdamW moments")
+            .stored(Resume::MayChange, "", json::quote("fp32")),
         cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool (per rank)")
             .none(0)
             .shown_default("TAPEGRAD_THREADS, or the cores it may run on"),
