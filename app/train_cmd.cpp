@@ -14,7 +14,9 @@
 #include "app/commands.h"
 #include "core/autograd.h"
 #include "core/safetensors.h"
+#include "core/text.h"
 #include "core/threadpool.h"
+#include "data/bpe_tokenizer.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/gpt2_weights.h"
@@ -108,13 +110,23 @@ int generate_main(int argc, char** argv) {
       tg::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
     }
     manual_seed(uint64_t(g.seed));
-    // --stream: the prompt, then each token's bytes as it comes (GPT-2's decode is the tokens'
-    // bytes in order, so the stream is the same text as the line printed without it).
+    // --stream: the prompt, then the tokens' bytes as they come. A character split over two
+    // tokens waits for its second part (utf8_incomplete_tail), so the stream is the printed
+    // line byte for byte; the first failed write (a closed pipe) stops the generation.
     train::TokenCallback on_token;
+    std::string pending;  // bytes not yet printed: the prompt's, then each token's
+    const auto print_pending = [&](bool all) {
+      const size_t n = pending.size() - (all ? 0 : utf8_incomplete_tail(pending));
+      std::cout << data::utf8_replace_invalid(std::string_view(pending).substr(0, n)) << std::flush;
+      pending.erase(0, n);
+      if (!std::cout) check_written(std::cout);
+    };
     if (g.stream) {
-      std::cout << train::token_ids_to_text(ids, *lm.tokenizer) << std::flush;
+      pending = lm.tokenizer->decode_bytes(std::vector<int>(ids.begin(), ids.end()));
+      print_pending(false);
       on_token = [&](int64_t id) {
-        std::cout << train::token_ids_to_text({id}, *lm.tokenizer) << std::flush;
+        pending += lm.tokenizer->token_bytes(int(id));
+        print_pending(false);
       };
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -123,6 +135,7 @@ int generate_main(int argc, char** argv) {
         default_generator(), on_token);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (g.stream) {
+      print_pending(true);
       std::cout << "\n";
       check_written(std::cout);
       const size_t n = out.size() - ids.size();

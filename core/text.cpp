@@ -23,6 +23,16 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+size_t utf8_incomplete_tail(std::string_view s) {
+  for (size_t k = 1; k <= 3 && k <= s.size(); ++k) {
+    const auto c = static_cast<uint8_t>(s[s.size() - k]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return len > k ? k : 0;
+  }
+  return 0;  // ASCII, a complete sequence, or continuation bytes no lead byte can still claim
+}
+
 std::string show_bytes(std::string_view s) {
   std::string out;
   for (const char ch : s.substr(0, 40)) {

@@ -45,6 +45,11 @@ inline int utf8_decode(std::string_view s, size_t i, uint32_t& cp) {
   return len;
 }
 
+// How many bytes at the end of s begin a UTF-8 sequence that more bytes could complete: a lead
+// byte followed by fewer continuation bytes than it announces (0 to 3). Text streamed in pieces
+// cut before such a tail decodes, piece by piece, as the whole text does.
+size_t utf8_incomplete_tail(std::string_view s);
+
 // Appends code point cp (at most U+10FFFF) as 1 to 4 UTF-8 bytes.
 void append_utf8(std::string& out, uint32_t cp);
 
