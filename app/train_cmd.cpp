@@ -88,11 +88,12 @@ int generate_main(int argc, char** argv) {
       return 0;
     }
     if (g.threads > 0) set_num_threads(g.threads);
-    const std::string input =
-        g.gpt2_dir.empty() ? train::checkpoint_path(g.checkpoint)
-                           : (std::filesystem::path(g.gpt2_dir) / "model.safetensors").string();
-    train::refuse_clobbered({{input, g.gpt2_dir.empty() ? "--checkpoint" : "--gpt2"}},
-                            {{g.logits, "--logits"}});
+    // Every file the command reads is an input: --logits may overwrite none of them.
+    const std::vector<NamedPath> inputs =
+        g.gpt2_dir.empty()
+            ? std::vector<NamedPath>{{train::checkpoint_path(g.checkpoint), "--checkpoint"}}
+            : train::gpt2_input_files(g.gpt2_dir, "--gpt2");
+    train::refuse_clobbered(inputs, {{g.logits, "--logits"}});
     train::LoadedModel lm = g.gpt2_dir.empty() ? train::load_checkpoint_model(g.checkpoint)
                                                : train::load_gpt2_model(g.gpt2_dir, std::cerr);
     const std::vector<int64_t> ids = train::text_to_token_ids(g.prompt, *lm.tokenizer);

@@ -612,6 +612,31 @@ TEST_CASE("generate --stream into a closed pipe stops at the first failed write"
   CHECK(s < 10);
 }
 
+TEST_CASE("the GPT-2 folder's own files are inputs: no output may overwrite one") {
+  Scratch s;
+  const std::string dir = s / "gpt2";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    std::filesystem::copy_file(kGolden + "/gpt2_hf/" + f, dir + "/" + f);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
+    const std::string file = dir + "/" + f;
+    const std::string before = slurp(file);
+    CAPTURE(f);
+    const CliRun g = run_cli(cli::generate_main, {"generate", "--gpt2", dir, "--logits", file});
+    check_one_line_error(g,
+                         "--logits " + file + " is the same file as the --gpt2 folder's " + file +
+                             " (refused: writing one would destroy the other)",
+                         2);
+    const CliRun t = run_cli(cli::train_main, {"train", "--init-from", dir, "--log", file, "--text",
+                                               kGolden + "/train_text.txt", "--out", s / "o"});
+    check_one_line_error(t,
+                         "--log " + file + " is the same file as the --init-from folder's " + file +
+                             " (refused: writing one would destroy the other)",
+                         2);
+    CHECK(slurp(file) == before);
+  }
+}
+
 TEST_CASE("tapegrad train and generate from the command line") {
   Scratch s;
   const std::string out = s / "cli";

@@ -366,4 +366,11 @@ LoadedModel load_gpt2_model(const std::string& dir, std::ostream& notes) {
   return lm;
 }
 
+std::vector<NamedPath> gpt2_input_files(const std::string& dir, const std::string& role) {
+  std::vector<NamedPath> files;
+  for (const char* name : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    files.push_back({(std::filesystem::path(dir) / name).string(), "the " + role + " folder's"});
+  return files;
+}
+
 }  // namespace tg::train

@@ -32,7 +32,9 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/file_io.h"
 #include "data/bpe_tokenizer.h"
 #include "nn/gpt.h"
 #include "train/checkpoint.h"
@@ -64,6 +66,10 @@ std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ost
 // DIR's vocab.json + merges.txt when both are there, else GPT-2's files (default_gpt2_dir()).
 // Throws TrainError when only one of the two is in DIR, or the files do not load.
 std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir);
+
+// The files of DIR a command reads (config.json, model.safetensors, vocab.json, merges.txt), each
+// with the role "the ROLE folder's", for the check that no output overwrites one of them.
+std::vector<NamedPath> gpt2_input_files(const std::string& dir, const std::string& role);
 
 // Both, as `tapegrad generate --gpt2 DIR` loads them (tokenizer_spec "gpt2", preset "gpt2-hf");
 // the tokenizer's ids must fit the model's vocab_size.

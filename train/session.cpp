@@ -354,6 +354,8 @@ void Session::claim_outputs() {
                                           {opt_.log_path, "--log"},
                                           {(dir / DirLock::kFileName).string(), "the lock file"}};
   std::vector<NamedPath> inputs = {{opt_.text_path, "--text"}};
+  if (!opt_.init_from.empty())
+    for (const NamedPath& f : gpt2_input_files(opt_.init_from, "--init-from")) inputs.push_back(f);
   // The checkpoint --resume reads may be the one this run replaces: it is read whole first.
   const std::vector<NamedPath> resumed = {{ckpt_in_, "--resume"}};
   if (resuming_ && find_clobbered(resumed, {outputs[0]}).empty()) inputs.push_back(resumed[0]);
