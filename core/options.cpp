@@ -220,6 +220,7 @@ Scanned scan(const std::vector<const Spec*>& rows, const Spec* operand, int argc
       continue;
     }
     auto [name, text, has_eq] = split_option(a);
+    if (name == "--help" && has_eq) throw UsageError("--help takes no value");
     size_t at = 0;
     const Spec* s = find_row(rows, name, &at);
     if (!s) throw UsageError("unknown option '" + show_bytes(name) + "' (try --help)");
@@ -227,6 +228,11 @@ Scanned scan(const std::vector<const Spec*>& rows, const Spec* operand, int argc
     if (s->kind != Kind::Flag && !has_eq) {
       if (i + 1 >= argc) throw UsageError(display(*s) + " needs a value");
       text = argv[++i];
+      // `--epochs --lr 1`: a flag of this command where a value should be is a forgotten value
+      // (a value that really starts with one is written --epochs=VALUE).
+      if (is_option(text) && find_row(rows, std::get<0>(split_option(text)), nullptr))
+        throw UsageError(display(*s) + " needs a value, got the option " +
+                         std::get<0>(split_option(text)));
     }
     for (const auto& [j, earlier] : out.values)
       if (j == at && s->kind == Kind::List && earlier == text)
