@@ -14,6 +14,7 @@
 #include "core/bfloat16.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/text.h"
 
 namespace tg {
 
@@ -111,19 +112,21 @@ struct Entry {
 // `n_dtypes` of kAllDTypes are accepted.
 template <class Fail>
 Entry read_entry(const std::string& name, const json::Value& v, int n_dtypes, const Fail& fail) {
-  if (v.kind != json::Value::Kind::Object) throw fail("entry '" + name + "' is not an object");
+  if (v.kind != json::Value::Kind::Object)
+    throw fail("entry '" + show_name(name) + "' is not an object");
   const json::Value* dt = v.find("dtype");
   const json::Value* shape = v.find("shape");
   const json::Value* off = v.find("data_offsets");
   if (!dt || !shape || !off || off->kind != json::Value::Kind::Array || off->items.size() != 2 ||
       shape->kind != json::Value::Kind::Array)
-    throw fail("entry '" + name + "' lacks dtype, shape or data_offsets");
+    throw fail("entry '" + show_name(name) + "' lacks dtype, shape or data_offsets");
   if (v.keys.size() != 3)
-    throw fail("entry '" + name + "' has fields besides dtype, shape and data_offsets");
+    throw fail("entry '" + show_name(name) + "' has fields besides dtype, shape and data_offsets");
   int k = 0;
   while (k < n_dtypes && (dt->kind != json::Value::Kind::String || dt->str != kAllDTypes[k].name))
     ++k;
-  if (k == n_dtypes) throw fail("entry '" + name + "' has unsupported dtype " + dt->str);
+  if (k == n_dtypes)
+    throw fail("entry '" + show_name(name) + "' has unsupported dtype " + show_name(dt->str));
   Entry e{name, k, {}, 0, 0};
   int64_t bytes = kAllDTypes[k].size;
   try {
@@ -140,10 +143,10 @@ Entry read_entry(const std::string& name, const json::Value& v, int n_dtypes, co
     e.begin = uint64_t(b);
     e.end = uint64_t(en);
   } catch (const std::exception& ex) {
-    throw fail("entry '" + name + "': " + ex.what());
+    throw fail("entry '" + show_name(name) + "': " + ex.what());
   }
   if (e.end - e.begin != uint64_t(bytes))
-    throw fail("entry '" + name + "' has " + std::to_string(e.end - e.begin) +
+    throw fail("entry '" + show_name(name) + "' has " + std::to_string(e.end - e.begin) +
                " bytes but its dtype and shape need " + std::to_string(bytes));
   return e;
 }
@@ -158,8 +161,8 @@ void check_layout(std::vector<Entry> entries, uint64_t data_size, const Fail& fa
   uint64_t at = 0;
   for (const Entry& e : entries) {
     if (e.begin != at)
-      throw fail("entry '" + e.name + "' starts at byte " + std::to_string(e.begin) + ", not " +
-                 std::to_string(at) +
+      throw fail("entry '" + show_name(e.name) + "' starts at byte " + std::to_string(e.begin) +
+                 ", not " + std::to_string(at) +
                  (e.begin < at ? " (overlaps another)" : " (a hole before it)"));
     at = e.end;
   }
@@ -204,7 +207,7 @@ std::vector<Entry> parse_header(std::string_view header, uint64_t data_size, int
     if (v.kind != json::Value::Kind::Object) throw fail("__metadata__ is not an object");
     for (size_t j = 0; j < v.keys.size(); ++j) {
       if (v.values[j].kind != json::Value::Kind::String)
-        throw fail("metadata '" + v.keys[j] + "' is not a string");
+        throw fail("metadata '" + show_name(v.keys[j]) + "' is not a string");
       metadata[v.keys[j]] = v.values[j].str;
     }
   }
@@ -297,7 +300,7 @@ void read_safetensors_bytes(const SafeTensorsHeader& h, const SafeTensorInfo& t,
   const Fd f{::open(h.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) throw std::runtime_error(h.path + ": " + std::strerror(errno));
   if (!pread_all(f.fd, out, t.end - t.begin, h.data_start + t.begin))
-    throw std::runtime_error(h.path + ": '" + t.name +
+    throw std::runtime_error(h.path + ": '" + show_name(t.name) +
                              "' is cut short (the file changed while it was read?)");
 }
 

@@ -33,9 +33,9 @@ size_t utf8_incomplete_tail(std::string_view s) {
   return 0;  // ASCII, a complete sequence, or continuation bytes no lead byte can still claim
 }
 
-std::string show_bytes(std::string_view s) {
+std::string show_bytes(std::string_view s, size_t max) {
   std::string out;
-  for (const char ch : s.substr(0, 40)) {
+  for (const char ch : s.substr(0, max)) {
     const auto c = static_cast<uint8_t>(ch);
     if (c >= 0x20 && c < 0x7F && c != '\\') {
       out += ch;
@@ -45,7 +45,7 @@ std::string show_bytes(std::string_view s) {
       out += buf;
     }
   }
-  return s.size() > 40 ? out + "..." : out;
+  return s.size() > max ? out + "..." : out;
 }
 
 }  // namespace tg

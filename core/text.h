@@ -53,8 +53,11 @@ size_t utf8_incomplete_tail(std::string_view s);
 // Appends code point cp (at most U+10FFFF) as 1 to 4 UTF-8 bytes.
 void append_utf8(std::string& out, uint32_t cp);
 
-// Bytes as they may appear in a one-line message: the first 40, C escapes (\xNN) for control
-// and non-ASCII bytes and for the backslash, "..." when cut.
-std::string show_bytes(std::string_view bytes);
+// Bytes as they may appear in a one-line message: the first `max`, C escapes (\xNN) for control
+// and non-ASCII bytes (a NUL too, which would end the message) and for the backslash, "..." when
+// cut.
+std::string show_bytes(std::string_view bytes, size_t max = 40);
+// A name from a file (a tensor's, a metadata key) in a message: show_bytes up to 200 bytes.
+inline std::string show_name(std::string_view name) { return show_bytes(name, 200); }
 
 }  // namespace tg

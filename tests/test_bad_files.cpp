@@ -257,6 +257,12 @@ TEST_CASE("bad safetensors: sizes that overflow and offsets that do not tile the
     r.replace("{", "{\"pos_emb.weight\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},");
     check_refused(generate_on(d, r.bytes()), "generate", "duplicate key 'pos_emb.weight'");
   }
+  SUBCASE("a NUL in a tensor name: the message names it whole, escaped") {
+    Raw r = Raw::of(good);
+    r.replace("{", "{\"tok\\u0000emb\":{\"dtype\":\"Q4\",\"shape\":[0],\"data_offsets\":[0,0]},");
+    check_refused(generate_on(d, r.bytes()), "generate",
+                  "entry 'tok\\x00emb' has unsupported dtype Q4");
+  }
   SUBCASE("garbage after the header's JSON, inside its length") {
     Raw r = Raw::of(good);
     r.header += "!";

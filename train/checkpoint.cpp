@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 
+#include "core/text.h"
 #include "core/threadpool.h"
 
 namespace tg::train {
@@ -75,8 +76,8 @@ void check_finite(const Tensor& t, const std::string& name, const std::string& p
   if (t.dtype() != DType::Float32) return;
   for (const float x : t.to_vector<float>())
     if (!std::isfinite(x))
-      throw TrainError(path + ": '" + name + "' holds NaN or infinite values (a corrupt or " +
-                       "diverged checkpoint)");
+      throw TrainError(path + ": '" + show_name(name) +
+                       "' holds NaN or infinite values (a corrupt or diverged checkpoint)");
 }
 
 // Every stored tensor must be one a checkpoint has: the model's, AdamW's moments of its
@@ -91,7 +92,8 @@ void check_known_tensors(nn::GPTModel& model, const SafeTensors& st, const std::
   }
   for (const auto& [name, t] : st.tensors)
     if (!known.count(name))
-      throw TrainError(path + ": unexpected tensor '" + name + "' (not part of this model)");
+      throw TrainError(path + ": unexpected tensor '" + show_name(name) +
+                       "' (not part of this model)");
 }
 
 // Copies the checkpoint's state_dict entries into the model; every name must be present with
@@ -101,9 +103,10 @@ void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string&
   nn::NamedTensors sd;
   for (const auto& [name, t] : model.state_dict()) {
     const Tensor* src = st.find(name);
-    if (!src) throw TrainError(path + ": checkpoint lacks '" + name + "' (another model?)");
+    if (!src)
+      throw TrainError(path + ": checkpoint lacks '" + show_name(name) + "' (another model?)");
     if (src->shape() != t.shape() || src->dtype() != t.dtype())
-      throw TrainError(path + ": '" + name + "' is " + shape_str(src->shape()) +
+      throw TrainError(path + ": '" + show_name(name) + "' is " + shape_str(src->shape()) +
                        " in the checkpoint but " + shape_str(t.shape()) +
                        " in this model (a checkpoint from another config)");
     check_finite(*src, name, path);
@@ -134,9 +137,9 @@ void check_config_against_tensors(const nn::GPTConfig& cfg, const SafeTensors& s
                                   const std::string& path) {
   auto expect = [&](const char* name, const Shape& want) {
     const Tensor* t = st.find(name);
-    if (!t) throw TrainError(path + ": checkpoint lacks '" + name + "'");
+    if (!t) throw TrainError(path + ": checkpoint lacks '" + show_name(name) + "'");
     if (t->shape() != want)
-      throw TrainError(path + ": '" + name + "' is " + shape_str(t->shape()) +
+      throw TrainError(path + ": '" + show_name(name) + "' is " + shape_str(t->shape()) +
                        " but the checkpoint's config needs " + shape_str(want) +
                        " (a corrupt checkpoint, or weights from another config)");
   };
@@ -151,7 +154,7 @@ void check_config_against_tensors(const nn::GPTConfig& cfg, const SafeTensors& s
     const size_t dot = name.find('.', 11);
     const std::string idx = name.substr(11, dot == std::string::npos ? dot : dot - 11);
     if (idx.empty() || idx.size() > 6 || idx.find_first_not_of("0123456789") != std::string::npos)
-      throw TrainError(path + ": unexpected tensor '" + name + "'");
+      throw TrainError(path + ": unexpected tensor '" + show_name(name) + "'");
     const size_t i = std::stoul(idx);
     if (i >= seen.size()) seen.resize(i + 1, false);
     if (!seen[i]) ++blocks;

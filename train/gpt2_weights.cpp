@@ -15,6 +15,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "core/text.h"
 #include "train/checkpoint.h"
 
 namespace tg::train {
@@ -172,16 +173,17 @@ std::map<size_t, const SafeTensorInfo*> match_tensors(const std::vector<Slot>& s
     if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
     const auto it = by_name.find(name);
     if (it == by_name.end() || (name == t.name && name != "lm_head.weight" && !prefix.empty()))
-      throw TrainError(path + ": unexpected tensor '" + t.name + "' (not part of a GPT-2 with " +
-                       "n_layer " + std::to_string(cfg.n_layers) + ")");
+      throw TrainError(path + ": unexpected tensor '" + show_name(t.name) +
+                       "' (not part of a GPT-2 with " + "n_layer " + std::to_string(cfg.n_layers) +
+                       ")");
     const Slot& s = slots[it->second];
     if (t.shape != s.shape)
-      throw TrainError(path + ": '" + t.name + "' is " + shape_str(t.shape) + " but config.json " +
-                       "(n_embd " + std::to_string(cfg.emb_dim) + ", n_positions " +
-                       std::to_string(cfg.context_length) + ", vocab_size " +
+      throw TrainError(path + ": '" + show_name(t.name) + "' is " + shape_str(t.shape) +
+                       " but config.json " + "(n_embd " + std::to_string(cfg.emb_dim) +
+                       ", n_positions " + std::to_string(cfg.context_length) + ", vocab_size " +
                        std::to_string(cfg.vocab_size) + ") needs " + shape_str(s.shape));
     if (!s.buffer && t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
-      throw TrainError(path + ": '" + t.name + "' has dtype " + t.dtype +
+      throw TrainError(path + ": '" + show_name(t.name) + "' has dtype " + show_name(t.dtype) +
                        "; GPT-2 weights are F32, F16 or BF16");
     found[it->second] = &t;
   }
@@ -231,7 +233,7 @@ std::vector<float> read_floats(const SafeTensorsHeader& h, const SafeTensorInfo&
   }
   for (const float x : out)
     if (!std::isfinite(x))
-      throw TrainError(h.path + ": '" + t.name + "' holds NaN or infinite values");
+      throw TrainError(h.path + ": '" + show_name(t.name) + "' holds NaN or infinite values");
   return out;
 }
 
