@@ -44,4 +44,11 @@ int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads) {
   return d_out / num_heads;
 }
 
+int64_t checked_context_length(const char* module, int64_t context_length) {
+  if (context_length < 1)
+    throw std::invalid_argument(std::string(module) + ": context_length must be >= 1, got " +
+                                std::to_string(context_length));
+  return context_length;
+}
+
 }  // namespace tg::nn::detail

@@ -11,7 +11,10 @@ namespace tg::nn {
 
 CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length,
                                  double dropout, bool qkv_bias, Generator* gen)
-    : Module("CausalAttention"), d_in(d_in), d_out(d_out), context_length(context_length) {
+    : Module("CausalAttention"),
+      d_in(d_in),
+      d_out(d_out),
+      context_length(detail::checked_context_length("CausalAttention", context_length)) {
   register_module("W_query", &W_query, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_key", &W_key, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_value", &W_value, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));

@@ -18,7 +18,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t cont
     : Module("MultiHeadAttention"),
       d_in(d_in),
       d_out(d_out),
-      context_length(context_length),
+      context_length(detail::checked_context_length("MultiHeadAttention", context_length)),
       num_heads(num_heads),
       head_dim(detail::checked_head_dim("MultiHeadAttention", d_out,
                                         num_heads)) {  // Reduce the projection dim per head

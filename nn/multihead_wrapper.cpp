@@ -16,7 +16,7 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
     : Module("MultiHeadAttentionWrapper"),
       d_in(d_in),
       d_out(d_out),
-      context_length(context_length),
+      context_length(detail::checked_context_length("MultiHeadAttentionWrapper", context_length)),
       num_heads(num_heads) {
   if (num_heads < 1)
     throw std::invalid_argument("MultiHeadAttentionWrapper: num_heads must be >= 1, got " +

@@ -15,7 +15,7 @@ MHAPyTorchScaledDotProduct::MHAPyTorchScaledDotProduct(int64_t d_in, int64_t d_o
                                                        Generator* gen)
     : Module("MHAPyTorchScaledDotProduct"),
       num_heads(num_heads),
-      context_length(context_length),
+      context_length(detail::checked_context_length("MHAPyTorchScaledDotProduct", context_length)),
       head_dim(detail::checked_head_dim("MHAPyTorchScaledDotProduct", d_out, num_heads)),
       d_out(d_out),
       dropout(dropout),

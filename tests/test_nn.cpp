@@ -516,6 +516,14 @@ TEST_CASE("errors name the module, the expectation and the shape") {
                     doctest::Contains("num_heads must be >= 1"));
   CHECK_THROWS_WITH(nn::MultiHeadAttentionWrapper(3, 4, 6, 0.0, 0),
                     doctest::Contains("num_heads must be >= 1"));
+  CHECK_THROWS_WITH(nn::MultiHeadAttention(3, 4, -1, 0.0, 2),
+                    "MultiHeadAttention: context_length must be >= 1, got -1");
+  CHECK_THROWS_WITH(nn::MultiHeadAttentionWrapper(3, 4, 0, 0.0, 2),
+                    "MultiHeadAttentionWrapper: context_length must be >= 1, got 0");
+  CHECK_THROWS_WITH(nn::CausalAttention(3, 4, -5, 0.0),
+                    "CausalAttention: context_length must be >= 1, got -5");
+  CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, -1),
+                    "MHAPyTorchScaledDotProduct: context_length must be >= 1, got -1");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 3, 2, 6),
                     "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=3, "
                     "num_heads=2)");
