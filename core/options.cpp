@@ -261,6 +261,9 @@ json::Value parse_value(const Spec& s, const std::string& text) {
     }
     default:
       if (text.empty()) throw UsageError(display(s) + " is empty");
+      // Paths are named in one-line messages ("stopped after step 3 with checkpoint PATH").
+      if (s.kind == Kind::Path && text.find_first_of("\n\r") != std::string::npos)
+        throw UsageError(display(s) + " '" + show_bytes(text) + "' has a line break");
       if (const char* why = s.check ? s.check(text) : nullptr)
         throw UsageError(display(s) + " '" + show_bytes(text) + "' " + why);
       v = string_value(text);

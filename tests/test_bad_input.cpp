@@ -271,6 +271,8 @@ TEST_CASE("bad input table: tapegrad train, flags empty, repeated, unknown or co
       {{"train", "--epochs", "--lr", "1"}, 2, "--epochs needs a value, got the option --lr"},
       {{"train", "--text", "--out=o"}, 2, "--text needs a value, got the option --out"},
       {{"train", "--help=1"}, 2, "--help takes no value"},
+      {{"train", "--out", "a\nb"}, 2, "--out 'a\\x0ab' has a line break"},
+      {{"train", "--log=l\r"}, 2, "--log 'l\\x0d' has a line break"},
       {{"train", "--cosine=1"}, 2, "--cosine takes no value"},
       {{"train", "--frobnicate"}, 2, "unknown option '--frobnicate' (try --help)"},
       {{"train", "extra"}, 2, "unexpected argument 'extra' (try --help)"},
