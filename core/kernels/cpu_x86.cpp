@@ -81,10 +81,23 @@ bool cpuid_caches(CacheInfo& out) {
   const bool amd =
       std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
   if (amd) {
-    // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22).
-    if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x8000001Du) return false;
-    if (!__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & (1u << 22))) return false;
-    if (!cpuid_cache_leaf(0x8000001D, out)) return false;
+    // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22). A
+    // hypervisor may hide them (the Zen 5 VM of issue 34: no topology extensions, no sysfs cache
+    // folder): then the legacy leaves 0x80000005/6, which every AMD CPU since K7 has.
+    const unsigned max_ext = static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr));
+    const bool topo =
+        max_ext >= 0x8000001Du && __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 22));
+    if (!topo || !cpuid_cache_leaf(0x8000001D, out)) {
+      if (max_ext < 0x80000006u) return false;
+      unsigned c5, c6, d6;
+      __cpuid(0x80000005, a, b, c5, d);
+      __cpuid(0x80000006, a, b, c6, d6);
+      out = CacheInfo{};
+      if (!amd_legacy_caches(c5, c6, d6, out)) return false;
+      out.source = "cpuid 0x80000005/6";
+      out.l3_streams_panel = true;
+      return true;
+    }
   } else {
     if (max_leaf < 4 || !cpuid_cache_leaf(4, out)) return false;
   }
