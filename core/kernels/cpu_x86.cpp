@@ -20,7 +20,8 @@ uint64_t xgetbv0() {
 
 struct Features {
   bool avx2_fma = false;
-  bool avx512 = false;  // F + DQ + BW + VL, the subset avx512.cpp is compiled for
+  bool avx512 = false;       // F + DQ + BW + VL, the subset avx512.cpp is compiled for
+  bool avx512_bf16 = false;  // and AVX512_BF16 (vdpbf16ps), for avx512_bf16.cpp
 };
 
 Features detect() {
@@ -37,6 +38,8 @@ Features detect() {
   const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
   f.avx2_fma = ymm_state && avx2 && fma;
   f.avx512 = f.avx2_fma && zmm_state && f512 && dq && bw && vl;
+  // AVX512_BF16: leaf 7 subleaf 1, EAX bit 5 (subleaf 1 exists when subleaf 0's EAX >= 1).
+  if (f.avx512 && a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = a & (1u << 5);
   return f;
 }
 
@@ -106,12 +109,14 @@ bool cpuid_caches(CacheInfo& out) {
   return true;
 }
 
-void native_isas(IsaEntry out[3]) {
+void native_isas(IsaEntry out[kNativeIsas]) {
   const Features f = detect();
   out[0] = {"avx2", f.avx2_fma ? avx2_table() : nullptr, "this CPU (or OS) lacks AVX2+FMA"};
   out[1] = {"avx512", f.avx512 ? avx512_table() : nullptr,
             "this CPU (or OS) lacks AVX-512 F/DQ/BW/VL"};
-  out[2] = {"neon", nullptr, "this binary is built for x86-64, not aarch64"};
+  out[2] = {"avx512_bf16", f.avx512_bf16 ? avx512_bf16_table() : nullptr,
+            "this CPU (or OS) lacks AVX-512 F/DQ/BW/VL with AVX512_BF16"};
+  out[3] = {"neon", nullptr, "this binary is built for x86-64, not aarch64"};
 }
 
 }  // namespace tg::kernels
