@@ -167,8 +167,8 @@ void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uin
     return;
   }
   for (int64_t b = 0; b < batch; ++b)
-    gemm_bf16(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
-              C + b * strideC, ldc);
+    gemm_bf16(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta, C + b * strideC,
+              ldc);
 }
 
 }  // namespace tg::kernels
