@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,7 +86,7 @@ void run_case(std::mt19937& g, const Shape& s, bool ta, bool tb, float beta, boo
   std::vector<float> C0(size_t(M * ldc));
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   for (auto& c : C0) c = beta == 0.f ? std::nanf("") : u(g);  // beta 0 must not read C
-  if (beta != 0.f && !C0.empty()) C0[0] = 1e-40f;              // a denormal C reads as zero
+  if (beta != 0.f && !C0.empty()) C0[0] = 1e-40f;             // a denormal C reads as zero
   std::vector<float> C = C0, R = C0;
   k::gemm_bf16(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, beta, C.data(), ldc);
   k::gemm_bf16_ref(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, beta, R.data(), ldc);
@@ -96,9 +96,9 @@ void run_case(std::mt19937& g, const Shape& s, bool ta, bool tb, float beta, boo
 }
 
 const Shape kShapes[] = {
-    {1, 1, 1},    {1, 1, 2},     {3, 5, 7},      {4, 8, 16},     {12, 32, 64},  {13, 33, 65},
-    {11, 31, 129}, {25, 70, 255}, {8, 40, 513},  {100, 97, 1030}, {200, 64, 77}, {5, 1100, 33},
-    {300, 40, 21}, {2, 3, 2049},
+    {1, 1, 1},     {1, 1, 2},     {3, 5, 7},     {4, 8, 16},   {12, 32, 64},
+    {13, 33, 65},  {11, 31, 129}, {25, 70, 255}, {8, 40, 513}, {100, 97, 1030},
+    {200, 64, 77}, {5, 1100, 33}, {300, 40, 21}, {2, 3, 2049},
 };
 
 }  // namespace
@@ -282,8 +282,8 @@ TEST_CASE("bf16 GEMM: batched, over the batch or inside each GEMM, as the refere
         const std::vector<uint16_t> B = rand_bf16(g, batch * sB, false);
         std::vector<float> C(size_t(batch * sC), 0.5f), R = C;
         // Bᵀ layout for a change: B(k, n) at k + n·K.
-        k::gemm_bf16_batched(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, 1, K, 1.f,
-                             C.data(), sC, N);
+        k::gemm_bf16_batched(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, 1, K, 1.f, C.data(),
+                             sC, N);
         k::gemm_bf16_batched_ref(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, 1, K, 1.f,
                                  R.data(), sC, N);
         check_same(C, R, "gemm_bf16_batched");
