@@ -7,6 +7,7 @@
 //    pc: K in steps of 2·KC     ─ KC counts pairs of k; the first pc starts from beta, later ones
 //                                 continue the chain from C (table.h), so KC changes no bit
 //     ic: M in steps of MC      ─ the A block mc×kc is packed just before its row panels are read
+//                                 (or kept from the first column block when N > NC)
 //      ir: MR rows, jr: NR columns ─ the micro-kernel
 // Threads: a team splits the rows (members pack shares of one B panel, with a barrier on each
 // side of its use) or the columns of each NC block (each member packs its own B micro-panels and
@@ -26,6 +27,9 @@ namespace {
 
 // Below this many multiply-adds a bf16 GEMM stays on one thread (as sgemm's kParallelMacs).
 constexpr int64_t kParallelMacs = int64_t(1) << 21;
+// Up to this many bf16 (5 MiB) of packed A are kept across column blocks (N > NC), as gemm.cpp
+// keeps its float panels: reading the packed copy back costs less than packing A again.
+constexpr int64_t kKeepPackedA = int64_t(5) << 19;
 
 struct GemmBf16 {
   int64_t M, N, K;
@@ -69,9 +73,12 @@ bool split_rows(const GemmBlocking& bk, int team, const GemmBf16& g) {
 // The nest as run by member tid of a team (team 1: alone). Rows split: the team's packed B panel
 // bp, micro-panel j of the current K block at bp + j·NR·2·kp, packed by shares between barriers.
 // Columns split: each member packs the micro-panels it computes into a buffer of its own (the
-// members run through their blocks at their own pace).
+// members run through their blocks at their own pace). a_kept (N > NC, A small enough): all of A
+// packed at the first column block and read back at the others, K block pc at a_kept + pc·a_rows
+// (the team's buffer when rows are split, each member's own otherwise); nullptr: A is packed
+// per block.
 void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g, bool rows, int tid,
-                int team, Barrier& barrier, uint16_t* bp, int64_t kp_max) {
+                int team, Barrier& barrier, uint16_t* bp, int64_t kp_max, uint16_t* a_kept) {
   const int64_t MR = bk.mr, NR = bk.nr, KC = 2 * bk.kc;
   const int64_t row_panels = (g.M + MR - 1) / MR;
   int64_t r0 = 0, r1 = g.M;  // this member's rows
@@ -79,10 +86,12 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
   thread_local ScratchOf<uint16_t> a_buf;
   uint16_t* const ap = a_buf.get(std::max<int64_t>(MR, bk.mc / MR * MR) * std::min(KC, g.K + 1));
   const bool wait = rows && team > 1;
+  const int64_t a_rows = row_panels * MR;
   if (!rows) {
-    thread_local ScratchOf<uint16_t> b_own;
+    thread_local ScratchOf<uint16_t> b_own, a_own;
     const int64_t panels = ((std::min(g.N, bk.nc) + NR - 1) / NR + team - 1) / team + 1;
     bp = b_own.get(2 * kp_max * panels * NR);
+    if (a_kept != nullptr && team > 1) a_kept = a_own.get(a_rows * (g.K + 1));
   }
   for (int64_t jc = 0; jc < g.N; jc += bk.nc) {
     const int64_t nc = std::min(bk.nc, g.N - jc), col_panels = (nc + NR - 1) / NR;
@@ -100,11 +109,13 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
       const bool accumulate = pc > 0 || g.beta1;
       for (int64_t ic = r0; ic < r1 && c1 > c0; ic += bk.mc) {
         const int64_t mc = std::min(bk.mc, r1 - ic);
-        pack_a_bf16(mc, kc, g.A + ic * g.rsA + pc * g.csA, g.rsA, g.csA, MR, ap);
+        uint16_t* const a = a_kept != nullptr ? a_kept + pc * a_rows + ic * 2 * kp : ap;
+        if (a_kept == nullptr || jc == 0)
+          pack_a_bf16(mc, kc, g.A + ic * g.rsA + pc * g.csA, g.rsA, g.csA, MR, a);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           for (int64_t jr = c0; jr < c1; jr += NR)
-            t.gemm_bf16_ukernel(kp, ap + ir * 2 * kp, bp + (jr - c0) * 2 * kp,
+            t.gemm_bf16_ukernel(kp, a + ir * 2 * kp, bp + (jr - c0) * 2 * kp,
                                 g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, m, std::min(NR, c1 - jr),
                                 accumulate);
         }
@@ -130,16 +141,19 @@ void gemm_bf16_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_
   bk.nc = std::max(bk.nr, bk.nc / bk.nr * bk.nr);  // whole micro-panels per B panel
   const GemmBf16 g{M, N, K, A, rsA, csA, B, rsB, csB, beta == 1.f, C, ldc};
   const int64_t kp_max = (std::min(2 * bk.kc, K) + 1) / 2;
-  thread_local ScratchOf<uint16_t> b_buf;
+  thread_local ScratchOf<uint16_t> b_buf, a_buf;
   uint16_t* const bp = b_buf.get(2 * kp_max * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
+  // The kept A: every row panel × K rounded up to even (only the last K block may be odd).
+  const int64_t a_elems = (M + bk.mr - 1) / bk.mr * bk.mr * (K + 1);
+  uint16_t* const a_kept = N > bk.nc && a_elems <= kKeepPackedA ? a_buf.get(a_elems) : nullptr;
   if (team <= 1) {
     Barrier solo(1);
-    run_member(t, bk, g, true, 0, 1, solo, bp, kp_max);
+    run_member(t, bk, g, true, 0, 1, solo, bp, kp_max, a_kept);
     return;
   }
   const bool rows = split_rows(bk, team, g);
   parallel_team(team, [&](int tid, int size, Barrier& barrier) {
-    run_member(t, bk, g, rows, tid, size, barrier, bp, kp_max);
+    run_member(t, bk, g, rows, tid, size, barrier, bp, kp_max, a_kept);
   });
 }
 
