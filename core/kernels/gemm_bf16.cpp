@@ -103,7 +103,7 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
       int64_t b0 = c0, b1 = c1;
       if (rows) share(tid, team, col_panels, NR, nc, b0, b1);
       if (b1 > b0)
-        pack_b_bf16(kc, b1 - b0, g.B + pc * g.rsB + (jc + b0) * g.csB, g.rsB, g.csB, NR,
+        pack_b_bf16(t, kc, b1 - b0, g.B + pc * g.rsB + (jc + b0) * g.csB, g.rsB, g.csB, NR,
                     bp + (b0 - c0) * 2 * kp);
       if (wait) barrier.arrive_and_wait();  // the B panel is packed
       const bool accumulate = pc > 0 || g.beta1;
@@ -111,7 +111,7 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
         const int64_t mc = std::min(bk.mc, r1 - ic);
         uint16_t* const a = a_kept != nullptr ? a_kept + pc * a_rows + ic * 2 * kp : ap;
         if (a_kept == nullptr || jc == 0)
-          pack_a_bf16(mc, kc, g.A + ic * g.rsA + pc * g.csA, g.rsA, g.csA, MR, a);
+          pack_a_bf16(t, mc, kc, g.A + ic * g.rsA + pc * g.csA, g.rsA, g.csA, MR, a);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           for (int64_t jr = c0; jr < c1; jr += NR)

@@ -56,13 +56,15 @@ void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_
             int64_t NR, float* out);
 
 // The bf16 GEMM's panels (table.h: GemmBf16Ukernel), k in pairs side by side; kc may be odd,
-// the missing last k of a pair and rows or columns past the edge are zero.
+// the missing last k of a pair and rows or columns past the edge are zero. A pair is 32 bits, as
+// a float is, and the panels hold pairs where the float panels hold floats: where t's float
+// tile matches, the float packing routines of t (transposes in registers) move the pairs whole.
 // A[0:mc, 0:kc] into MR-row micro-panels: out holds ceil(mc / MR) panels of MR·2·ceil(kc / 2).
-void pack_a_bf16(int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA, int64_t csA, int64_t MR,
-                 uint16_t* out);
+void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
+                 int64_t csA, int64_t MR, uint16_t* out);
 // B[0:kc, 0:nc] into NR-column micro-panels: out holds ceil(nc / NR) panels of NR·2·ceil(kc / 2).
-void pack_b_bf16(int64_t kc, int64_t nc, const uint16_t* B, int64_t rsB, int64_t csB, int64_t NR,
-                 uint16_t* out);
+void pack_b_bf16(const KernelTable& t, int64_t kc, int64_t nc, const uint16_t* B, int64_t rsB,
+                 int64_t csB, int64_t NR, uint16_t* out);
 
 // A[M, K] (rows rs, columns cs apart) as the micro-kernels read it, the one rule the GEMM driver
 // (gemm.cpp) and the attention tiles (attention.cpp) share: in place by rows with the table's
