@@ -55,7 +55,7 @@ void gemm_bf16_ukernel_t(int64_t kp, const uint16_t* a, const uint16_t* b, float
     acc[i][0] = load ? _mm512_maskz_loadu_ps(k0, c + i * ldc) : _mm512_setzero_ps();
     acc[i][1] = load ? _mm512_maskz_loadu_ps(k1, c + i * ldc + 16) : _mm512_setzero_ps();
   }
-  for (int64_t q = 0; q < kp; ++q) {
+  auto step = [&]() {
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * kNR), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * 2 * kNR + 32), _MM_HINT_T0);
     const __m512bh b0 = as_bh(_mm512_loadu_si512(b)), b1 = as_bh(_mm512_loadu_si512(b + 32));
@@ -69,7 +69,17 @@ void gemm_bf16_ukernel_t(int64_t kp, const uint16_t* a, const uint16_t* b, float
     }
     a += 2 * kMR;
     b += 2 * kNR;
+  };
+  // The first ROWS steps also fetch row q of the tile to the right (c + 32: the next jr tile,
+  // which starts by loading C when it accumulates), so its loads do not wait on L2 or memory. A
+  // prefetch past the matrix is harmless.
+  int64_t q = 0;
+  for (; q < kp && q < ROWS; ++q) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + q * ldc + kNR), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + q * ldc + kNR + 16), _MM_HINT_T0);
+    step();
   }
+  for (; q < kp; ++q) step();
 #pragma GCC unroll 12
   for (int i = 0; i < ROWS; ++i) {
     if (i >= m) break;
