@@ -176,15 +176,14 @@ void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
   }
 }
 
-// ---- bf16 GEMM micro-kernel, 4 × 16, widening to float32
-// ------------------------------------------ The bf16 unit's arithmetic (kernels.h) from float32
-// FMAs: the product of two bf16 is exact in float32, so an FMA rounds the same sum the unit does,
-// in the unit's order (the odd k of a pair first); the unit's zero for denormal inputs and its
-// flush of results tiny after rounding are MXCSR's DAZ and FTZ (x86 detects tininess after
-// rounding, as the unit does), set for the call and restored. Measured identical to vdpbf16ps over
-// 31 million crafted and random steps on Zen 5. A pair (32 bits) widens with a mask (the odd k, its
-// high half) and a shift (the even k). Registers: 8 accumulators, 4 widened B halves, 2 widened A
-// values: 14 of 16 ymm.
+// ---- bf16 GEMM micro-kernel, 4 × 16, widening to float32 ----------------------------------------
+// The bf16 unit's arithmetic (kernels.h) from float32 FMAs: the product of two bf16 is exact in
+// float32, so an FMA rounds the same sum the unit does, in the unit's order (the odd k of a pair
+// first); the unit's zero for denormal inputs and its flush of results tiny after rounding are
+// MXCSR's DAZ and FTZ (x86 detects tininess after rounding, as the unit does), set for the call and
+// restored. Measured identical to vdpbf16ps over 31 million crafted and random steps on Zen 5. A
+// pair (32 bits) widens with a mask (the odd k, its high half) and a shift (the even k). Registers:
+// 8 accumulators, 4 widened B halves, 2 widened A values: 14 of 16 ymm.
 constexpr int kBf16MR = 4, kBf16NR = 16;
 constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
 void gemm_bf16_ukernel_avx2_4x16(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,

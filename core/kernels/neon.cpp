@@ -75,13 +75,12 @@ void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, int64_t
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
 }
 
-// ---- bf16 GEMM micro-kernel, 4 × 8, widening
-// ------------------------------------------------------ The bf16 unit's arithmetic (kernels.h)
-// without one: FPCR's flush-to-zero judges tininess before rounding, where the x86 unit judges it
-// after, so each step runs in float64 instead, as ref.cpp's bf16_step: the exact product plus acc,
-// rounded once to 53 bits, then to float32, and a result below 2^-126 - 2^-151 (tiny after rounding
-// at 24 bits) flushed to zero of its sign. Denormal inputs (bf16 and the C it starts from) read as
-// zero of their sign. Correct, not fast.
+// ---- bf16 GEMM micro-kernel, 4 × 8, widening ----------------------------------------------------
+// The bf16 unit's arithmetic (kernels.h) without one: FPCR's flush-to-zero judges tininess before
+// rounding, where the x86 unit judges it after, so each step runs in float64 instead, as ref.cpp's
+// bf16_step: the exact product plus acc, rounded once to 53 bits, then to float32, and a result
+// below 2^-126 - 2^-151 (tiny after rounding at 24 bits) flushed to zero of its sign. Denormal
+// inputs (bf16 and the C it starts from) read as zero of their sign. Correct, not fast.
 constexpr int kBf16MR = 4, kBf16NR = 8;
 // x with its denormal lanes replaced by zero of their sign.
 inline float32x4_t daz(float32x4_t x) {

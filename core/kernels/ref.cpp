@@ -257,9 +257,8 @@ double mul_add_probe_ref(int64_t iters) {
   return double(iters) * 8 * 2;
 }
 
-// ---- bfloat16
-// ------------------------------------------------------------------------------------ A bf16 as
-// the bf16 unit reads it: widened exactly, a denormal as zero of its sign.
+// ---- bfloat16 -----------------------------------------------------------------------------------
+// A bf16 as the bf16 unit reads it: widened exactly, a denormal as zero of its sign.
 float bf16_in(uint16_t h) {
   const uint32_t u = (h & 0x7F80u) == 0 ? (uint32_t(h) & 0x8000u) << 16 : uint32_t(h) << 16;
   float f;
