@@ -15,6 +15,11 @@
 // dev/cpu/matmul_forward.c): whole-matrix for small shapes, sampled rows for big ones. Times are
 // the best of several runs.
 //
+// --dtype bf16 (or f32,bf16): bf16 rows, A and B in bfloat16 and C in float32, our gemm_bf16 on
+// the fastest path (avx512_bf16 where the CPU has the unit) beside oneDNN's
+// dnnl_gemm_bf16bf16f32, bounded by the path's bf16 probe (vdpbf16ps), or its FMA probe where it
+// widens bf16 to float32. Ours is checked bit for bit against gemm_bf16_ref before it is timed.
+//
 // Options: bench_matmul --help (the table: bench/bench_matmul_options.h).
 // The header (and every --json row) names the CPU, its caches, each path's block sizes and where
 // they come from. Compare timings only within one machine, and expect noise when other jobs share
@@ -95,11 +100,24 @@ void onednn_sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
   dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
 }
+// oneDNN's bf16 GEMM (row-major, like dnnl_sgemm): exported by libdnnl as a C function, but
+// Debian's 2.6 headers do not declare it; its bf16 type is a struct of the 16 bits.
+extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl_dim_t N,
+                                               dnnl_dim_t K, float alpha, const uint16_t* A,
+                                               dnnl_dim_t lda, const uint16_t* B, dnnl_dim_t ldb,
+                                               float beta, float* C, dnnl_dim_t ldc);
+void onednn_gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                      int64_t lda, const uint16_t* B, int64_t ldb, float* C, int64_t ldc) {
+  dnnl_gemm_bf16bf16f32(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, 0.f,
+                        C, ldc);
+}
 #else
 constexpr bool kHaveOneDnn = false;
 std::string onednn_isa() { return "none"; }
 void onednn_sgemm(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*,
                   int64_t, float*, int64_t) {}
+void onednn_gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t,
+                      const uint16_t*, int64_t, float*, int64_t) {}
 #endif
 
 namespace k = tg::kernels;
@@ -168,6 +186,33 @@ double ukernel_l1(int threads) {
       for (int64_t i = 0; i < calls; ++i)
         t.sgemm_ukernel(bk.kc, a.data(), b.data(), bk.nr, c.data(), bk.nr, bk.mr, bk.nr, true);
       flops[size_t(tid)] = per_call * double(calls);  // an indirect call: never optimized away
+    });
+    best = std::min(best, seconds_since(t0));
+  }
+  double total = 0;
+  for (double f : flops) total += f;
+  return total / best * 1e-9;
+}
+
+// The same for the bf16 micro-kernel (KC pairs of k; 4 flops per pair and tile element).
+double ukernel_l1_bf16(int threads) {
+  const k::KernelTable& t = k::active_table();
+  const k::GemmBlocking bk = t.gemm_bf16_blocking;
+  const double per_call = 4.0 * double(bk.mr) * double(bk.nr) * double(bk.kc);
+  const int64_t calls = std::max<int64_t>(1, int64_t(4e9 / per_call));
+  std::vector<double> flops(threads, 0);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    tg::parallel_team(threads, [&](int tid, int, tg::Barrier& barrier) {
+      // 0.001 in bf16 (0x3A83): C grows by ~2·KC·1e-6 per call.
+      std::vector<uint16_t> a(size_t(bk.mr * 2 * bk.kc), 0x3A83),
+          b(size_t(bk.kc * 2 * bk.nr), 0x3A83);
+      std::vector<float> c(size_t(bk.mr * bk.nr), 0.f);
+      barrier.arrive_and_wait();
+      for (int64_t i = 0; i < calls; ++i)
+        t.gemm_bf16_ukernel(bk.kc, a.data(), b.data(), c.data(), bk.nr, bk.mr, bk.nr, true);
+      flops[size_t(tid)] = per_call * double(calls);
     });
     best = std::min(best, seconds_since(t0));
   }
@@ -324,6 +369,58 @@ bool measure_shape(const Options& o, int threads, bool has_peak, const Shape& s,
   return true;
 }
 
+// The bf16 rows: A and B in bf16 (random in [-1, 1], rounded), C in float32. Ours must equal
+// gemm_bf16_ref bit for bit (kernels.h), oneDNN's must be within check_against_ref's bound of
+// the float32 product of the same bf16 values; checked on sampled rows, before timing.
+bool measure_shape_bf16(const Options& o, int threads, bool has_peak, const Shape& s,
+                        std::mt19937& g, Rates& r) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> Af(size_t(s.M * s.K)), Bf(size_t(s.K * s.N)), C(size_t(s.M * s.N));
+  std::vector<float> Cd(C.size());
+  for (auto& x : Af) x = d(g);
+  for (auto& x : Bf) x = d(g);
+  std::vector<uint16_t> A(Af.size()), B(Bf.size());
+  k::f32_to_bf16(int64_t(A.size()), Af.data(), A.data());
+  k::f32_to_bf16(int64_t(B.size()), Bf.data(), B.data());
+  k::bf16_to_f32(int64_t(A.size()), A.data(), Af.data());
+  k::bf16_to_f32(int64_t(B.size()), B.data(), Bf.data());
+  const int64_t rsA = s.transA ? 1 : s.K, csA = s.transA ? s.M : 1;
+  const int64_t rsB = s.transB ? 1 : s.N, csB = s.transB ? s.K : 1;
+  const int64_t lda = s.transA ? s.M : s.K, ldb = s.transB ? s.K : s.N;
+  auto run = [&] {
+    k::gemm_bf16(s.M, s.N, s.K, A.data(), rsA, csA, B.data(), rsB, csB, 0.f, C.data(), s.N);
+  };
+  auto run_dnnl = [&] {
+    onednn_gemm_bf16(s.transA, s.transB, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, Cd.data(),
+                     s.N);
+  };
+  run(), run_dnnl();
+  for (int64_t i : {int64_t(0), s.M / 2, s.M - 1}) {
+    std::vector<float> want(size_t(s.N));
+    k::gemm_bf16_ref(1, s.N, s.K, A.data() + i * rsA, rsA, csA, B.data(), rsB, csB, 0.f,
+                     want.data(), s.N);
+    if (std::memcmp(want.data(), C.data() + i * s.N, sizeof(float) * size_t(s.N)) != 0) {
+      std::fprintf(stderr, "bench_matmul: %s's bf16 GEMM on %s differs from gemm_bf16_ref\n",
+                   k::active_isa().c_str(), s.name.c_str());
+      return false;
+    }
+  }
+  if (kHaveOneDnn &&
+      !check_against_ref("oneDNN bf16", s, Af.data(), rsA, csA, Bf.data(), rsB, csB, Cd.data()))
+    return false;
+  double probe_flops = 0;
+  auto run_probe = [&] { probe_flops = bench::probe_once(threads, 2'000'000, true); };
+  using Fn = std::function<void()>;
+  const std::vector<double> t =
+      best_times(o.reps, o.quick ? 0.05 : 0.25,
+                 {run, kHaveOneDnn ? Fn(run_dnnl) : nullptr, has_peak ? Fn(run_probe) : nullptr});
+  const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+  r.ours = flop / t[0] * 1e-9;
+  r.dnnl = kHaveOneDnn ? flop / t[1] * 1e-9 : 0;
+  r.peak = has_peak ? probe_flops / t[2] * 1e-9 : 0;
+  return true;
+}
+
 // Prints, one record a line for the parent: "path ISA THREADS PROBE L1 MR NR MC KC NC SOURCE",
 // "peers OPENBLAS_CORE ONEDNN_ISA", then "row INDEX OURS OPENBLAS ONEDNN PROBE" per shape.
 int path_child(const Options& o) {
@@ -338,13 +435,16 @@ int path_child(const Options& o) {
   }
   // The scalar table's probe times plain scalar mul+add chains, while the compiler vectorises
   // the portable micro-kernel, so a "fraction of peak" would mean nothing there.
-  const bool has_peak = isa != "scalar";
+  const bool has_peak = isa != "scalar", bf16 = o.dtype == "bf16";
   const char* source = nullptr;
-  const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table(), &source);
+  const k::GemmBlocking bk = bf16 ? k::gemm_bf16_blocking_for(k::active_table(), &source)
+                                  : k::gemm_blocking_for(k::active_table(), &source);
+  const double l1 = !has_peak ? 0.0
+                    : bf16    ? ukernel_l1_bf16(o.child_threads)
+                              : ukernel_l1(o.child_threads);
   std::printf("path %s %d %.3f %.3f %lld %lld %lld %lld %lld %s\n", isa.c_str(), o.child_threads,
-              has_peak ? bench::probe_peak(o.child_threads) : 0.0,
-              has_peak ? ukernel_l1(o.child_threads) : 0.0, (long long)bk.mr, (long long)bk.nr,
-              (long long)bk.mc, (long long)bk.kc, (long long)bk.nc, source);
+              has_peak ? bench::probe_peak(o.child_threads, bf16) : 0.0, l1, (long long)bk.mr,
+              (long long)bk.nr, (long long)bk.mc, (long long)bk.kc, (long long)bk.nc, source);
   std::mt19937 g(1);
   const std::vector<Shape> shapes = make_shapes(o);
   bool printed_peers = false;
@@ -352,7 +452,8 @@ int path_child(const Options& o) {
     // The scalar path is only the oracle: time it on small sizes only.
     if (isa == "scalar" && shapes[i].M * shapes[i].N * shapes[i].K > (int64_t(1) << 27)) continue;
     Rates r;
-    if (!measure_shape(o, o.child_threads, has_peak, shapes[i], g, r)) return 1;
+    if (!(bf16 ? measure_shape_bf16 : measure_shape)(o, o.child_threads, has_peak, shapes[i], g, r))
+      return 1;
     if (!printed_peers)  // after the peers' first calls: oneDNN settles its ISA on first use
       std::printf("peers %s %s\n", openblas_core().c_str(), onednn_isa().c_str());
     printed_peers = true;
@@ -390,7 +491,7 @@ bench::PeerEnv peer_env(const std::string& isa) {
 
 // One path's measurements, read back from its child.
 struct PathResult {
-  std::string isa, blas_core = "none", dnnl_isa = "none", bk_source;
+  std::string isa, dtype, blas_core = "none", dnnl_isa = "none", bk_source;
   int threads = 0;
   double peak0 = 0, l1 = 0;
   long long mr = 0, nr = 0, mc = 0, kc = 0, nc = 0;
@@ -423,8 +524,8 @@ bool parse_path_output(const std::string& out, size_t n_shapes, PathResult& p) {
 }
 
 // Runs path isa at `threads` in a child; a failure is one line naming it and exit status 1.
-PathResult run_path(const Options& o, const std::string& self, const std::string& isa, int threads,
-                    size_t n_shapes) {
+PathResult run_path(const Options& o, const std::string& self, const std::string& isa,
+                    const std::string& dtype, int threads, size_t n_shapes) {
   bench::PeerEnv env = peer_env(isa);
   if (isa == "avx512" && kHaveOpenBlas) {  // OpenBLAS's own choice, checked before it is timed
     std::string core, err;
@@ -433,9 +534,11 @@ PathResult run_path(const Options& o, const std::string& self, const std::string
         !bench::openblas_avx512_core(bench::last_line(core)))
       bench::openblas_best_core(env, bench::last_line(core));
   }
-  std::vector<std::string> args = {
-      self,     "--path-child",         isa,        std::to_string(threads),
-      "--reps", std::to_string(o.reps), "--shapes", o.shapes};
+  std::vector<std::string> args = {self,       "--path-child",
+                                   isa,        std::to_string(threads),
+                                   "--reps",   std::to_string(o.reps),
+                                   "--shapes", o.shapes,
+                                   "--dtype",  dtype};
   if (o.quick) args.insert(args.begin() + 4, "--quick");
   if (!o.blocking.empty()) args.insert(args.end(), {"--blocking", o.blocking});
   std::string out, err;
@@ -443,28 +546,43 @@ PathResult run_path(const Options& o, const std::string& self, const std::string
   PathResult p;
   if (!bench::run_child(args, threads, out, rss, err, env.changes) ||
       !parse_path_output(out, n_shapes, p)) {
-    std::fprintf(stderr, "bench_matmul: the %s path's child at %d thread(s) failed: %s\n",
-                 isa.c_str(), threads, err.empty() ? "unreadable output" : err.c_str());
+    std::fprintf(stderr, "bench_matmul: the %s path's %s child at %d thread(s) failed: %s\n",
+                 isa.c_str(), dtype.c_str(), threads,
+                 err.empty() ? "unreadable output" : err.c_str());
     std::exit(1);
   }
+  p.dtype = dtype;
   p.notes = env.notes;
   return p;
 }
 
+bool is_bf16(const PathResult& p) { return p.dtype == "bf16"; }
+
 std::string peers_line(const PathResult& p) {
-  return std::string("OpenBLAS ") + (kHaveOpenBlas ? p.blas_core : "not built in") + ", oneDNN " +
-         (kHaveOneDnn ? p.dnnl_isa : "not built in (no libdnnl-dev when meson ran)");
+  const std::string dnnl =
+      std::string(is_bf16(p) ? "oneDNN (dnnl_gemm_bf16bf16f32) " : "oneDNN ") +
+      (kHaveOneDnn ? p.dnnl_isa : "not built in (no libdnnl-dev when meson ran)");
+  if (is_bf16(p)) return dnnl + "; OpenBLAS: no bf16 row";
+  return std::string("OpenBLAS ") + (kHaveOpenBlas ? p.blas_core : "not built in") + ", " + dnnl;
+}
+
+// The probe that bounds a row: the path's FMA probe, or for bf16 rows its bf16 unit's
+// (vdpbf16ps), or the FMA probe where the path widens bf16 to float32.
+std::string probe_name(const PathResult& p) {
+  return !is_bf16(p) ? "FMA probe" : p.isa == "avx512_bf16" ? "bf16 probe" : "FMA probe (widening)";
 }
 
 void print_path_header(const PathResult& p) {
-  std::printf("# %s: micro-tile %lldx%lld, blocking MC %lld KC %lld NC %lld (from %s)\n",
-              p.isa.c_str(), p.mr, p.nr, p.mc, p.kc, p.nc, p.bk_source.c_str());
+  std::printf("# %s %s: micro-tile %lldx%lld, blocking MC %lld KC %lld%s NC %lld (from %s)\n",
+              p.isa.c_str(), p.dtype.c_str(), p.mr, p.nr, p.mc, p.kc,
+              is_bf16(p) ? " (pairs of k)" : "", p.nc, p.bk_source.c_str());
   if (p.isa != "scalar")
     std::printf(
-        "# %s, %d thread(s): FMA probe %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
+        "# %s %s, %d thread(s): %s %.1f GFLOP/s, micro-kernel on L1-resident panels %.1f "
         "(each alone, before the table; the table's probe column is timed beside each GEMM)\n",
-        p.isa.c_str(), p.threads, p.peak0, p.l1);
-  std::printf("# %s peers' kernels: %s\n", p.isa.c_str(), peers_line(p).c_str());
+        p.isa.c_str(), p.dtype.c_str(), p.threads, probe_name(p).c_str(), p.peak0, p.l1);
+  std::printf("# %s %s peers' kernels: %s\n", p.isa.c_str(), p.dtype.c_str(),
+              peers_line(p).c_str());
   for (const std::string& n : p.notes) std::printf("# %s peers: %s\n", p.isa.c_str(), n.c_str());
 }
 
@@ -481,10 +599,10 @@ void print_row(const PathResult& p, const Shape& s, const Rates& r) {
   if (p.isa != "scalar") std::snprintf(probe, sizeof probe, "%7.1f", r.peak);
   if (p.isa != "scalar") std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * r.ours / r.peak);
   if (best_peer(r) > 0) std::snprintf(ratio, sizeof ratio, "%7.2f", r.ours / best_peer(r));
-  std::printf("%-8s %3d %-20s %6lld %6lld %6lld %9.1f %s %s %s %s %s\n", p.isa.c_str(), p.threads,
-              s.name.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, r.ours,
-              rate(kHaveOpenBlas, r.blas).c_str(), rate(kHaveOneDnn, r.dnnl).c_str(), ratio, probe,
-              frac);
+  std::printf("%-11s %-5s %3d %-20s %6lld %6lld %6lld %9.1f %s %s %s %s %s\n", p.isa.c_str(),
+              p.dtype.c_str(), p.threads, s.name.c_str(), (long long)s.M, (long long)s.N,
+              (long long)s.K, r.ours, rate(kHaveOpenBlas && !is_bf16(p), r.blas).c_str(),
+              rate(kHaveOneDnn, r.dnnl).c_str(), ratio, probe, frac);
 }
 
 std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const std::string& cpu,
@@ -492,14 +610,15 @@ std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const 
   auto num = [](bool have, double v) { return have ? bench::json_number(v) : "null"; };
   std::string notes;
   for (const std::string& n : p.notes) notes += (notes.empty() ? "" : ", ") + tg::json::quote(n);
-  return "{\"isa\": " + tg::json::quote(p.isa) + ", \"threads\": " + std::to_string(p.threads) +
-         ", \"shape\": " + tg::json::quote(s.name) + ", \"M\": " + std::to_string(s.M) +
-         ", \"N\": " + std::to_string(s.N) + ", \"K\": " + std::to_string(s.K) +
-         ", \"gflops\": " + bench::json_number(r.ours) +
-         ", \"openblas_gflops\": " + num(kHaveOpenBlas, r.blas) +
+  return "{\"isa\": " + tg::json::quote(p.isa) + ", \"dtype\": " + tg::json::quote(p.dtype) +
+         ", \"threads\": " + std::to_string(p.threads) + ", \"shape\": " + tg::json::quote(s.name) +
+         ", \"M\": " + std::to_string(s.M) + ", \"N\": " + std::to_string(s.N) +
+         ", \"K\": " + std::to_string(s.K) + ", \"gflops\": " + bench::json_number(r.ours) +
+         ", \"openblas_gflops\": " + num(kHaveOpenBlas && !is_bf16(p), r.blas) +
          ", \"onednn_gflops\": " + num(kHaveOneDnn, r.dnnl) +
          ", \"ratio\": " + num(best_peer(r) > 0, r.ours / best_peer(r)) +
          ", \"peak_gflops\": " + num(p.isa != "scalar", r.peak) +
+         ", \"probe\": " + tg::json::quote(probe_name(p)) +
          ", \"ukernel_l1_gflops\": " + num(p.isa != "scalar", p.l1) +
          ", \"peak_fraction\": " + num(p.isa != "scalar", r.ours / r.peak) +
          ", \"mc\": " + std::to_string(p.mc) + ", \"kc\": " + std::to_string(p.kc) +
@@ -516,21 +635,23 @@ void write_svg(const Options& o, const std::vector<PathResult>& paths,
   std::vector<tg::train::BarPanel> panels;
   for (const PathResult& p : paths) {
     tg::train::BarPanel panel;
-    panel.title = p.isa + ", " + std::to_string(p.threads) + " thread(s): " + peers_line(p);
+    panel.title =
+        p.isa + " " + p.dtype + ", " + std::to_string(p.threads) + " thread(s): " + peers_line(p);
     panel.y_label = "GFLOP/s";
     panel.bars = {{"tapegrad", {}}, {"OpenBLAS", {}}, {"oneDNN", {}}};
-    if (p.isa != "scalar") panel.line.name = "FMA probe";
+    if (p.isa != "scalar") panel.line.name = probe_name(p);
     for (const auto& [i, r] : p.rows) {
       panel.categories.push_back(shapes[i].name);
       panel.bars[0].values.push_back(r.ours);
-      panel.bars[1].values.push_back(kHaveOpenBlas ? r.blas : NAN);
+      panel.bars[1].values.push_back(kHaveOpenBlas && !is_bf16(p) ? r.blas : NAN);
       panel.bars[2].values.push_back(kHaveOneDnn ? r.dnnl : NAN);
       panel.line.values.push_back(p.isa != "scalar" ? r.peak : NAN);
     }
     panels.push_back(panel);
   }
   try {
-    tg::train::plot_bars(o.svg, "sgemm GFLOP/s, best of " + std::to_string(o.reps), panels, cpu);
+    tg::train::plot_bars(o.svg, "GEMM GFLOP/s (" + o.dtype + "), best of " + std::to_string(o.reps),
+                         panels, cpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_matmul: --svg %s\n", e.what());
     std::exit(1);
@@ -549,10 +670,10 @@ std::string self_executable() {
 }
 
 void print_header(const std::string& cpu, const std::string& caches) {
-  std::printf("%-8s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %7s %7s\n", "isa", "thr", "shape", "M",
-              "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "probe", "%peak");
+  std::printf("%-11s %-5s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %7s %7s\n", "isa", "dtype", "thr",
+              "shape", "M", "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "probe", "%peak");
   std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
-  std::printf("# ratio: ours over the better of OpenBLAS and oneDNN on that row\n");
+  std::printf("# ratio: ours over the better of OpenBLAS and oneDNN on that row (bf16: oneDNN)\n");
   if (!kHaveOneDnn)
     std::printf("# oneDNN: not built in (libdnnl-dev was not found when meson ran): no column\n");
   if (!kHaveOpenBlas)
@@ -565,8 +686,17 @@ int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (!o.child_isa.empty()) return path_child(o);
   bench::check_settings("bench_matmul");
-  const std::vector<std::string> isas =
-      o.isa.empty() ? k::available_isas() : std::vector<std::string>{o.isa};
+  const std::vector<std::string> have = k::available_isas();
+  // float32 rows: every path but avx512_bf16, whose float kernels are avx512's; bf16 rows: the
+  // fastest path (the bf16 unit's where the CPU has one). --isa: that path for both.
+  std::vector<std::string> f32_isas;
+  for (const std::string& isa : have)
+    if (isa != "avx512_bf16") f32_isas.push_back(isa);
+  if (!o.isa.empty()) f32_isas = {o.isa};
+  const std::vector<std::string> bf16_isas = {o.isa.empty() ? have.back() : o.isa};
+  std::vector<std::string> dtypes;
+  if (o.dtype != "bf16") dtypes.push_back("f32");
+  if (o.dtype != "f32") dtypes.push_back("bf16");
   const std::vector<Shape> shapes = make_shapes(o);
   const std::string cpu = bench::cpu_model(), caches = k::describe(k::cache_info());
   const std::string self = self_executable();
@@ -574,18 +704,19 @@ int run(int argc, char** argv) {
   std::vector<PathResult> paths;
   std::vector<std::string> json_rows;
   for (int threads : o.threads)
-    for (const std::string& isa : isas) {
-      paths.push_back(run_path(o, self, isa, threads, shapes.size()));
-      const PathResult& p = paths.back();
-      if (!o.json) print_path_header(p);
-      for (const auto& [i, r] : p.rows) {
-        if (o.json)
-          json_rows.push_back(json_row(p, shapes[i], r, cpu, caches));
-        else
-          print_row(p, shapes[i], r);
+    for (const std::string& dtype : dtypes)
+      for (const std::string& isa : dtype == "f32" ? f32_isas : bf16_isas) {
+        paths.push_back(run_path(o, self, isa, dtype, threads, shapes.size()));
+        const PathResult& p = paths.back();
+        if (!o.json) print_path_header(p);
+        for (const auto& [i, r] : p.rows) {
+          if (o.json)
+            json_rows.push_back(json_row(p, shapes[i], r, cpu, caches));
+          else
+            print_row(p, shapes[i], r);
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
-    }
   if (o.json) {
     std::printf("[\n");
     for (size_t i = 0; i < json_rows.size(); ++i)

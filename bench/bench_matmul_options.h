@@ -16,7 +16,8 @@ struct Options {
   std::vector<int> threads{1, 2};
   int64_t reps = 5;
   std::string shapes = "all", blocking, svg;
-  std::string child_isa;  // --path-child ISA THREADS: measure one path in this process
+  std::string dtype = "f32";  // f32, bf16 or f32,bf16
+  std::string child_isa;      // --path-child ISA THREADS: measure one path in this process
   int child_threads = 0;
 };
 
@@ -25,7 +26,8 @@ inline const tg::cli::Command<Options>& command() {
   static const cli::Command<Options> c{
       "bench_matmul [options]",
       "sgemm GFLOP/s per kernel path and thread count, beside OpenBLAS's cblas_sgemm and oneDNN's\n"
-      "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe.",
+      "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe; with\n"
+      "--dtype bf16, the bf16 GEMM beside oneDNN's dnnl_gemm_bf16bf16f32 and the bf16 probe.",
       {
           cli::flag("json", &Options::json, "JSON rows instead of the table"),
           cli::flag("quick", &Options::quick, "no 2048 or 50257 shapes, and --reps 3 unless given"),
@@ -35,6 +37,8 @@ inline const tg::cli::Command<Options>& command() {
           cli::integer("reps", &Options::reps, 1, 10000, "N", "best of at least N runs"),
           cli::choice("shapes", &Options::shapes, {"square", "gpt2", "tiny", "all"},
                       "which shapes"),
+          cli::choice("dtype", &Options::dtype, {"f32", "bf16", "f32,bf16"},
+                      "rows in float32, in bfloat16 (A and B bf16, C float32), or both"),
           cli::text("blocking", &Options::blocking, "MC,KC,NC",
                     "tuning: every path's cache blocking (as TAPEGRAD_GEMM_BLOCKING)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart of every row (written atomically)"),

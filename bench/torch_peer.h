@@ -62,7 +62,7 @@ inline PeerEnv torch_env(const std::string& isa) {
     peer_var(e, "OPENBLAS_CORETYPE", "Haswell", "OpenBLAS's AVX2 kernels, as wide as our path");
     return e;
   }
-  if (isa == "avx512")
+  if (isa == "avx512" || isa == "avx512_bf16")  // avx512_bf16: avx512's float kernels
     peer_var(e, "ATEN_CPU_CAPABILITY", "avx512",
              "ATen's AVX-512 kernels, as wide as our path (PyTorch 1.x picks AVX2 by itself)");
   if (isa != "scalar")
@@ -123,7 +123,7 @@ inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::stri
   PeerEnv env = torch_env(isa);
   TorchKernels k = torch_kernels(p, env);
   const size_t at = k.kernels.find("OpenBLAS ");
-  if (isa == "avx512" && at != std::string::npos) {
+  if ((isa == "avx512" || isa == "avx512_bf16") && at != std::string::npos) {
     const std::string core = k.kernels.substr(at + 9, k.kernels.find(' ', at + 9) - at - 9);
     if (!openblas_avx512_core(core)) openblas_best_core(env, core);
   }

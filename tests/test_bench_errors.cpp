@@ -129,7 +129,8 @@ std::vector<Case> settings_cases() {
   const std::string threads =
       "TAPEGRAD_THREADS='0' is not a thread count: use an integer from 1 to 1024";
   const std::string unknown =
-      "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, neon";
+      "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, avx512_bf16, "
+      "neon";
   std::vector<Case> v;
   for (const std::string& p : kernel_benches()) {
     v.push_back({{"TAPEGRAD_ISA=avx512x"}, {p}, 2, p + ": " + unknown});

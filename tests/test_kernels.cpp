@@ -127,7 +127,7 @@ TEST_CASE("dispatch: unknown names and unavailable paths are distinct errors") {
   CHECK_THROWS_WITH_AS(k::set_isa("sse9"), doctest::Contains("unknown kernel path 'sse9'"),
                        std::invalid_argument);
   const auto isas = k::available_isas();
-  for (const char* name : {"avx2", "avx512", "neon"}) {
+  for (const char* name : {"avx2", "avx512", "avx512_bf16", "neon"}) {
     if (std::find(isas.begin(), isas.end(), name) != isas.end()) continue;
     CHECK_THROWS_WITH_AS(k::set_isa(name), doctest::Contains("is not available"),
                          std::runtime_error);
@@ -427,6 +427,33 @@ TEST_CASE("GEMM blocking: the analytical model on known caches, unknown caches k
   tiny.l1d = {1024, 4, 1}, tiny.l2 = {4096, 4, 1};
   const k::GemmBlocking t = k::derive_blocking(avx512, tiny);
   CHECK((t.kc == 128 && t.mc == 12 && t.nc == 32));
+}
+
+TEST_CASE("caches: AMD's legacy CPUID leaves 0x80000005/6 decode to sizes and ways") {
+  // The registers the Zen 5 VM of issue 34 returns (0x8000001D empty there): L1d 48 KiB 12-way,
+  // L2 1 MiB with ways code 6 (8 to 15 ways: 8), L3 1016 × 512 KiB (the whole package) with
+  // code 9 (reserved: unknown ways).
+  k::CacheInfo c;
+  REQUIRE(k::amd_legacy_caches(0x300c0140u, 0x04006140u, 0x0fe09140u, c));
+  CHECK((c.l1d.bytes == 48 << 10 && c.l1d.ways == 12 && c.l1d.shared_by == 0));
+  CHECK((c.l2.bytes == 1 << 20 && c.l2.ways == 8 && c.l2.shared_by == 0));
+  CHECK((c.l3.bytes == int64_t(1016) << 19 && c.l3.ways == 0 && c.l3.shared_by == 0));
+  // Zen 4 (L1d 32 KiB 8-way; L2 1 MiB code 8: 16 ways; L3 32 MiB code 0xA: 32 ways), a fully
+  // associative L1 (0xFF) and a disabled L3 (code 0).
+  CHECK(k::amd_legacy_caches(0x20080140u, 0x04008140u, 0x0100A140u, c));
+  CHECK((c.l1d.bytes == 32 << 10 && c.l1d.ways == 8 && c.l2.ways == 16));
+  CHECK((c.l3.bytes == 32 << 20 && c.l3.ways == 32));
+  CHECK(k::amd_legacy_caches(0x10FF0140u, 0x0200F140u, 0x00800140u, c));
+  CHECK((c.l1d.bytes == 16 << 10 && c.l1d.ways == 0 && c.l2.ways == 0 && c.l3.bytes == 0));
+  // No L1d reported: nothing usable.
+  CHECK_FALSE(k::amd_legacy_caches(0u, 0x04006140u, 0u, c));
+  // On the VM, derive_blocking then has what it needs (KC from 10 of 12 ways, capped at 512, and
+  // shortened to keep NC 1024 in the 1 MiB L2).
+  REQUIRE(k::amd_legacy_caches(0x300c0140u, 0x04006140u, 0x0fe09140u, c));
+  c.l3_streams_panel = true;
+  const k::GemmBlocking b = k::derive_blocking({12, 32, 240, 256, 1024}, c);
+  CHECK((b.kc == 256 && b.nc == 1024 && b.mc == 252));
+  MESSAGE("this machine's caches: " << k::describe(k::cache_info()));
 }
 
 TEST_CASE("GEMM blocking: TAPEGRAD_GEMM_BLOCKING overrides the derived blocks; bad values fail") {

@@ -1,6 +1,7 @@
 // AVX2 + FMA kernels, compiled with -mavx2 -mfma only; dispatch.cpp calls them only after
 // cpu_x86.cpp found AVX2, FMA and OS support for the ymm state.
-// Contents: the sgemm micro-kernel, the vector type V for simd_generic.h, and the table.
+// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening to float32) and the bf16
+// conversions, the vector type V for simd_generic.h, and the table.
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
 
@@ -175,6 +176,88 @@ void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
   }
 }
 
+// ---- bf16 GEMM micro-kernel, 4 × 16, widening to float32 ----------------------------------------
+// The bf16 unit's arithmetic (kernels.h) from float32 FMAs: the product of two bf16 is exact in
+// float32, so an FMA rounds the same sum the unit does, in the unit's order (the odd k of a pair
+// first); the unit's zero for denormal inputs and its flush of results tiny after rounding are
+// MXCSR's DAZ and FTZ (x86 detects tininess after rounding, as the unit does), set for the call and
+// restored. Measured identical to vdpbf16ps over 31 million crafted and random steps on Zen 5. A
+// pair (32 bits) widens with a mask (the odd k, its high half) and a shift (the even k). Registers:
+// 8 accumulators, 4 widened B halves, 2 widened A values: 14 of 16 ymm.
+constexpr int kBf16MR = 4, kBf16NR = 16;
+constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
+void gemm_bf16_ukernel_avx2_4x16(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
+                                 int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kFtzDaz);
+  __asm__ volatile("" ::: "memory");  // no load of C or the panels before the mode is set
+  const __m256i mask0 = lane_mask(n), mask1 = lane_mask(n - 8);
+  __m256 acc[kBf16MR][2];
+#pragma GCC unroll 4
+  for (int i = 0; i < kBf16MR; ++i) {
+    const bool load = accumulate && i < m;
+    acc[i][0] = load ? _mm256_maskload_ps(c + i * ldc, mask0) : _mm256_setzero_ps();
+    acc[i][1] = load ? _mm256_maskload_ps(c + i * ldc + 8, mask1) : _mm256_setzero_ps();
+  }
+  const __m256i high = _mm256_set1_epi32(int(0xFFFF0000u));
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256 b0o = _mm256_castsi256_ps(_mm256_and_si256(b0, high));
+    const __m256 b0e = _mm256_castsi256_ps(_mm256_slli_epi32(b0, 16));
+    const __m256 b1o = _mm256_castsi256_ps(_mm256_and_si256(b1, high));
+    const __m256 b1e = _mm256_castsi256_ps(_mm256_slli_epi32(b1, 16));
+#pragma GCC unroll 4
+    for (int i = 0; i < kBf16MR; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, a + 2 * i, 4);
+      const __m256i ai = _mm256_set1_epi32(pair);
+      const __m256 ao = _mm256_castsi256_ps(_mm256_and_si256(ai, high));
+      const __m256 ae = _mm256_castsi256_ps(_mm256_slli_epi32(ai, 16));
+      acc[i][0] = _mm256_fmadd_ps(ae, b0e, _mm256_fmadd_ps(ao, b0o, acc[i][0]));
+      acc[i][1] = _mm256_fmadd_ps(ae, b1e, _mm256_fmadd_ps(ao, b1o, acc[i][1]));
+    }
+    a += 2 * kBf16MR;
+    b += 2 * kBf16NR;
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kBf16MR; ++i) {
+    if (i >= m) break;
+    _mm256_maskstore_ps(c + i * ldc, mask0, acc[i][0]);
+    _mm256_maskstore_ps(c + i * ldc + 8, mask1, acc[i][1]);
+  }
+  __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
+  _mm_setcsr(csr);
+}
+
+// ---- bfloat16 conversions ---------------------------------------------------------------------
+// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
+void f32_to_bf16_avx2(int64_t n, const float* x, uint16_t* out) {
+  const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
+  const __m256i nan = _mm256_set1_epi32(0x7FC0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    // Pack the 32-bit lanes to 16 (within 128-bit halves), then gather both halves' results.
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(p));
+  }
+  f32_to_bf16_ref(n - i, x + i, out + i);
+}
+void bf16_to_f32_avx2(int64_t n, const uint16_t* x, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  bf16_to_f32_ref(n - i, x + i, out + i);
+}
+
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------
 struct V {
   using T = __m256;
@@ -262,6 +345,11 @@ const KernelTable* avx2_table() {
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx2_16,
 #include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx2,
+      .f32_to_bf16 = f32_to_bf16_avx2,
+      .bf16_to_f32 = bf16_to_f32_avx2,
+      .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
+      .gemm_bf16_ukernel = gemm_bf16_ukernel_avx2_4x16,
+      .bf16_probe = nullptr,
   };
   return &t;
 }

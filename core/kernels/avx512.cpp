@@ -1,6 +1,7 @@
 // AVX-512 kernels (F, DQ, BW, VL), compiled with -mavx512f -mavx512dq -mavx512bw -mavx512vl
 // -mavx2 -mfma only; dispatch.cpp calls them only after cpu_x86.cpp found those features.
-// Contents: the sgemm micro-kernel, the vector type V for simd_generic.h, and the table.
+// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening to float32) and the bf16
+// conversions, the vector type V for simd_generic.h, and the table (avx512_bf16.cpp copies it).
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
 
@@ -200,6 +201,81 @@ void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out)
   }
 }
 
+// ---- bf16 GEMM micro-kernel, 8 × 32, widening to float32 --------------------------------------
+// For CPUs without AVX512_BF16 (TAPEGRAD_ISA=avx512 forces it where the unit exists): the unit's
+// arithmetic from float32 FMAs, as avx2.cpp's kernel does it (exact products; MXCSR's DAZ and
+// FTZ for the unit's denormal handling, set for the call). A pair (32 bits) widens with a mask
+// (the odd k) and a shift (the even k). Registers: 16 accumulators, 4 widened B halves, 2 A.
+constexpr int kBf16MR = 8, kBf16NR = 32;
+constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
+void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
+                                   int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kFtzDaz);
+  __asm__ volatile("" ::: "memory");  // no load of C or the panels before the mode is set
+  const uint32_t bits = n >= 32 ? 0xFFFFFFFFu : ((1u << n) - 1u);
+  const __mmask16 k0 = static_cast<__mmask16>(bits), k1 = static_cast<__mmask16>(bits >> 16);
+  __m512 acc[kBf16MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < kBf16MR; ++i) {
+    const bool load = accumulate && i < m;
+    acc[i][0] = load ? _mm512_maskz_loadu_ps(k0, c + i * ldc) : _mm512_setzero_ps();
+    acc[i][1] = load ? _mm512_maskz_loadu_ps(k1, c + i * ldc + 16) : _mm512_setzero_ps();
+  }
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 32);
+    const __m512 b0o = _mm512_castsi512_ps(_mm512_and_si512(b0, high));
+    const __m512 b0e = _mm512_castsi512_ps(_mm512_slli_epi32(b0, 16));
+    const __m512 b1o = _mm512_castsi512_ps(_mm512_and_si512(b1, high));
+    const __m512 b1e = _mm512_castsi512_ps(_mm512_slli_epi32(b1, 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < kBf16MR; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, a + 2 * i, 4);
+      const __m512i ai = _mm512_set1_epi32(pair);
+      const __m512 ao = _mm512_castsi512_ps(_mm512_and_si512(ai, high));
+      const __m512 ae = _mm512_castsi512_ps(_mm512_slli_epi32(ai, 16));
+      acc[i][0] = _mm512_fmadd_ps(ae, b0e, _mm512_fmadd_ps(ao, b0o, acc[i][0]));
+      acc[i][1] = _mm512_fmadd_ps(ae, b1e, _mm512_fmadd_ps(ao, b1o, acc[i][1]));
+    }
+    a += 2 * kBf16MR;
+    b += 2 * kBf16NR;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kBf16MR; ++i) {
+    if (i >= m) break;
+    _mm512_mask_storeu_ps(c + i * ldc, k0, acc[i][0]);
+    _mm512_mask_storeu_ps(c + i * ldc + 16, k1, acc[i][1]);
+  }
+  __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
+  _mm_setcsr(csr);
+}
+
+// ---- bfloat16 conversions ---------------------------------------------------------------------
+// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
+// Not vcvtneps2bf16 (AVX512_BF16): it flushes denormals, which c10 keeps. Tails: masked.
+void f32_to_bf16_avx512(int64_t n, const float* x, uint16_t* out) {
+  const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+  const __m512i nan = _mm512_set1_epi32(0x7FC0);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+    r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, nan);
+    _mm256_mask_storeu_epi16(out + i, k, _mm512_cvtepi32_epi16(r));
+  }
+}
+void bf16_to_f32_avx512(int64_t n, const uint16_t* x, float* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1u);
+    const __m256i h = _mm256_maskz_loadu_epi16(k, x + i);
+    _mm512_mask_storeu_epi32(out + i, k, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
 // ---- V: 16 floats in a zmm ---------------------------------------------------------------------
 struct V {
   using T = __m512;
@@ -270,6 +346,11 @@ const KernelTable* avx512_table() {
       .sgemm_pack_b_colmajor = sgemm_pack_b_avx512_32,
 #include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_avx512,
+      .f32_to_bf16 = f32_to_bf16_avx512,
+      .bf16_to_f32 = bf16_to_f32_avx512,
+      .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
+      .gemm_bf16_ukernel = gemm_bf16_ukernel_avx512_8x32,
+      .bf16_probe = nullptr,
   };
   return &t;
 }

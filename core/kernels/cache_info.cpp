@@ -82,7 +82,28 @@ std::string human(int64_t bytes) {
   return std::to_string(bytes >> 10) + " KiB";
 }
 
+// Ways from the 4-bit associativity code of 0x80000006 (AMD APM vol. 3, CPUID Fn8000_0006): the
+// lower bound of each range; 0 for fully associative (0xF) and for the reserved codes (7, 9: "see
+// 0x8000001D"), which tell nothing here.
+int amd_ways(uint32_t code) {
+  static constexpr int kWays[16] = {0, 1, 2, 3, 4, 6, 8, 0, 16, 0, 32, 48, 64, 96, 128, 0};
+  return kWays[code & 0xF];
+}
+
 }  // namespace
+
+bool amd_legacy_caches(uint32_t ecx_80000005, uint32_t ecx_80000006, uint32_t edx_80000006,
+                       CacheInfo& out) {
+  const uint32_t l1_ways = (ecx_80000005 >> 16) & 0xFF;
+  out.l1d = {int64_t(ecx_80000005 >> 24) << 10, l1_ways == 0xFF ? 0 : int(l1_ways), 0};
+  // Ways code 0: the level is disabled (absent).
+  const uint32_t l2_code = (ecx_80000006 >> 12) & 0xF, l3_code = (edx_80000006 >> 12) & 0xF;
+  out.l2 = l2_code == 0 ? CacheLevel{}
+                        : CacheLevel{int64_t(ecx_80000006 >> 16) << 10, amd_ways(l2_code), 0};
+  out.l3 = l3_code == 0 ? CacheLevel{}
+                        : CacheLevel{int64_t(edx_80000006 >> 18) << 19, amd_ways(l3_code), 0};
+  return out.l1d.bytes > 0;
+}
 
 const CacheInfo& cache_info() {
   static const CacheInfo c = detect();

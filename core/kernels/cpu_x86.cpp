@@ -20,7 +20,8 @@ uint64_t xgetbv0() {
 
 struct Features {
   bool avx2_fma = false;
-  bool avx512 = false;  // F + DQ + BW + VL, the subset avx512.cpp is compiled for
+  bool avx512 = false;       // F + DQ + BW + VL, the subset avx512.cpp is compiled for
+  bool avx512_bf16 = false;  // and AVX512_BF16 (vdpbf16ps), for avx512_bf16.cpp
 };
 
 Features detect() {
@@ -37,6 +38,8 @@ Features detect() {
   const bool f512 = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
   f.avx2_fma = ymm_state && avx2 && fma;
   f.avx512 = f.avx2_fma && zmm_state && f512 && dq && bw && vl;
+  // AVX512_BF16: leaf 7 subleaf 1, EAX bit 5 (subleaf 1 exists when subleaf 0's EAX >= 1).
+  if (f.avx512 && a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = a & (1u << 5);
   return f;
 }
 
@@ -81,10 +84,23 @@ bool cpuid_caches(CacheInfo& out) {
   const bool amd =
       std::strcmp(vendor, "AuthenticAMD") == 0 || std::strcmp(vendor, "HygonGenuine") == 0;
   if (amd) {
-    // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22).
-    if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x8000001Du) return false;
-    if (!__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & (1u << 22))) return false;
-    if (!cpuid_cache_leaf(0x8000001D, out)) return false;
+    // 0x8000001D exists when CPUID 0x80000001 reports the topology extensions (ECX bit 22). A
+    // hypervisor may hide them (the Zen 5 VM of issue 34: no topology extensions, no sysfs cache
+    // folder): then the legacy leaves 0x80000005/6, which every AMD CPU since K7 has.
+    const unsigned max_ext = static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr));
+    const bool topo =
+        max_ext >= 0x8000001Du && __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 22));
+    if (!topo || !cpuid_cache_leaf(0x8000001D, out)) {
+      if (max_ext < 0x80000006u) return false;
+      unsigned c5, c6, d6;
+      __cpuid(0x80000005, a, b, c5, d);
+      __cpuid(0x80000006, a, b, c6, d6);
+      out = CacheInfo{};
+      if (!amd_legacy_caches(c5, c6, d6, out)) return false;
+      out.source = "cpuid 0x80000005/6";
+      out.l3_streams_panel = true;
+      return true;
+    }
   } else {
     if (max_leaf < 4 || !cpuid_cache_leaf(4, out)) return false;
   }
@@ -93,12 +109,14 @@ bool cpuid_caches(CacheInfo& out) {
   return true;
 }
 
-void native_isas(IsaEntry out[3]) {
+void native_isas(IsaEntry out[kNativeIsas]) {
   const Features f = detect();
   out[0] = {"avx2", f.avx2_fma ? avx2_table() : nullptr, "this CPU (or OS) lacks AVX2+FMA"};
   out[1] = {"avx512", f.avx512 ? avx512_table() : nullptr,
             "this CPU (or OS) lacks AVX-512 F/DQ/BW/VL"};
-  out[2] = {"neon", nullptr, "this binary is built for x86-64, not aarch64"};
+  out[2] = {"avx512_bf16", f.avx512_bf16 ? avx512_bf16_table() : nullptr,
+            "this CPU (or OS) lacks AVX-512 F/DQ/BW/VL with AVX512_BF16"};
+  out[3] = {"neon", nullptr, "this binary is built for x86-64, not aarch64"};
 }
 
 }  // namespace tg::kernels

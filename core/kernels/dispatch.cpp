@@ -1,6 +1,7 @@
 // The one dispatch point: picks the active KernelTable (TAPEGRAD_ISA, else the fastest path this
 // CPU runs), and implements the public float entries of kernels.h by splitting large problems
-// over the thread pool and calling the active table on each piece. GEMM lives in gemm.cpp.
+// over the thread pool and calling the active table on each piece. GEMM lives in gemm.cpp, the
+// bf16 GEMM in gemm_bf16.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -15,7 +16,7 @@ namespace {
 
 const KernelTable* find_table(const std::string& name) {
   if (name == "scalar") return &kScalarTable;
-  IsaEntry e[3];
+  IsaEntry e[kNativeIsas];
   native_isas(e);
   for (const IsaEntry& x : e) {
     if (name != x.name) continue;
@@ -28,7 +29,7 @@ const KernelTable* find_table(const std::string& name) {
     return x.table;
   }
   throw std::invalid_argument("unknown kernel path '" + name +
-                              "': use one of scalar, avx2, avx512, neon");
+                              "': use one of scalar, avx2, avx512, avx512_bf16, neon");
 }
 
 const KernelTable* table_from_env() {
@@ -85,7 +86,7 @@ const KernelTable& active_table() {
 
 std::vector<std::string> available_isas() {
   std::vector<std::string> names{"scalar"};
-  IsaEntry e[3];
+  IsaEntry e[kNativeIsas];
   native_isas(e);
   for (const IsaEntry& x : e)
     if (x.table != nullptr) names.emplace_back(x.name);
@@ -209,6 +210,17 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
   split(n, kMinPerTask, 64, [&](int64_t lo, int64_t hi) {
     t.adamw(hi - lo, p + lo, g + lo, m + lo, v + lo, lr, beta1, beta2, eps, weight_decay, step);
   });
+}
+
+void f32_to_bf16(int64_t n, const float* x, uint16_t* out) {
+  const KernelTable& t = active_table();
+  split(n, kMinPerTask, 64,
+        [&](int64_t lo, int64_t hi) { t.f32_to_bf16(hi - lo, x + lo, out + lo); });
+}
+void bf16_to_f32(int64_t n, const uint16_t* x, float* out) {
+  const KernelTable& t = active_table();
+  split(n, kMinPerTask, 64,
+        [&](int64_t lo, int64_t hi) { t.bf16_to_f32(hi - lo, x + lo, out + lo); });
 }
 
 // The generator's kernels stay on the calling thread: its draws are sequential.

@@ -129,8 +129,10 @@ GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c) {
   return bk;
 }
 
-GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source) {
-  GemmBlocking bk = t.sgemm_blocking;
+namespace {
+
+// gemm_blocking_for's rule from a table's own blocks; derive: whether the caches may replace them.
+GemmBlocking blocking_for(GemmBlocking bk, bool derive, const char** source) {
   const char* from = "table";
   EnvBlocking env;
   {
@@ -146,13 +148,25 @@ GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source) {
   if (env.mc > 0) {
     bk.mc = env.mc, bk.kc = env.kc, bk.nc = env.nc;
     from = "TAPEGRAD_GEMM_BLOCKING";
-  } else if (&t != &kScalarTable && cache_info().l1d.bytes > 0) {
-    // The scalar table is the oracle, not a fast path: it keeps its own small blocks.
+  } else if (derive && cache_info().l1d.bytes > 0) {
     bk = derive_blocking(bk, cache_info());
     from = "caches";
   }
   if (source != nullptr) *source = from;
   return bk;
+}
+
+}  // namespace
+
+// The scalar table is the oracle, not a fast path: it keeps its own small blocks.
+GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source) {
+  return blocking_for(t.sgemm_blocking, &t != &kScalarTable, source);
+}
+
+// A pair of bf16 takes the bytes of one float, so the float model, read in pairs, sizes the bf16
+// panels: KC pairs of the A micro-panel in L1, the B panel of KC pairs × NC in L2, and so on.
+GemmBlocking gemm_bf16_blocking_for(const KernelTable& t, const char** source) {
+  return blocking_for(t.gemm_bf16_blocking, &t != &kScalarTable, source);
 }
 
 }  // namespace tg::kernels

@@ -18,9 +18,11 @@
 // GEMM splits only along M or N (never K), and the other ops split only across independent
 // elements or rows (layernorm_backward and sum_cols, which reduce over rows, stay on one thread).
 //
-// Paths: TAPEGRAD_ISA=scalar|avx2|avx512|neon forces one (an unknown name throws
+// Paths: TAPEGRAD_ISA=scalar|avx2|avx512|avx512_bf16|neon forces one (an unknown name throws
 // std::invalid_argument, a path this CPU or binary cannot run throws std::runtime_error, both on
-// the first kernel call); otherwise the fastest available path is used.
+// the first kernel call); otherwise the fastest available path is used. avx512_bf16 is avx512
+// plus the AVX512-BF16 unit for the bf16 GEMM (its float kernels are avx512's); the other paths
+// compute the bf16 GEMM by widening to float32 (the same bits, not faster).
 //
 // GEMM block sizes: derived at start-up from the CPU's caches (core/kernels/gemm_blocking.cpp);
 // TAPEGRAD_GEMM_BLOCKING=MC,KC,NC overrides them (malformed: std::invalid_argument on the first
@@ -51,6 +53,35 @@ void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
                    int64_t rsA, int64_t csA, const float* B, int64_t strideB, int64_t rsB,
                    int64_t csB, float beta, float* C, int64_t strideC, int64_t ldc);
 
+// ---- bfloat16 -----------------------------------------------------------------------------------
+// A bfloat16 is held as its 16 bits (uint16_t): the top half of a float32's.
+// float32 → bfloat16 as PyTorch's c10::BFloat16 rounds (round_to_nearest_even): to nearest, ties
+// to even, on the bits (a float32 denormal may become a bf16 denormal; past bf16's largest finite
+// value, ±inf); every NaN becomes 0x7FC0, the quiet NaN c10 returns (sign and payload dropped).
+void f32_to_bf16(int64_t n, const float* x, uint16_t* out);
+// bfloat16 → float32: exact (the 16 bits become the top half; denormals and NaNs kept).
+void bf16_to_f32(int64_t n, const uint16_t* x, float* out);
+
+// C[M, N] (+)= A[M, K] · B[K, N] with A and B in bfloat16 (strides as sgemm's, so transposed
+// views need no copy) and C in float32. Every path computes each C element the way the
+// AVX512-BF16 unit's vdpbf16ps does (as measured on Zen 5, avx512_bf16.cpp), so all paths give
+// the same bits, whatever the blocking or the thread count:
+//   acc = 0 (beta == 0; C is not read) or beta·C[i, j] (a denormal reads as zero of its sign)
+//   for q over the pairs of k (an odd K gets a zero a(K)·b(K) as its last pair's odd half):
+//     acc = R(acc + a(2q+1)·b(2q+1));  acc = R(acc + a(2q)·b(2q))
+//   C[i, j] = acc
+// where a bf16 denormal reads as zero of its sign, each product is exact, and R rounds the exact
+// sum to nearest even at float32's precision, then flushes a result below 2^-126 in magnitude
+// (tiny after that rounding) to zero of its sign. K == 0: C = beta·C (C is scaled, not flushed).
+// A NaN in gives a NaN out, of no specified payload.
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+               const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
+// The batched form, as sgemm_batched: C + b*strideC = (A + b*strideA) · (B + b*strideB).
+void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                       int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                       int64_t strideC, int64_t ldc);
+
 enum class BinOp { add, sub, mul, div };
 
 // ---- the vector kernels: each one's contract is its entry in vector_kernels.def ---------------
@@ -73,6 +104,16 @@ void sgemm_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const flo
                        int64_t strideA, int64_t rsA, int64_t csA, const float* B, int64_t strideB,
                        int64_t rsB, int64_t csB, float beta, float* C, int64_t strideC,
                        int64_t ldc);
+
+// ---- scalar references of the bfloat16 entries (same signatures) --------------------------------
+void f32_to_bf16_ref(int64_t n, const float* x, uint16_t* out);
+void bf16_to_f32_ref(int64_t n, const uint16_t* x, float* out);
+void gemm_bf16_ref(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                   const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
+void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                           int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                           int64_t strideC, int64_t ldc);
 
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with

@@ -1,5 +1,6 @@
 // NEON (Advanced SIMD) kernels for aarch64, where NEON is part of the baseline: no extra flags.
-// Contents: the sgemm micro-kernel, the vector type V for simd_generic.h, and the table.
+// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening) and the bf16 conversions, the
+// vector type V for simd_generic.h, and the table.
 // Tested under qemu-aarch64 (make test-neon).
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <arm_neon.h>
@@ -72,6 +73,85 @@ void sgemm_ukernel_neon_8x12(int64_t kc, const float* a, const float* b, int64_t
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
+}
+
+// ---- bf16 GEMM micro-kernel, 4 × 8, widening ----------------------------------------------------
+// The bf16 unit's arithmetic (kernels.h) without one: FPCR's flush-to-zero judges tininess before
+// rounding, where the x86 unit judges it after, so each step runs in float64 instead, as ref.cpp's
+// bf16_step: the exact product plus acc, rounded once to 53 bits, then to float32, and a result
+// below 2^-126 - 2^-151 (tiny after rounding at 24 bits) flushed to zero of its sign. Denormal
+// inputs (bf16 and the C it starts from) read as zero of their sign. Correct, not fast.
+constexpr int kBf16MR = 4, kBf16NR = 8;
+// x with its denormal lanes replaced by zero of their sign.
+inline float32x4_t daz(float32x4_t x) {
+  const uint32x4_t u = vreinterpretq_u32_f32(x);
+  const uint32x4_t denormal = vceqq_u32(vandq_u32(u, vdupq_n_u32(0x7F800000u)), vdupq_n_u32(0));
+  return vreinterpretq_f32_u32(vbslq_u32(denormal, vandq_u32(u, vdupq_n_u32(0x80000000u)), u));
+}
+// One step of the chain, lane by lane: R(acc + a·b).
+inline float32x4_t bf16_step(float32x4_t acc, float32x4_t a, float32x4_t b) {
+  const float64x2_t lo = vfmaq_f64(vcvt_f64_f32(vget_low_f32(acc)), vcvt_f64_f32(vget_low_f32(a)),
+                                   vcvt_f64_f32(vget_low_f32(b)));
+  const float64x2_t hi =
+      vfmaq_f64(vcvt_high_f64_f32(acc), vcvt_high_f64_f32(a), vcvt_high_f64_f32(b));
+  const float32x4_t r = vcvt_high_f32_f64(vcvt_f32_f64(lo), hi);
+  const float64x2_t tiny = vdupq_n_f64(0x1p-126 - 0x1p-151);
+  const uint32x4_t flush =
+      vcombine_u32(vmovn_u64(vcaltq_f64(lo, tiny)), vmovn_u64(vcaltq_f64(hi, tiny)));
+  const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(r), vdupq_n_u32(0x80000000u));
+  return vreinterpretq_f32_u32(vbslq_u32(flush, sign, vreinterpretq_u32_f32(r)));
+}
+void gemm_bf16_ukernel_neon_4x8(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
+                                int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  float tile[kBf16MR * kBf16NR] = {};
+  if (accumulate)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) tile[i * kBf16NR + j] = c[i * ldc + j];
+  float32x4_t acc[kBf16MR][2];
+  for (int i = 0; i < kBf16MR; ++i)
+    for (int h = 0; h < 2; ++h) acc[i][h] = daz(vld1q_f32(tile + i * kBf16NR + 4 * h));
+  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  for (int64_t q = 0; q < kp; ++q) {
+    float32x4_t bo[2], be[2];
+    for (int h = 0; h < 2; ++h) {
+      const uint32x4_t v = vld1q_u32(reinterpret_cast<const uint32_t*>(b) + 4 * h);
+      bo[h] = daz(vreinterpretq_f32_u32(vandq_u32(v, high)));
+      be[h] = daz(vreinterpretq_f32_u32(vshlq_n_u32(v, 16)));
+    }
+    for (int i = 0; i < kBf16MR; ++i) {
+      const uint32x4_t ai = vld1q_dup_u32(reinterpret_cast<const uint32_t*>(a) + i);
+      const float32x4_t ao = daz(vreinterpretq_f32_u32(vandq_u32(ai, high)));
+      const float32x4_t ae = daz(vreinterpretq_f32_u32(vshlq_n_u32(ai, 16)));
+      for (int h = 0; h < 2; ++h) acc[i][h] = bf16_step(bf16_step(acc[i][h], ao, bo[h]), ae, be[h]);
+    }
+    a += 2 * kBf16MR;
+    b += 2 * kBf16NR;
+  }
+  for (int i = 0; i < kBf16MR; ++i)
+    for (int h = 0; h < 2; ++h) vst1q_f32(tile + i * kBf16NR + 4 * h, acc[i][h]);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = tile[i * kBf16NR + j];
+}
+
+// ---- bfloat16 conversions ---------------------------------------------------------------------
+// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
+void f32_to_bf16_neon(int64_t n, const float* x, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t v = vld1q_f32(x + i);
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t r = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), lsb));
+    const uint16x4_t h = vshrn_n_u32(r, 16);
+    vst1_u16(out + i, vbsl_u16(vmovn_u32(vceqq_f32(v, v)), h, vdup_n_u16(0x7FC0)));
+  }
+  f32_to_bf16_ref(n - i, x + i, out + i);
+}
+void bf16_to_f32_neon(int64_t n, const uint16_t* x, float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(out + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(x + i), 16)));
+  bf16_to_f32_ref(n - i, x + i, out + i);
 }
 
 // ---- V: 4 floats in a q register ----------------------------------------------------------------
@@ -153,6 +233,11 @@ const KernelTable* neon_table() {
       .sgemm_pack_b_colmajor = nullptr,
 #include "core/kernels/simd_table_entries.inc"
       .fma_probe = fma_probe_neon,
+      .f32_to_bf16 = f32_to_bf16_neon,
+      .bf16_to_f32 = bf16_to_f32_neon,
+      .gemm_bf16_blocking = {kBf16MR, kBf16NR, 256, 256, 768},
+      .gemm_bf16_ukernel = gemm_bf16_ukernel_neon_4x8,
+      .bf16_probe = nullptr,
   };
   return &t;
 }

@@ -126,4 +126,85 @@ void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_
   }
 }
 
+// ---- bfloat16 panels: pairs of k side by side (out[(q·W + i)·2 + t] holds k = 2q + t) ----------
+
+namespace {
+
+// Whether pairs of bf16 at p, `stride` bf16 apart, can be read as floats: whole pairs, 4-byte
+// aligned, a float stride within the float routines' bound (below 2^31 / W).
+bool as_floats(const uint16_t* p, int64_t kc, int64_t stride, int64_t W) {
+  return kc % 2 == 0 && stride % 2 == 0 && reinterpret_cast<uintptr_t>(p) % 4 == 0 &&
+         stride / 2 * W < (int64_t(1) << 31);
+}
+
+}  // namespace
+
+void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
+                 int64_t csA, int64_t MR, uint16_t* out) {
+  const int64_t kp = (kc + 1) / 2, whole = kc / 2;
+  const bool fast = t.sgemm_pack_a_rowmajor != nullptr && t.sgemm_blocking.mr == MR && csA == 1 &&
+                    as_floats(A, kc, rsA, MR);
+  for (int64_t i0 = 0; i0 < mc; i0 += MR, out += MR * 2 * kp) {
+    const int64_t m = std::min(MR, mc - i0);
+    if (fast && m == MR) {
+      t.sgemm_pack_a_rowmajor(kp, reinterpret_cast<const float*>(A + i0 * rsA), rsA / 2,
+                              reinterpret_cast<float*>(out));
+      continue;
+    }
+    if (m < MR || kc % 2 != 0) std::memset(out, 0, sizeof(uint16_t) * MR * 2 * kp);
+    if (csA == 1) {
+      // Row-major A: one pair (32 bits) at a time along each row, written MR pairs apart.
+      for (int64_t i = 0; i < m; ++i) {
+        const uint16_t* a = A + (i0 + i) * rsA;
+        for (int64_t q = 0; q < whole; ++q) std::memcpy(out + (q * MR + i) * 2, a + 2 * q, 4);
+        if (kc % 2 != 0) out[(whole * MR + i) * 2] = a[kc - 1];
+      }
+    } else {
+      // Transposed or strided A: row k of Aᵀ holds the panel's m values of that k.
+      for (int64_t k = 0; k < kc; ++k) {
+        const uint16_t* a = A + i0 * rsA + k * csA;
+        uint16_t* o = out + (k / 2) * MR * 2 + k % 2;
+        for (int64_t i = 0; i < m; ++i) o[2 * i] = a[i * rsA];
+      }
+    }
+  }
+}
+
+void pack_b_bf16(const KernelTable& t, int64_t kc, int64_t nc, const uint16_t* B, int64_t rsB,
+                 int64_t csB, int64_t NR, uint16_t* out) {
+  const int64_t kp = (kc + 1) / 2;
+  const bool fast = t.sgemm_pack_b_colmajor != nullptr && t.sgemm_blocking.nr == NR && rsB == 1 &&
+                    as_floats(B, kc, csB, NR);
+  for (int64_t j0 = 0; j0 < nc; j0 += NR, out += NR * 2 * kp) {
+    const int64_t n = std::min(NR, nc - j0);
+    if (fast && n == NR) {
+      t.sgemm_pack_b_colmajor(kp, reinterpret_cast<const float*>(B + j0 * csB), csB / 2,
+                              reinterpret_cast<float*>(out));
+      continue;
+    }
+    if (n < NR || kc % 2 != 0) std::memset(out, 0, sizeof(uint16_t) * NR * 2 * kp);
+    if (csB == 1) {
+      // Row-major B: two rows interleaved element by element (the compiler's unpack).
+      for (int64_t q = 0; q < kp; ++q) {
+        const uint16_t* r0 = B + 2 * q * rsB + j0;
+        uint16_t* o = out + q * NR * 2;
+        if (2 * q + 1 < kc) {
+          const uint16_t* r1 = r0 + rsB;
+          __builtin_prefetch(r0 + kPackAhead * rsB);
+          __builtin_prefetch(r1 + kPackAhead * rsB);
+          for (int64_t j = 0; j < n; ++j) o[2 * j] = r0[j], o[2 * j + 1] = r1[j];
+        } else {
+          for (int64_t j = 0; j < n; ++j) o[2 * j] = r0[j];
+        }
+      }
+    } else {
+      // Transposed or strided B: down each column, one pair of k at a time.
+      for (int64_t j = 0; j < n; ++j) {
+        const uint16_t* b = B + (j0 + j) * csB;
+        for (int64_t k = 0; k < kc; ++k) out[((k / 2) * NR + j) * 2 + k % 2] = b[k * rsB];
+      }
+    }
+  }
+}
+
 }  // namespace tg::kernels

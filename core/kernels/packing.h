@@ -12,32 +12,39 @@
 namespace tg::kernels {
 
 struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+  void operator()(void* p) const { std::free(p); }
 };
 
-// n floats, 64-byte aligned, freed with the pointer; throws std::bad_alloc.
-inline std::unique_ptr<float, FreeDeleter> aligned_floats(int64_t n) {
-  const size_t bytes = ((static_cast<size_t>(n) * sizeof(float) + 63) / 64) * 64;
-  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+// n elements of T, 64-byte aligned, freed with the pointer; throws std::bad_alloc.
+template <class T>
+inline std::unique_ptr<T, FreeDeleter> aligned_array(int64_t n) {
+  const size_t bytes = ((static_cast<size_t>(n) * sizeof(T) + 63) / 64) * 64;
+  T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
   if (p == nullptr) throw std::bad_alloc();
-  return std::unique_ptr<float, FreeDeleter>(p);
+  return std::unique_ptr<T, FreeDeleter>(p);
+}
+inline std::unique_ptr<float, FreeDeleter> aligned_floats(int64_t n) {
+  return aligned_array<float>(n);
 }
 
-// A 64-byte-aligned scratch buffer per thread and role, grown on demand.
-class Scratch {
+// A 64-byte-aligned scratch buffer per thread and role, grown on demand (floats; bfloat16 bits
+// for the bf16 GEMM).
+template <class T>
+class ScratchOf {
  public:
-  float* get(int64_t n) {
+  T* get(int64_t n) {
     if (n > cap_) {
-      buf_ = aligned_floats(n);  // on bad_alloc, cap_ stays: the old buffer is still valid
+      buf_ = aligned_array<T>(n);  // on bad_alloc, cap_ stays: the old buffer is still valid
       cap_ = n;
     }
     return buf_.get();
   }
 
  private:
-  std::unique_ptr<float, FreeDeleter> buf_;
+  std::unique_ptr<T, FreeDeleter> buf_;
   int64_t cap_ = 0;
 };
+using Scratch = ScratchOf<float>;
 
 // Packs A[0:mc, 0:kc] (general strides) into MR-row micro-panels, k-major, zero-padding the last
 // panel: out holds ceil(mc / MR) panels of MR·kc floats.
@@ -47,6 +54,17 @@ void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_
 // out holds ceil(nc / NR) panels of kc·NR floats.
 void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_t rsB, int64_t csB,
             int64_t NR, float* out);
+
+// The bf16 GEMM's panels (table.h: GemmBf16Ukernel), k in pairs side by side; kc may be odd,
+// the missing last k of a pair and rows or columns past the edge are zero. A pair is 32 bits, as
+// a float is, and the panels hold pairs where the float panels hold floats: where t's float
+// tile matches, the float packing routines of t (transposes in registers) move the pairs whole.
+// A[0:mc, 0:kc] into MR-row micro-panels: out holds ceil(mc / MR) panels of MR·2·ceil(kc / 2).
+void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
+                 int64_t csA, int64_t MR, uint16_t* out);
+// B[0:kc, 0:nc] into NR-column micro-panels: out holds ceil(nc / NR) panels of NR·2·ceil(kc / 2).
+void pack_b_bf16(const KernelTable& t, int64_t kc, int64_t nc, const uint16_t* B, int64_t rsB,
+                 int64_t csB, int64_t NR, uint16_t* out);
 
 // A[M, K] (rows rs, columns cs apart) as the micro-kernels read it, the one rule the GEMM driver
 // (gemm.cpp) and the attention tiles (attention.cpp) share: in place by rows with the table's

@@ -6,6 +6,7 @@
 // Shape legend: see kernels.h.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/kernels/table.h"
@@ -256,7 +257,98 @@ double mul_add_probe_ref(int64_t iters) {
   return double(iters) * 8 * 2;
 }
 
+// ---- bfloat16 -----------------------------------------------------------------------------------
+// A bf16 as the bf16 unit reads it: widened exactly, a denormal as zero of its sign.
+float bf16_in(uint16_t h) {
+  const uint32_t u = (h & 0x7F80u) == 0 ? (uint32_t(h) & 0x8000u) << 16 : uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// A float accumulator as the unit reads it: a denormal as zero of its sign.
+float acc_in(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.f, x) : x; }
+
+// One step of kernels.h's gemm_bf16 chain: R(acc + a·b). The product of two bf16 is exact in
+// double, and so is the sum up to one rounding to 53 bits; rounding that to float is then the
+// correctly rounded sum (double rounding is harmless for a sum of two 24-bit numbers at 53 bits:
+// Figueroa, "When is double rounding innocuous?", 1995), its exponent unbounded above 2^-126.
+// Below 2^-126 the unit flushes what is tiny after rounding at float's precision: a sum that
+// rounds up to 2^-126 at 24 bits (|sum| >= 2^-126 - 2^-151, ties to the even 2^-126) stays, and
+// there the double-to-float conversion gives ±2^-126 as well; anything smaller becomes ±0.
+float bf16_step(float acc, float a, float b) {
+  const double d = double(acc) + double(a) * double(b);
+  return std::fabs(d) < 0x1p-126 - 0x1p-151 ? std::copysign(0.f, float(d)) : float(d);
+}
+
+// The scalar table's micro-kernel: the same chain per element over the packed pairs.
+constexpr int64_t kRefBf16MR = 4, kRefBf16NR = 8;
+void gemm_bf16_ukernel_ref_4x8(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
+                               int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = accumulate ? acc_in(c[i * ldc + j]) : 0.f;
+      for (int64_t q = 0; q < kp; ++q) {
+        const uint16_t* aq = a + (q * kRefBf16MR + i) * 2;
+        const uint16_t* bq = b + (q * kRefBf16NR + j) * 2;
+        acc = bf16_step(acc, bf16_in(aq[1]), bf16_in(bq[1]));
+        acc = bf16_step(acc, bf16_in(aq[0]), bf16_in(bq[0]));
+      }
+      c[i * ldc + j] = acc;
+    }
+}
+
+// kernels.h's definition, element by element, from the unpacked operands.
+void gemm_bf16_ref_one(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                       const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C,
+                       int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      if (K <= 0) {
+        c = beta == 0.f ? 0.f : c * beta;
+        continue;
+      }
+      float acc = beta == 0.f ? 0.f : acc_in(beta == 1.f ? c : c * beta);
+      for (int64_t q = 0; q < (K + 1) / 2; ++q) {
+        const int64_t k0 = 2 * q, k1 = 2 * q + 1;
+        const float a1 = k1 < K ? bf16_in(A[i * rsA + k1 * csA]) : 0.f;
+        const float b1 = k1 < K ? bf16_in(B[k1 * rsB + j * csB]) : 0.f;
+        acc = bf16_step(acc, a1, b1);
+        acc = bf16_step(acc, bf16_in(A[i * rsA + k0 * csA]), bf16_in(B[k0 * rsB + j * csB]));
+      }
+      c = acc;
+    }
+}
+
 }  // namespace
+
+// ---- bfloat16 references ------------------------------------------------------------------------
+// c10::BFloat16's round_to_nearest_even: add 0x7FFF plus the lowest kept bit, keep the top half.
+void f32_to_bf16_ref(int64_t n, const float* x, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    out[i] = std::isnan(x[i]) ? uint16_t(0x7FC0) : uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+void bf16_to_f32_ref(int64_t n, const uint16_t* x, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(x[i]) << 16;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+void gemm_bf16_ref(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                   const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
+  gemm_bf16_ref_one(M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+}
+void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                           int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                           int64_t strideC, int64_t ldc) {
+  for (int64_t b = 0; b < batch; ++b)
+    gemm_bf16_ref_one(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
+                      C + b * strideC, ldc);
+}
 
 // ---- float / double references ------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
@@ -353,6 +445,12 @@ extern const KernelTable kScalarTable = {
     .attn_fwd_tile = attn_fwd_tile_ref,
     .attn_bwd_tile = attn_bwd_tile_ref,
     .fma_probe = mul_add_probe_ref,
+    .f32_to_bf16 = f32_to_bf16_ref,
+    .bf16_to_f32 = bf16_to_f32_ref,
+    // KC of 64 pairs: K blocks are crossed by small tests too.
+    .gemm_bf16_blocking = {kRefBf16MR, kRefBf16NR, 64, 64, 256},
+    .gemm_bf16_ukernel = gemm_bf16_ukernel_ref_4x8,
+    .bf16_probe = nullptr,
 };
 
 }  // namespace tg::kernels

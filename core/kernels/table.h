@@ -29,6 +29,15 @@ using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, c
                                       int64_t ldb, float* c, int64_t ldc, int64_t m, int64_t n,
                                       bool accumulate);
 
+// The bf16 GEMM's micro-kernel: for i < m, j < n, c[i*ldc + j] = the chain of kernels.h's
+// gemm_bf16 over kp pairs of k, from acc = c[i*ldc + j] (accumulate) or +0. Packed panels hold
+// pairs of k side by side, the layout vdpbf16ps reads: a[(q*MR + i)*2 + t] = A(i, 2q + t),
+// b[(q*NR + j)*2 + t] = B(2q + t, j), zero-padded to MR rows, NR columns and whole pairs
+// (packing.h). The chain starts from C, not from zero, so K blocks continue it exactly: the
+// result does not depend on KC.
+using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
+                                 int64_t ldc, int64_t m, int64_t n, bool accumulate);
+
 // A table's own values are the fallback when the caches are unknown; sgemm derives its blocks
 // from the caches (gemm_blocking_for).
 struct GemmBlocking {
@@ -91,22 +100,36 @@ struct KernelTable {
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
   // ISA's FMA units (the machine's peak) and returns the flops executed.
   double (*fma_probe)(int64_t iters);
+  // ---- bfloat16 (kernels.h) ----
+  decltype(&f32_to_bf16_ref) f32_to_bf16;
+  decltype(&bf16_to_f32_ref) bf16_to_f32;
+  GemmBlocking gemm_bf16_blocking;  // KC counted in pairs of k
+  GemmBf16Ukernel gemm_bf16_ukernel;
+  // The bf16 unit's peak, as fma_probe (flops: 2 per bf16 multiply-add); nullptr where the bf16
+  // GEMM widens to float32 (fma_probe is its bound).
+  double (*bf16_probe)(int64_t iters);
 };
 
 // Defined by the file of each ISA; only the ones meson compiled for this target exist.
-extern const KernelTable kScalarTable;  // ref.cpp
-const KernelTable* avx2_table();        // avx2.cpp
-const KernelTable* avx512_table();      // avx512.cpp
-const KernelTable* neon_table();        // neon.cpp
+extern const KernelTable kScalarTable;   // ref.cpp
+const KernelTable* avx2_table();         // avx2.cpp
+const KernelTable* avx512_table();       // avx512.cpp
+const KernelTable* avx512_bf16_table();  // avx512_bf16.cpp: avx512's, with the bf16 unit's GEMM
+const KernelTable* neon_table();         // neon.cpp
 
 // Tables compiled for this target and supported by this CPU (cpu_x86.cpp / cpu_arm.cpp /
 // cpu_other.cpp, chosen by meson), fastest last; excludes the scalar table.
+// No AMX table yet: no CPU this project runs on has AMX, so such code could not be run or tested.
+// It would be one more entry after avx512_bf16 (cpuid 7.0 EDX bits 22/24, and the OS's
+// permission for the tile state), with its own GemmBf16Ukernel and panel layout.
 struct IsaEntry {
   const char* name;
   const KernelTable* table;  // nullptr: known name, but this binary or CPU cannot run it
   const char* why_not;       // when table == nullptr: one clause saying why
 };
-void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in that order
+constexpr int kNativeIsas = 4;
+// Entries for "avx2", "avx512", "avx512_bf16", "neon" in that order.
+void native_isas(IsaEntry out[kNativeIsas]);
 
 // The block sizes sgemm uses with table t (gemm_blocking.cpp): bench_matmul's --blocking, else
 // TAPEGRAD_GEMM_BLOCKING=MC,KC,NC, else derived from the caches (derive_blocking; SIMD tables
@@ -114,6 +137,9 @@ void native_isas(IsaEntry out[3]);  // entries for "avx2", "avx512", "neon" in t
 // "TAPEGRAD_GEMM_BLOCKING", "caches", "table"). Throws std::invalid_argument, one line, when the
 // variable is malformed. MR and NR are always the table's.
 GemmBlocking gemm_blocking_for(const KernelTable& t, const char** source = nullptr);
+// The same for the bf16 GEMM from t.gemm_bf16_blocking, KC counted in pairs of k (the overrides'
+// KC too); the bf16 results do not depend on the blocks.
+GemmBlocking gemm_bf16_blocking_for(const KernelTable& t, const char** source = nullptr);
 // The model: KC from L1 and the micro-tile, NC and MC from L2 (unknown levels keep `table`'s).
 GemmBlocking derive_blocking(const GemmBlocking& table, const CacheInfo& c);
 // Re-reads TAPEGRAD_GEMM_BLOCKING (read once at start-up otherwise); for tests.

@@ -1,0 +1,302 @@
+// bfloat16 kernel tests: the conversions (c10's rounding, table-driven edge cases) and the bf16
+// GEMM on every path this machine runs against the scalar reference, bit for bit (NaN matches any
+// NaN: kernels.h leaves the payload open), over shapes that hit every tail, transposed operands,
+// beta 0 and 1, blocks small enough to cross K, and 1 and 3 threads. Also the arithmetic itself:
+// crafted dot products whose results tell the order of the two halves of a pair, the rounding
+// and the denormal handling apart (as measured on vdpbf16ps, avx512_bf16.cpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
+#include "core/threadpool.h"
+#include "tests/kernel_testing.h"
+
+namespace k = tg::kernels;
+using tg::testing::for_each_isa;
+
+namespace {
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+uint16_t bf(float x) { return uint16_t(bits(x) >> 16); }  // x must be a bf16 value
+
+// Same bits, or both NaN; reports the first few differences.
+void check_same(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  REQUIRE(got.size() == want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (bits(got[i]) == bits(want[i]) || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s[%zu]: got %a (0x%08x), want %a (0x%08x)", what, i,
+                  double(got[i]), bits(got[i]), double(want[i]), bits(want[i]));
+    if (++bad <= 5) FAIL_CHECK(line);
+  }
+  CHECK(bad == 0);
+}
+
+// n random bf16: tame (uniform in [-1, 1), rounded) or wild (any sign, exponents from the
+// denormals to 2^20 so products underflow and flush, and a few zeros and infinities).
+std::vector<uint16_t> rand_bf16(std::mt19937& g, int64_t n, bool wild) {
+  std::vector<uint16_t> v(size_t(std::max<int64_t>(n, 0)));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto& h : v) {
+    if (!wild) {
+      const float x = u(g);
+      k::f32_to_bf16_ref(1, &x, &h);
+      continue;
+    }
+    const uint32_t r = g();
+    uint32_t e = 60 + r % 88, mantissa = (r >> 16) & 0x7Fu;  // 2^-67 .. 2^20
+    if (r % 97 == 0) e = 0;                                  // denormal or zero
+    if (r % 1009 == 0) e = 255, mantissa = 0;                // infinity
+    h = uint16_t(((r >> 8) & 1u) << 15 | e << 7 | mantissa);
+  }
+  return v;
+}
+
+struct Shape {
+  int64_t M, N, K;
+};
+
+// One case: C (+)= op(A)·op(B) with the given layouts, on the active path, checked against the
+// reference from the same starting C.
+void run_case(std::mt19937& g, const Shape& s, bool ta, bool tb, float beta, bool wild,
+              const std::string& what) {
+  const int64_t M = s.M, N = s.N, K = s.K, ldc = N + 3;
+  const std::vector<uint16_t> A = rand_bf16(g, M * K, wild), B = rand_bf16(g, K * N, wild);
+  // A[M, K] row-major, or stored transposed (Aᵀ [K, M]); the same for B.
+  const int64_t rsA = ta ? 1 : K, csA = ta ? M : 1, rsB = tb ? 1 : N, csB = tb ? K : 1;
+  std::vector<float> C0(size_t(M * ldc));
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (auto& c : C0) c = beta == 0.f ? std::nanf("") : u(g);  // beta 0 must not read C
+  if (beta != 0.f && !C0.empty()) C0[0] = 1e-40f;             // a denormal C reads as zero
+  std::vector<float> C = C0, R = C0;
+  k::gemm_bf16(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, beta, C.data(), ldc);
+  k::gemm_bf16_ref(M, N, K, A.data(), rsA, csA, B.data(), rsB, csB, beta, R.data(), ldc);
+  INFO(what << " M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb
+            << " beta=" << beta << " wild=" << wild);
+  check_same(C, R, "gemm_bf16");
+}
+
+const Shape kShapes[] = {
+    {1, 1, 1},     {1, 1, 2},     {3, 5, 7},     {4, 8, 16},   {12, 32, 64},
+    {13, 33, 65},  {11, 31, 129}, {25, 70, 255}, {8, 40, 513}, {100, 97, 1030},
+    {200, 64, 77}, {5, 1100, 33}, {300, 40, 21}, {2, 3, 2049},
+};
+
+}  // namespace
+
+TEST_CASE("bf16 conversions: c10's round to nearest even, NaN, infinities, denormals, -0") {
+  struct Case {
+    uint32_t f;
+    uint16_t want;
+    const char* what;
+  };
+  const Case cases[] = {
+      {0x3F800000u, 0x3F80, "1"},
+      {0x3F808000u, 0x3F80, "tie, kept bit even: down"},
+      {0x3F818000u, 0x3F82, "tie, kept bit odd: up"},
+      {0x3F807FFFu, 0x3F80, "below the tie"},
+      {0x3F808001u, 0x3F81, "above the tie"},
+      {0xBF818000u, 0xBF82, "negative tie up"},
+      {0x3F80FFFFu, 0x3F81, "carry into the kept bits"},
+      {0x3FFFFFFFu, 0x4000, "carry into the exponent"},
+      {0x7F7F7FFFu, 0x7F7F, "largest that stays finite"},
+      {0x7F7F8000u, 0x7F80, "tie at the top: overflow to inf"},
+      {0x7F7FFFFFu, 0x7F80, "FLT_MAX: inf"},
+      {0xFF7FFFFFu, 0xFF80, "-FLT_MAX: -inf"},
+      {0x7F800000u, 0x7F80, "inf"},
+      {0xFF800000u, 0xFF80, "-inf"},
+      {0x7FC00000u, 0x7FC0, "quiet NaN"},
+      {0xFFC00000u, 0x7FC0, "negative NaN: c10's 0x7FC0"},
+      {0x7F800001u, 0x7FC0, "signalling NaN, payload in the dropped bits"},
+      {0xFF812345u, 0x7FC0, "negative signalling NaN"},
+      {0x7FFFFFFFu, 0x7FC0, "NaN whose rounding would carry"},
+      {0x00000000u, 0x0000, "+0"},
+      {0x80000000u, 0x8000, "-0"},
+      {0x00000001u, 0x0000, "smallest denormal: to +0"},
+      {0x80000001u, 0x8000, "smallest negative denormal: to -0"},
+      {0x00008000u, 0x0000, "denormal tie, even: down"},
+      {0x00018000u, 0x0002, "denormal tie, odd: up"},
+      {0x00010000u, 0x0001, "bf16's smallest denormal"},
+      {0x007FFFFFu, 0x0080, "largest denormal: up to the smallest normal"},
+      {0x00800000u, 0x0080, "smallest normal"},
+  };
+  // Each case at every position of a buffer long enough for every SIMD body and tail.
+  const int64_t n = 45;
+  for_each_isa([&](const std::string&) {
+    for (const Case& c : cases) {
+      INFO(c.what);
+      std::vector<float> x(n, 1.5f);
+      for (int64_t i = 0; i < n; i += 4) x[size_t(i)] = from_bits(c.f);
+      std::vector<uint16_t> out(n), ref(n);
+      k::f32_to_bf16(n, x.data(), out.data());
+      k::f32_to_bf16_ref(n, x.data(), ref.data());
+      for (int64_t i = 0; i < n; ++i) {
+        CHECK(out[size_t(i)] == ref[size_t(i)]);
+        CHECK(out[size_t(i)] == (i % 4 == 0 ? c.want : uint16_t(0x3FC0)));
+      }
+    }
+  });
+}
+
+TEST_CASE("bf16 conversions: every bf16 widens exactly; random float bits round as the reference") {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < 65536; ++i) all[i] = uint16_t(i);
+  std::mt19937 g(34);
+  std::vector<float> x(100003);
+  for (auto& v : x) v = from_bits(g());
+  for_each_isa([&](const std::string&) {
+    std::vector<float> wide(all.size());
+    k::bf16_to_f32(int64_t(all.size()), all.data(), wide.data());
+    int bad = 0;
+    for (uint32_t i = 0; i < 65536; ++i) bad += bits(wide[i]) != i << 16;
+    CHECK(bad == 0);
+    std::vector<uint16_t> out(x.size()), ref(x.size());
+    k::f32_to_bf16(int64_t(x.size()), x.data(), out.data());
+    k::f32_to_bf16_ref(int64_t(x.size()), x.data(), ref.data());
+    CHECK(out == ref);
+    // Round trip: a bf16 value converts back to itself (NaNs to 0x7FC0).
+    std::vector<uint16_t> back(all.size());
+    k::f32_to_bf16(int64_t(all.size()), wide.data(), back.data());
+    bad = 0;
+    for (uint32_t i = 0; i < 65536; ++i)
+      bad += back[i] != (std::isnan(wide[i]) ? uint16_t(0x7FC0) : uint16_t(i));
+    CHECK(bad == 0);
+  });
+}
+
+TEST_CASE("bf16 GEMM: the unit's arithmetic, crafted dot products on every path") {
+  // C[0,0] = chain over one pair: c (beta 1) then the odd product a1·b1, then the even a0·b0.
+  // Results as vdpbf16ps gives them on Zen 5 (avx512_bf16.cpp); the reference must agree.
+  struct Case {
+    float c, a0, a1, b0, b1, want;
+    const char* what;
+  };
+  const float tiny = 0x1p-126f + 0x1p-149f;
+  const Case cases[] = {
+      {1.f, -0x1p-24f, 1.f, 1.f, 0x1p-24f, 1.f - 0x1p-24f, "odd half first: 1 + 2^-24 ties to 1"},
+      {1.f, 0x1p-24f, 0.f, 1.f, 0.f, 1.f, "tie to even"},
+      {1.f + 0x1p-23f, 0x1p-24f, 0.f, 1.f, 0.f, 1.f + 0x1p-22f, "tie to even, up"},
+      {0.f, from_bits(0x00010000u), 0.f, 0x1p100f, 0.f, 0.f, "a bf16 denormal reads as 0"},
+      {1e-40f, 0.f, 0.f, 0.f, 0.f, 0.f, "a denormal C reads as 0"},
+      {0x1p-130f, 0x1p-60f, 0.f, 0x1p-60f, 0.f, 0x1p-120f, "... beside a product"},
+      {0.f, 0x1p-65f, 0.f, 0x1p-65f, 0.f, 0.f, "a denormal result flushes"},
+      {0.f, -0x1p-65f, 0.f, 0x1p-65f, 0.f, -0.f, "to zero of its sign"},
+      {0x1p-126f, 0x1p-70f, 0.f, 0x1p-70f, 0.f, 0x1.0004p-126f, "a tiny product is not flushed"},
+      {0.f, 0x1p-63f, 0x1p-65f, 0x1p-63f, 0x1p-65f, 0x1p-126f, "the first half's result flushes"},
+      {0.f, -0x1p100f, 0x1p100f, 0x1p100f, 0x1p100f, INFINITY, "overflow, then inf - 2^200"},
+      {tiny, 9 * 0x1p-76f, 0.f, -0x1p-76f, 0.f, 0x1p-126f, "2^-126 - 2^-152 rounds up: kept"},
+      {tiny, 10 * 0x1p-76f, 0.f, -0x1p-76f, 0.f, 0x1p-126f, "2^-126 - 2^-151 ties up: kept"},
+      {tiny, 11 * 0x1p-76f, 0.f, -0x1p-76f, 0.f, 0.f, "2^-126 - 3·2^-152: tiny, flushed"},
+      {tiny, 0.f, 11 * 0x1p-76f, 0.f, -0x1p-76f, 0.f, "the same in the odd half"},
+      {-0.f, -0.f, -0.f, 0.f, 0.f, -0.f, "-0 + -0 + -0"},
+      {-0.f, 0.f, -0.f, 0.f, 0.f, 0.f, "-0 + -0 + +0"},
+  };
+  for_each_isa([&](const std::string&) {
+    for (const Case& c : cases) {
+      INFO(c.what);
+      const uint16_t A[2] = {bf(c.a0), bf(c.a1)}, B[2] = {bf(c.b0), bf(c.b1)};
+      float C = c.c, R = c.c;
+      k::gemm_bf16(1, 1, 2, A, 2, 1, B, 1, 1, 1.f, &C, 1);
+      k::gemm_bf16_ref(1, 1, 2, A, 2, 1, B, 1, 1, 1.f, &R, 1);
+      CHECK(bits(C) == bits(c.want));
+      CHECK(bits(R) == bits(c.want));
+    }
+    // An odd K: the last pair's odd half is a zero product, so -0 + +0 gives +0 first.
+    const uint16_t a = bf(-0.f), b = bf(1.f);
+    float C = -0.f;
+    k::gemm_bf16(1, 1, 1, &a, 1, 1, &b, 1, 1, 1.f, &C, 1);
+    CHECK(bits(C) == bits(0.f));
+    // NaN in, NaN out; K == 0 scales C (no flush).
+    const uint16_t an[2] = {0x7FC1, bf(1.f)};
+    C = 1.f;
+    k::gemm_bf16(1, 1, 2, an, 2, 1, an, 1, 1, 1.f, &C, 1);
+    CHECK(std::isnan(C));
+    C = 1e-40f;
+    k::gemm_bf16(1, 1, 0, an, 1, 1, an, 1, 1, 1.f, &C, 1);
+    CHECK(C == 1e-40f);
+  });
+}
+
+TEST_CASE("bf16 GEMM: every path matches the reference bit for bit, at 1 and 3 threads") {
+  const int before = tg::num_threads();
+  std::mt19937 g(1234);
+  for (int threads : {1, 3}) {
+    tg::set_num_threads(threads);
+    for_each_isa([&](const std::string& isa) {
+      CAPTURE(threads);
+      for (const Shape& s : kShapes)
+        for (int layout = 0; layout < 4; ++layout)
+          run_case(g, s, layout & 1, layout & 2, layout == 1 ? 0.f : 1.f, layout == 3, isa);
+      for (const Shape& s : kShapes) run_case(g, s, false, false, 0.f, true, isa);
+      // Shapes large enough to be split over threads: rows, and columns of a few rows.
+      for (const Shape& s : {Shape{130, 200, 300}, Shape{7, 2000, 301}, Shape{260, 1100, 20}})
+        for (int layout = 0; layout < 2; ++layout) run_case(g, s, layout, !layout, 1.f, false, isa);
+    });
+  }
+  tg::set_num_threads(before);
+}
+
+TEST_CASE("bf16 GEMM: the blocks change no bit (small MC, KC, NC cross every block edge)") {
+  std::mt19937 g(99);
+  for_each_isa([&](const std::string& isa) {
+    const int64_t blocks[2][3] = {{24, 8, 64}, {12, 3, 32}};  // MC, KC (pairs), NC
+    for (const auto& b : blocks) {
+      k::set_sgemm_blocking_override(b[0], b[1], b[2]);
+      for (const Shape& s : {Shape{50, 130, 70}, Shape{13, 65, 33}, Shape{40, 40, 1}})
+        for (int layout = 0; layout < 4; ++layout)
+          run_case(g, s, layout & 1, layout & 2, float(layout & 1), false, isa + " small blocks");
+    }
+    k::set_sgemm_blocking_override(0, 0, 0);
+  });
+}
+
+TEST_CASE("bf16 GEMM: batched, over the batch or inside each GEMM, as the reference") {
+  const int before = tg::num_threads();
+  std::mt19937 g(5);
+  for (int threads : {1, 3}) {
+    tg::set_num_threads(threads);
+    for_each_isa([&](const std::string&) {
+      CAPTURE(threads);
+      for (const int64_t batch : {1, 4}) {
+        const int64_t M = 70, N = 90, K = 130, sA = M * K + 5, sB = K * N + 7, sC = M * N + 11;
+        const std::vector<uint16_t> A = rand_bf16(g, batch * sA, false);
+        const std::vector<uint16_t> B = rand_bf16(g, batch * sB, false);
+        std::vector<float> C(size_t(batch * sC), 0.5f), R = C;
+        // Bᵀ layout for a change: B(k, n) at k + n·K.
+        k::gemm_bf16_batched(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, 1, K, 1.f, C.data(),
+                             sC, N);
+        k::gemm_bf16_batched_ref(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, 1, K, 1.f,
+                                 R.data(), sC, N);
+        check_same(C, R, "gemm_bf16_batched");
+      }
+    });
+  }
+  tg::set_num_threads(before);
+}
+
+TEST_CASE("bf16 dispatch: the bf16 unit is its own path, with a probe") {
+  for_each_isa([&](const std::string& isa) {
+    const k::KernelTable& t = k::active_table();
+    CHECK((t.bf16_probe != nullptr) == (isa == "avx512_bf16"));
+    if (t.bf16_probe != nullptr) CHECK(t.bf16_probe(1000) > 0);
+  });
+}
