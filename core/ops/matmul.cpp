@@ -14,7 +14,8 @@ using detail::fail;
 
 namespace {
 
-// c (contiguous, batch..., n, m) = a · b (+ c when accumulate), batches broadcast.
+// c (contiguous, batch..., n, m) = a · b (+ c when accumulate), batches broadcast. bfloat16 a and
+// b write a float32 c (kernels::gemm_bf16_batched: float32 sums); the caller rounds it once.
 void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) {
   const int64_t na = a.dim(), nb = b.dim(), nc = c.dim();
   const int64_t n = a.shape()[na - 2], k = a.shape()[na - 1], m = b.shape()[nb - 1];
@@ -31,6 +32,18 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
   const int64_t rsA = a.strides()[na - 2], csA = a.strides()[na - 1];
   const int64_t rsB = b.strides()[nb - 2], csB = b.strides()[nb - 1];
   const int64_t ldc = c.strides()[nc - 2];
+  if (a.dtype() == DType::BFloat16) {
+    const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
+    const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>());
+    float* pc = c.data<float>();
+    detail::for_each_run<3>(batch, {&sc, &sa, &sb}, {0, 0, 0},
+                            [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
+                              kernels::gemm_bf16_batched(
+                                  cnt, n, m, k, pa + o[1], st[1], rsA, csA, pb + o[2], st[2], rsB,
+                                  csB, accumulate ? 1.0f : 0.0f, pc + o[0], st[0], ldc);
+                            });
+    return;
+  }
   detail::dispatch_float("matmul", a.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* pa = a.data<T>();
@@ -79,10 +92,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (!a16.same(a) || !b16.same(b)) return matmul(a16, b16);
   }
   check_pair("matmul", a, b);
-  if (a.dtype() == DType::BFloat16) {  // products exact in float32, sums in float32, rounded once
-    AutocastGuard in_float32(false);
-    return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(DType::BFloat16);
-  }
   if (a.dim() == 0 || b.dim() == 0)
     fail("matmul", "both arguments need at least 1 dim, got ", shape_str(a.shape()), " and ",
          shape_str(b.shape()));
@@ -101,10 +110,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = full;  // without the dims that 1-D operands added
   if (b.dim() == 1) out_shape.pop_back();
   if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
-  // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed
-  Tensor out = detail::empty_for("matmul", out_shape, a.dtype());
+  // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed.
+  // bfloat16: float32 sums, rounded once at the end, as PyTorch's bf16 matmul.
+  const bool bf16 = a.dtype() == DType::BFloat16;
+  Tensor out = detail::empty_for("matmul", out_shape, bf16 ? DType::Float32 : a.dtype());
   Tensor out2 = out.view(full);  // the same buffer, seen with the 1-D operands' dims
   batched_gemm(a2, b2, out2, false);
+  if (bf16) out = out.to(DType::BFloat16);
 
   if (any_requires_grad({&a, &b})) {
     const char* name = a.dim() == 1 && b.dim() == 1   ? "DotBackward0"
@@ -145,12 +157,6 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     if (!x16.same(x) || !w16.same(w) || !b16.same(b)) return linear(x16, w16, b16);
   }
   check_pair("linear", x, w);
-  if (x.dtype() == DType::BFloat16 && (!b.defined() || b.dtype() == DType::BFloat16)) {
-    AutocastGuard in_float32(false);
-    return linear(x.to(DType::Float32), w.to(DType::Float32),
-                  b.defined() ? b.to(DType::Float32) : b)
-        .to(DType::BFloat16);
-  }
   if (w.dim() != 2) fail("linear", "weight must be 2-D (out, in), got ", shape_str(w.shape()));
   if (x.dim() == 0 || x.shape().back() != w.shape()[1])
     fail("linear", "input of shape ", shape_str(x.shape()), " does not match weight of shape ",
@@ -165,7 +171,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor x2 = as_rows(x.detach());
   Shape out_shape = x.shape();
   out_shape.back() = outf;
-  Tensor y = detail::empty_for("linear", out_shape, x.dtype());  // beta = 0 below without b
+  // beta = 0 below without b. bfloat16: float32 sums (the bias first), rounded once at the end.
+  const bool bf16 = x.dtype() == DType::BFloat16;
+  Tensor y = detail::empty_for("linear", out_shape, bf16 ? DType::Float32 : x.dtype());
   if (x2.shape()[0] == 1 && x.dtype() == DType::Float32 && w.strides()[1] == 1 &&
       (!b.defined() || b.is_contiguous())) {
     // One row (each step of KV-cache generation): W·x + b, which streams W once instead of
@@ -178,6 +186,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows
     batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
   }
+  if (bf16) y = y.to(DType::BFloat16);
 
   if (any_requires_grad({&x, &w, &b})) {
     const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
@@ -189,12 +198,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
              if (n.needs(0)) gx = matmul(g2, n.saved_tensor(1)).reshape(sx);
              if (n.needs(1)) gw = matmul(g2.T(), as_rows(n.saved_tensor(0)));
              if (n.needs(2)) {  // Σ over rows of a contiguous (rows, out) gradient
-               const Tensor gc = g2.contiguous();
+               const Tensor gc = detail::widen(g2).contiguous();  // bf16 sums in float32
                gb = empty({outf}, gc.dtype());
                detail::dispatch_float("linear", gc.dtype(), [&](auto z) {
                  using T = decltype(z);
                  kernels::sum_cols(gc.shape()[0], outf, gc.data<T>(), gb.data<T>());
                });
+               gb = gb.to(g.dtype());
              }
              return {gx, gw, gb};
            },

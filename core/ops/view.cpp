@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "core/kernels/kernels.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -318,10 +319,30 @@ Tensor Tensor::contiguous() const {
   return is_contiguous() ? *this : clone();
 }
 
+namespace {
+// float32 <-> bfloat16 of a contiguous tensor through the vector kernels (the same bits as the
+// element loop: c10's rounding, exact widening); undefined for any other conversion.
+Tensor convert_bf16(const Tensor& t, DType d) {
+  const DType from = t.dtype();
+  if (!t.is_contiguous() || !((from == DType::Float32 && d == DType::BFloat16) ||
+                              (from == DType::BFloat16 && d == DType::Float32)))
+    return Tensor();
+  Tensor out = empty(t.shape(), d);
+  if (d == DType::BFloat16)
+    kernels::f32_to_bf16(t.numel(), t.data<float>(),
+                         reinterpret_cast<uint16_t*>(out.data<bfloat16>()));
+  else
+    kernels::bf16_to_f32(t.numel(), reinterpret_cast<const uint16_t*>(t.data<bfloat16>()),
+                         out.data<float>());
+  return out;
+}
+}  // namespace
+
 Tensor Tensor::to(DType d) const {
   detail::check_defined("to", *this);
   if (d == dtype()) return *this;
-  Tensor out = wrap(detail::materialize(*impl(), d));
+  Tensor out = convert_bf16(*this, d);
+  if (!out.defined()) out = wrap(detail::materialize(*impl(), d));
   if (any_requires_grad({this}) && is_floating(d))
     record("ToCopyBackward0", {*this}, {},
            [from = dtype()](Node&, const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; },
