@@ -227,6 +227,15 @@ TEST_CASE("a representable shape the allocator cannot satisfy names the bytes an
   CHECK_THROWS_AS(zeros({int64_t(1) << 59}, DType::Float64), std::runtime_error);
 }
 
+TEST_CASE("attention over a key expanded past memory names the op, the length and the shapes") {
+  const Tensor q = zeros({1, 1, 4, 8});
+  // kᵀ packed: 2^44 keys × 8 floats = 2^49 bytes, past any address space.
+  const Tensor k = zeros({1, 1, 1, 8}).expand({1, 1, int64_t(1) << 44, 8});
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, k),
+                    "scaled_dot_product_attention: out of memory packing a key of length "
+                    "17592186044416 (query [1, 1, 4, 8], key [1, 1, 17592186044416, 8])");
+}
+
 TEST_CASE("a thread count past the pool's limit is refused saying the limit") {
   CHECK(what_of([] { parse_thread_count("4096"); }) ==
         "TAPEGRAD_THREADS='4096' is not a thread count: use an integer from 1 to 1024");

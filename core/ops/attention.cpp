@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -235,7 +236,12 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   if (p > 0) pr.bits = draw_keep_bits(nb * d.L * d.S, p, gen), pr.keep_scale = keep_scale_of<T>(p);
   Tensor out = new_result(query, d.batch, d.L, d.Ev, query.dtype());
   Tensor lse = empty({nb * d.L}, query.dtype());
-  kernels::sdpa_forward(pr.problem(), batched<T>(out, d.batch).matrices(), lse.data<T>());
+  try {  // the kernel packs each problem's kᵀ (S × E): an expanded key can be too long for it
+    kernels::sdpa_forward(pr.problem(), batched<T>(out, d.batch).matrices(), lse.data<T>());
+  } catch (const std::bad_alloc&) {
+    fail(kOp, "out of memory packing a key of length ", d.S, " (query ", shape_str(query.shape()),
+         ", key ", shape_str(key.shape()), ")");
+  }
   if (!any_requires_grad({&query, &key, &value})) return out;
   std::vector<Tensor> save = {query, key, value, out, lse};
   if (mask.defined()) save.push_back(mask);
