@@ -135,7 +135,7 @@ void BucketExchange::exchange(const Bucket& b) {
     recv_bytes.push_back(size_t(m) * sizeof(float));
     recv_offsets.push_back(size_t(r) * size_t(piece_) * sizeof(float));
   }
-  exchange(acc_, send_bytes, send_offsets, recv_.data(), recv_bytes, recv_offsets);
+  dist::exchange(acc_, send_bytes, send_offsets, recv_.data(), recv_bytes, recv_offsets);
   if (m == 0) return;
   std::vector<const float*> parts;
   for (int r = 0; r < ranks_; ++r) parts.push_back(recv_.data() + size_t(r) * size_t(piece_));

@@ -62,8 +62,8 @@ DistributedSampler::DistributedSampler(int64_t size, bool shuffle, uint64_t seed
       shuffle_(shuffle),
       drop_last_(drop_last),
       seed_(seed),
-      replicas_(num_replicas < 0 ? size() : num_replicas),
-      rank_(rank < 0 ? rank() : rank) {
+      replicas_(num_replicas < 0 ? dist::size() : num_replicas),
+      rank_(rank < 0 ? dist::rank() : rank) {
   if (size < 0) throw std::invalid_argument("DistributedSampler: negative dataset size");
   if (replicas_ < 1 || rank_ >= replicas_)
     throw std::invalid_argument("DistributedSampler: invalid rank " + std::to_string(rank_) +

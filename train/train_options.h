@@ -16,6 +16,10 @@
 #include "core/options.h"
 #include "nn/gpt.h"
 
+namespace tg {
+struct SafeTensors;  // core/safetensors.h
+}
+
 namespace tg::train {
 
 // A one-line user error (missing file, bad checkpoint, short text, NaN loss): the CLI prints
@@ -191,7 +195,6 @@ void merge_resume_options(TrainOptions& o, const json::Value& saved, const std::
 // UsageError naming the flag, or a TrainError naming the checkpoint a value came from.
 void check_options(const TrainOptions& o);
 
-struct SafeTensors;
 // The model's config: the preset's (or o.config, or a "custom" checkpoint's) with --context and
 // --drop-rate; fills the defaults that depend on it (context, drop rate, tokenizer, text,
 // min_lr) into `o`.

@@ -79,7 +79,7 @@ std::string without_seconds(const std::string& history) {
   return out.append(history, from, std::string::npos);
 }
 
-void compare_metadata(const train::Metadata& a, const train::Metadata& b) {
+void compare_metadata(const Metadata& a, const Metadata& b) {
   std::set<std::string> keys;
   for (const auto& m : {a, b})
     for (const auto& [k, v] : m) keys.insert(k);
