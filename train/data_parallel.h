@@ -6,7 +6,8 @@
 // the mean over the global batch, as the book's single batch has it. Three things make N
 // processes give the single process's bits:
 //   - the sum of the K partial gradients is one function, sum_in_order(), in micro-batch order,
-//     whether the parts come from one process's loop or from the ranks (never MPI's reduction);
+//     whether the parts come from one process's loop or from the ranks (never MPI's reduction),
+//     also when a rank runs several: its K/N gradients travel apart, not pre-summed;
 //   - micro-batch k draws its dropout masks where the single process's k-th forward would: rank
 //     r skips the generator ahead by the words the micro-batches before it draw (counted once);
 //   - evaluation splits whole batches across ranks and adds their losses in batch order.
@@ -42,7 +43,10 @@ namespace tg::train {
 class DataParallelStep final : public StepRunner {
  public:
   // micro_batches: K (a multiple of the world size); full_gradient: every rank needs the whole
-  // reduced gradient after the step's backward (gradient clipping reads its norm).
+  // reduced gradient after the step's backward (gradient clipping reads its norm). With K/N > 1
+  // on several ranks each rank keeps its K/N micro-batch gradients apart (K/N flat gradients,
+  // and K/N more to receive the K parts of its shard), since adding its own first would
+  // associate the sum differently from one process's: bits over memory.
   DataParallelStep(nn::GPTModel& model, int64_t micro_batches, bool full_gradient);
   ~DataParallelStep() override;
 
@@ -68,6 +72,7 @@ class DataParallelStep final : public StepRunner {
  private:
   double micro_batch(const data::Batch& batch, int64_t k, nn::GPTModel& model);
   void fold_gradient(bool first);
+  void keep_gradient(int64_t j);
   void reduce_across_ranks();
   void finish_reduction();
   void write_gradient(int64_t lo, int64_t hi, const float* flat);
@@ -78,7 +83,8 @@ class DataParallelStep final : public StepRunner {
   int rank_, ranks_;
   bool full_gradient_;
   dist::FlatLayout layout_;
-  std::vector<float> acc_;                   // this process's summed micro-batch gradients (flat)
+  std::vector<float> acc_;    // this process's summed micro-batch gradients (flat)
+  std::vector<float> parts_;  // K/N > 1 on several ranks: each micro-batch's gradient, by shard
   std::vector<float> exp_avg_, exp_avg_sq_;  // ZeRO-1: moments of this rank's shard only
   int64_t draws_ = -1;                       // generator words one micro-batch's forward draws
   std::unique_ptr<dist::BucketExchange> exchange_;
