@@ -38,14 +38,28 @@ class BucketExchange;
 
 namespace tg::train {
 
+// THE check of a micro-batch count K against the ranks N and the batch B (0: not known yet):
+// K >= 1 a multiple of N, B a multiple of K; else a UsageError naming the flags. k_from follows
+// K in the message (" (the checkpoint's)"); k_given: --micro-batches was given (else K is N's
+// default, and the batch is said not to split among the processes).
+void check_micro_batches(int64_t k, int ranks, int64_t batch_size = 0,
+                         const std::string& k_from = "", bool k_given = true);
+
+// TAPEGRAD_BUCKET_MB, DDP's bucket_cap_mb: MiB of gradients per bucket sent while backward runs,
+// 0 for none (the exchange after backward). A number from 0 to kMaxBucketMB, parsed whole;
+// else std::invalid_argument quoting it. Unset or empty: kDefaultBucketMB.
+inline constexpr double kDefaultBucketMB = 25, kMaxBucketMB = 4096;
+double parse_bucket_mb(const char* text);
+double bucket_mb_from_env();
+
 // One training step beyond the book's single batch: K micro-batches in one process, or the
 // ranks of an MPI world (dist.h) sharing them. Plugs into train_model_simple (TrainLoop::runner).
 class DataParallelStep final : public StepRunner {
  public:
-  // micro_batches: K (a multiple of the world size); full_gradient: every rank needs the whole
-  // reduced gradient after the step's backward (gradient clipping reads its norm). With K/N > 1
-  // on several ranks each rank keeps its K/N micro-batch gradients apart (K/N flat gradients,
-  // and K/N more to receive the K parts of its shard), since adding its own first would
+  // micro_batches: K (a multiple of the world size: check_micro_batches); full_gradient: every rank
+  // needs the whole reduced gradient after the step's backward (gradient clipping reads its norm).
+  // With K/N > 1 on several ranks each rank keeps its K/N micro-batch gradients apart (K/N flat
+  // gradients, and K/N more to receive the K parts of its shard), since adding its own first would
   // associate the sum differently from one process's: bits over memory.
   DataParallelStep(nn::GPTModel& model, int64_t micro_batches, bool full_gradient);
   ~DataParallelStep() override;
