@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,10 @@ TEST_CASE("FlatLayout: shards tile the flat vector and pieces follow the paramet
   });
   const std::vector<std::vector<int64_t>> want = {{0, 2, 2, 1}, {1, 0, 3, 4}, {2, 0, 7, 1}};
   CHECK(pieces == want);
+  for (const int parts : {0, -1})
+    CHECK_THROWS_WITH(
+        FlatLayout(params, parts),
+        ("FlatLayout: parts must be at least 1, got " + std::to_string(parts)).c_str());
 }
 
 namespace {
@@ -385,7 +390,8 @@ TEST_CASE("a checkpoint of K = 4 micro-batches resumes from N ranks under N' to 
                 " > /dev/null 2>&1") == 0);
     REQUIRE(run(launch(row.after) + " train --resume " + (d / name) +
                 " --max-steps 3 > /dev/null 2>&1") == 0);
-    check_same_checkpoint(d / "whole/checkpoint.safetensors", d / (name + "/checkpoint.safetensors"));
+    check_same_checkpoint(d / "whole/checkpoint.safetensors",
+                          d / (name + "/checkpoint.safetensors"));
   }
 }
 
@@ -492,6 +498,236 @@ TEST_CASE("a build without MPI refuses to run as one of several launched process
   CHECK(slurp(d / "err").find("tapegrad train: started as one of 2 processes") == 0);
   CHECK_FALSE(fs::exists(d / "x"));
   CHECK(dist::launch().size == 1);
+}
+
+// ---- what one rank alone can do to a job, and what the ranks must agree on -----------------
+
+namespace {
+
+// The lines of `text` that tapegrad (or a probe) printed: those starting with `prefix`.
+std::vector<std::string> lines_from(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  return out;
+}
+
+// `cmd` under a 30 s limit (a hang ends as 124), its exit status, seconds and stderr.
+struct Outcome {
+  int status;
+  double seconds;
+  std::string err;
+};
+Outcome run_bounded(const Dir& d, const std::string& cmd) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = run("timeout 30 env " + cmd + " > /dev/null 2> " + (d / "err"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {status, s, slurp(d / "err")};
+}
+
+// A setting as rank 0 shows it when its environment does not set it.
+std::string unset_shown(const char* name, const std::string& value) {
+  const char* v = std::getenv(name);
+  return value + (v && *v ? "" : " (unset)");
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds, in one line") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  fs::create_directories(d / "elsewhere");
+  const std::string golden = TG_GOLDEN_DIR;
+  // Rank 0 runs `rank0 tapegrad OPTS`, rank 1 `rank1 tapegrad OPTS`: an `env VAR=...` before
+  // the program sets a variable on that rank only; -wdir runs it in another folder.
+  const std::string opts =
+      " train --context 32 --epochs 1 --eval-freq 2 --eval-iter 3 "
+      "--sample-tokens 4 --threads 1 --no-progress --batch-size 2 "
+      "--max-steps 2 --out " +
+      (d / "o");
+  const std::string tiny = " --preset tiny";
+  struct Row {
+    std::string who;
+    std::string rank0, rank1, extra;
+    int status;
+    std::string line;  // "" : the single process's line (run in rank 0's folder)
+  };
+  const std::string sets = "; every rank must run with the same settings";
+  const std::vector<Row> rows = {
+      {"TAPEGRAD_THREADS malformed on rank 1", "", "env TAPEGRAD_THREADS=abc", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_THREADS='abc' is not a thread count: use an integer "
+       "from 1 to 1024"},
+      {"TAPEGRAD_DIST_TIMEOUT malformed on rank 1", "", "env TAPEGRAD_DIST_TIMEOUT=-1", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_DIST_TIMEOUT='-1' is not a timeout: use whole seconds "
+       "from 0 (no limit) to 604800"},
+      {"TAPEGRAD_BUCKET_MB malformed on rank 1", "", "env TAPEGRAD_BUCKET_MB=nan", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_BUCKET_MB='nan' is not a bucket size: use a number of "
+       "MiB from 0 (no overlap) to 4096"},
+      {"TAPEGRAD_ISA malformed on rank 1", "", "env TAPEGRAD_ISA=sse9", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_ISA: unknown kernel path 'sse9': use one of scalar, "
+       "avx2, avx512, neon"},
+      {"TAPEGRAD_BUCKET_MB malformed on both", "env TAPEGRAD_BUCKET_MB=inf",
+       "env TAPEGRAD_BUCKET_MB=inf", tiny, 1,
+       "tapegrad train: rank 0: TAPEGRAD_BUCKET_MB='inf' is not a bucket size: use a number of "
+       "MiB from 0 (no overlap) to 4096"},
+      {"TAPEGRAD_BUCKET_MB differs", "", "env TAPEGRAD_BUCKET_MB=0", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_BUCKET_MB=0, rank 0 has " +
+           unset_shown("TAPEGRAD_BUCKET_MB", "25") + sets},
+      {"TAPEGRAD_ISA differs", "", "env TAPEGRAD_ISA=scalar", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_ISA=scalar, rank 0 has " +
+           unset_shown("TAPEGRAD_ISA", kernel_path()) + sets},
+      {"TAPEGRAD_GEMM_BLOCKING differs", "", "env TAPEGRAD_GEMM_BLOCKING=64,100,1024", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_GEMM_BLOCKING=64,100,1024, rank 0 has " +
+           unset_shown("TAPEGRAD_GEMM_BLOCKING", gemm_blocking()) + sets},
+      {"--init-from differs", "", "", "", 2, ""},  // filled below
+      // DIR on rank 0's machine only (rank 1 runs where the relative path is not): rank 0 reads
+      // it, so the run goes as far as one process does (here: to GPT-2's tokenizer).
+      {"--init-from DIR on rank 0's machine only", "-wdir " + golden, "-wdir " + (d / "elsewhere"),
+       " --init-from gpt2_hf", 1, ""},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.who);
+    fs::remove_all(d / "o");
+    std::string line = row.line, extra0 = row.extra, extra1 = row.extra;
+    if (row.who == "--init-from differs") {
+      extra0 = " --init-from " + golden + "/gpt2_hf", extra1 = " --init-from " + (d / "none");
+      line = "tapegrad train: rank 1 has --init-from " + (d / "none") + ", rank 0 has " + golden +
+             "/gpt2_hf; every rank must run with the same options";
+    }
+    if (line.empty()) {  // the single process's refusal, from rank 0's folder
+      const std::string dir = row.rank0.empty() ? "." : row.rank0.substr(6);
+      REQUIRE(run("cd " + dir + " && " + kExe + opts + extra0 + " > /dev/null 2> " +
+                  (d / "single")) == row.status);
+      const auto single = lines_from(slurp(d / "single"), "tapegrad");
+      REQUIRE(single.size() == 1);
+      line = single[0];
+    }
+    const Outcome o = run_bounded(d, kMpirun + "-np 1 " + row.rank0 + " " + kExe + opts + extra0 +
+                                         " : -np 1 " + row.rank1 + " " + kExe + opts + extra1);
+    CHECK(o.status == row.status);
+    CHECK(o.seconds < 20);
+    CHECK(lines_from(o.err, "tapegrad") == std::vector<std::string>{line});
+    CHECK_FALSE(fs::exists(d / "o/checkpoint.safetensors"));
+  }
+}
+
+// An error one rank meets alone in the middle of a step (its own memory: rank 1 runs under
+// ulimit -v): that rank names itself and ends the job, which no longer waits for it for ever.
+TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, naming itself") {
+#if defined(__SANITIZE_ADDRESS__)
+  MESSAGE("skipped: ulimit -v leaves AddressSanitizer no room for its shadow memory");
+  return;
+#endif
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  // A step of 128 windows of 128 tokens per rank needs ~700 MB of address space, a rank at
+  // start ~250 MB: rank 1 may have 450 MB, rank 0 all it needs.
+  {
+    std::ofstream big(d / "big.txt");
+    const std::string sample = slurp(std::string(TG_SOURCE_ROOT) + "/data/sample/sample.txt");
+    for (int i = 0; i < 8; ++i) big << sample;
+  }
+  const std::string opts = " train --text " + (d / "big.txt") +
+                           " --tokenizer bpe:256 --preset tiny --context 128 --batch-size 256 "
+                           "--epochs 1 --eval-freq 100 --eval-iter 1 --sample-tokens 1 --threads 1 "
+                           "--no-progress --max-steps 1 --out " +
+                           (d / "o");
+  const Outcome o =
+      run_bounded(d, kMpirun + "-np 1 " + kExe + opts +
+                         " : -np 1 sh -c 'ulimit -v 450000; exec \"$0\" \"$@\"' " + kExe + opts);
+  CHECK(o.status == 1);
+  CHECK(o.seconds < 20);
+  const auto lines = lines_from(o.err, "tapegrad");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("tapegrad train: rank 1: ", 0) == 0);
+  CHECK(lines[0].size() > 16);
+  CHECK(lines[0].substr(lines[0].size() - 16) == " (out of memory)");
+  CHECK_FALSE(fs::exists(d / "o/checkpoint.safetensors"));
+}
+
+TEST_CASE("TAPEGRAD_BUCKET_MB and TAPEGRAD_DIST_TIMEOUT are parsed whole and range-checked") {
+  const Dir d;
+  struct Row {
+    const char* var;
+    const char* value;
+    const char* why;
+  };
+  const char* bucket = "' is not a bucket size: use a number of MiB from 0 (no overlap) to 4096";
+  const char* timeout = "' is not a timeout: use whole seconds from 0 (no limit) to 604800";
+  const std::vector<Row> rows = {
+      {"TAPEGRAD_BUCKET_MB", "abc", bucket},     {"TAPEGRAD_BUCKET_MB", "-1", bucket},
+      {"TAPEGRAD_BUCKET_MB", "nan", bucket},     {"TAPEGRAD_BUCKET_MB", "1e30", bucket},
+      {"TAPEGRAD_BUCKET_MB", "inf", bucket},     {"TAPEGRAD_BUCKET_MB", "25x", bucket},
+      {"TAPEGRAD_BUCKET_MB", " 25", bucket},     {"TAPEGRAD_BUCKET_MB", "4097", bucket},
+      {"TAPEGRAD_DIST_TIMEOUT", "abc", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "-1", timeout},
+      {"TAPEGRAD_DIST_TIMEOUT", "1.5", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "+5", timeout},
+      {"TAPEGRAD_DIST_TIMEOUT", "1e9", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "604801", timeout},
+  };
+  for (const Row& row : rows) {
+    const std::string setting = std::string(row.var) + "=" + row.value;
+    CAPTURE(setting);
+    const std::string out = d / (std::to_string(&row - rows.data()) + ".out");
+    CHECK(run("env '" + setting + "' " + kExe + kTiny + " --batch-size 2 --max-steps 1 --out " +
+              out + " > /dev/null 2> " + (d / "err")) == 1);
+    CHECK(slurp(d / "err") ==
+          "tapegrad train: " + std::string(row.var) + "='" + row.value + row.why + "\n");
+    CHECK_FALSE(fs::exists(out + "/checkpoint.safetensors"));
+  }
+  // In range: the bounds themselves.
+  CHECK(parse_bucket_mb("0") == 0);
+  CHECK(parse_bucket_mb("0.05") == 0.05);
+  CHECK(parse_bucket_mb("4096") == 4096);
+  CHECK(dist::parse_timeout("0") == 0);
+  CHECK(dist::parse_timeout("604800") == 604800);
+}
+
+TEST_CASE("DDP: ranks with other parameters, a missing gradient or no dist::init() refuse") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  struct Row {
+    std::string mode;
+    int status;
+    std::string line;
+  };
+  const std::string same = "; every rank must build the same model";
+  const std::vector<Row> rows = {
+      {"same", 0, ""},
+      {"shapes", 1,
+       "ddp_probe: DistributedDataParallel: rank 1's parameter 0 is 'weight' torch.float32 "
+       "[2, 3], rank 0's is 'weight' torch.float32 [3, 2]" +
+           same},
+      {"bias", 1,
+       "ddp_probe: DistributedDataParallel: rank 1 has parameter 1 'bias' torch.float32 [3], "
+       "rank 0 has none" +
+           same},
+      {"no-grad", 1,
+       "ddp_probe: DistributedDataParallel: rank 1: parameter 'weight' has no gradient (call "
+       "reduce_gradients after backward)"},
+      {"no-init", 1,
+       "ddp_probe: DistributedDataParallel: this process is one of 2 started by an MPI "
+       "launcher, but dist::init() has not run (each would train alone as rank 0 of 1): call "
+       "dist::init() first"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.mode);
+    const Outcome o =
+        run_bounded(d, kMpirun + "-np 2 " + std::string(TG_DDP_PROBE) + " " + row.mode);
+    CHECK(o.status == row.status);
+    CHECK(o.seconds < 20);
+    const auto lines = lines_from(o.err, "ddp_probe");
+    CHECK(lines ==
+          (row.line.empty() ? std::vector<std::string>{} : std::vector<std::string>{row.line}));
+  }
 }
 
 TEST_CASE("DistributedSampler gives PyTorch's indices (tests/golden/gen_dist_sampler.py)") {
