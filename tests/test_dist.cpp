@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -650,6 +651,79 @@ TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, namin
   CHECK(lines[0].size() > 16);
   CHECK(lines[0].substr(lines[0].size() - 16) == " (out of memory)");
   CHECK_FALSE(fs::exists(d / "o/checkpoint.safetensors"));
+}
+
+namespace {
+
+// A GPT-2 folder small enough to write here: config.json and model.safetensors in Hugging Face's
+// names and layout (Conv1D weights in x out, no lm_head) of GPT-2's vocabulary with emb 8, 2
+// heads, 1 layer, 32 positions.
+void write_gpt2_folder(const std::string& dir) {
+  nn::GPTConfig c;
+  c.emb_dim = 8, c.n_heads = 2, c.n_layers = 1, c.context_length = 32, c.qkv_bias = true;
+  Generator gen;
+  gen.manual_seed(5);
+  const nn::GPTModel m(c, &gen);
+  std::map<std::string, Tensor> p;
+  for (const auto& [name, t] : m.state_dict()) p.emplace(name, t.contiguous());
+  const auto t = [&](const std::string& n) { return p["trf_blocks.0." + n].T().contiguous(); };
+  const auto q = [&](const std::string& n) { return p["trf_blocks.0." + n]; };
+  const std::vector<std::pair<std::string, Tensor>> hf = {
+      {"wte.weight", p["tok_emb.weight"]},
+      {"wpe.weight", p["pos_emb.weight"]},
+      {"h.0.ln_1.weight", q("norm1.scale")},
+      {"h.0.ln_1.bias", q("norm1.shift")},
+      {"h.0.attn.c_attn.weight",
+       cat({t("att.W_query.weight"), t("att.W_key.weight"), t("att.W_value.weight")}, 1)},
+      {"h.0.attn.c_attn.bias",
+       cat({q("att.W_query.bias"), q("att.W_key.bias"), q("att.W_value.bias")}, 0)},
+      {"h.0.attn.c_proj.weight", t("att.out_proj.weight")},
+      {"h.0.attn.c_proj.bias", q("att.out_proj.bias")},
+      {"h.0.ln_2.weight", q("norm2.scale")},
+      {"h.0.ln_2.bias", q("norm2.shift")},
+      {"h.0.mlp.c_fc.weight", t("ff.layers.0.weight")},
+      {"h.0.mlp.c_fc.bias", q("ff.layers.0.bias")},
+      {"h.0.mlp.c_proj.weight", t("ff.layers.2.weight")},
+      {"h.0.mlp.c_proj.bias", q("ff.layers.2.bias")},
+      {"ln_f.weight", p["final_norm.scale"]},
+      {"ln_f.bias", p["final_norm.shift"]},
+  };
+  fs::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors", hf, {});
+  std::ofstream(dir + "/config.json")
+      << "{\"activation_function\": \"gelu_new\", \"n_embd\": 8, \"n_head\": 2, \"n_layer\": 1, "
+         "\"n_positions\": 32, \"vocab_size\": 50257}";
+}
+
+}  // namespace
+
+// Rank 0 reads --init-from DIR and sends it: rank 1 runs in a folder where the relative DIR is
+// not (another machine), and the run is still one process's with --micro-batches 2.
+TEST_CASE("mpirun: --init-from DIR is needed on rank 0's machine only") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  if (!fs::exists(std::string(TG_SOURCE_ROOT) + "/third_party/gpt2/encoder.json")) {
+    MESSAGE("skipped: GPT-2's tokenizer files are not fetched (make gpt2)");
+    return;
+  }
+  const Dir d;
+  write_gpt2_folder(d / "gpt2");
+  fs::create_directories(d / "elsewhere");
+  const std::string opts =
+      " train --init-from gpt2 --context 16 --epochs 1 --eval-freq 2 --eval-iter 1 "
+      "--sample-tokens 2 --threads 1 --no-progress --batch-size 2 --max-steps 2 --out ";
+  REQUIRE(run("cd " + (d / "") + " && " + kExe + opts + (d / "one") + " --micro-batches 2 > " +
+              (d / "one.log") + " 2> /dev/null") == 0);
+  const Outcome o =
+      run_bounded(d, kMpirun + "-np 1 -wdir " + (d / "") + " " + kExe + opts + (d / "many") +
+                         " : -np 1 -wdir " + (d / "elsewhere") + " " + kExe + opts + (d / "many"));
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  CHECK(o.seconds < 20);
+  REQUIRE(fs::exists(d / "many/checkpoint.safetensors"));
+  check_same_checkpoint(d / "one/checkpoint.safetensors", d / "many/checkpoint.safetensors");
 }
 
 TEST_CASE("TAPEGRAD_BUCKET_MB and TAPEGRAD_DIST_TIMEOUT are parsed whole and range-checked") {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "core/file_io.h"
 #include "core/json.h"
@@ -335,6 +336,10 @@ void Session::make_model() {
     });
     for (const Tensor& p : model_->parameters())
       dist::broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
+    // The loader's own GPTModel drew from rank 0's generator: every rank continues from there.
+    std::vector<uint8_t> state = default_generator().get_state();
+    dist::broadcast(state.data(), state.size());
+    default_generator().set_state(state);
   }
   if (opt_.micro_batches > 1)
     runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);
