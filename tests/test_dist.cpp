@@ -514,15 +514,16 @@ std::vector<std::string> lines_from(const std::string& text, const std::string& 
   return out;
 }
 
-// `cmd` under a 30 s limit (a hang ends as 124), its exit status, seconds and stderr.
+// `cmd` under a limit of `limit` seconds (a hang ends as 124), its exit status, seconds and stderr.
 struct Outcome {
   int status;
   double seconds;
   std::string err;
 };
-Outcome run_bounded(const Dir& d, const std::string& cmd) {
+Outcome run_bounded(const Dir& d, const std::string& cmd, int limit = 30) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int status = run("timeout 30 env " + cmd + " > /dev/null 2> " + (d / "err"));
+  const int status =
+      run("timeout " + std::to_string(limit) + " env " + cmd + " > /dev/null 2> " + (d / "err"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {status, s, slurp(d / "err")};
 }
@@ -716,12 +717,14 @@ TEST_CASE("mpirun: --init-from DIR is needed on rank 0's machine only") {
       "--sample-tokens 2 --threads 1 --no-progress --batch-size 2 --max-steps 2 --out ";
   REQUIRE(run("cd " + (d / "") + " && " + kExe + opts + (d / "one") + " --micro-batches 2 > " +
               (d / "one.log") + " 2> /dev/null") == 0);
+  // A whole run (GPT-2's tokenizer on rank 0): more time than a refusal, under ASan too.
   const Outcome o =
-      run_bounded(d, kMpirun + "-np 1 -wdir " + (d / "") + " " + kExe + opts + (d / "many") +
-                         " : -np 1 -wdir " + (d / "elsewhere") + " " + kExe + opts + (d / "many"));
+      run_bounded(d,
+                  kMpirun + "-np 1 -wdir " + (d / "") + " " + kExe + opts + (d / "many") +
+                      " : -np 1 -wdir " + (d / "elsewhere") + " " + kExe + opts + (d / "many"),
+                  180);
   CAPTURE(o.err);
   CHECK(o.status == 0);
-  CHECK(o.seconds < 20);
   REQUIRE(fs::exists(d / "many/checkpoint.safetensors"));
   check_same_checkpoint(d / "one/checkpoint.safetensors", d / "many/checkpoint.safetensors");
 }
