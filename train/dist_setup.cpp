@@ -113,7 +113,8 @@ struct Entry {
   std::string key, value, shown, error;
 };
 
-std::vector<Entry> entries(const TrainOptions& o) {
+// The build and the options: what only several ranks compare.
+std::vector<Entry> option_entries(const TrainOptions& o) {
   std::vector<Entry> out = {{"build", build_id(), build_id(), ""}};
   for (const cli::Option<TrainOptions>& row : train_command().options) {
     const json::Value v = cli::detail::get(o, row);
@@ -122,6 +123,12 @@ std::vector<Entry> entries(const TrainOptions& o) {
                                                                 : v.str;
     out.push_back({"--" + row.spec.name, text, text, ""});
   }
+  return out;
+}
+
+// The settings, read (and checked) by one process too.
+std::vector<Entry> setting_entries() {
+  std::vector<Entry> out;
   // A setting read by `read` as {compared value, shown value} (it may throw on a malformed
   // one); the shown value says when the variable is unset.
   using Read = std::pair<std::string, std::string>;
@@ -237,15 +244,17 @@ void resolve_micro_batches(TrainOptions& opt) {
 }
 
 void check_same_options(const TrainOptions& opt) {
-  const std::vector<Entry> mine = entries(opt);
+  const std::vector<Entry> settings = setting_entries();
   std::string error;  // this rank's first malformed setting
-  for (const Entry& e : mine)
+  for (const Entry& e : settings)
     if (error.empty()) error = e.error;
   const int ranks = dist::size();
   if (ranks == 1) {
     if (!error.empty()) throw TrainError(error);
     return;
   }
+  std::vector<Entry> mine = option_entries(opt);
+  mine.insert(mine.end(), settings.begin(), settings.end());
   struct Vote {
     uint64_t hash;
     int64_t error;
