@@ -770,6 +770,7 @@ TEST_CASE("DDP: ranks with other parameters, a missing gradient or no dist::init
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
   }
+  REQUIRE(fs::exists(TG_DDP_PROBE));  // built beside test_dist (make test-asan names it)
   const Dir d;
   struct Row {
     std::string mode;
