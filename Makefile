@@ -92,7 +92,7 @@ test-release: deps $(TESTDIR)/build.ninja
 test-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
 	meson compile -C $(ASANDIR) $(TEST_TARGETS) $(EXAMPLE_TARGETS) $(BENCH_TARGETS) app/tapegrad \
-	  tests/ckpt_compare
+	  tests/ckpt_compare tests/ddp_probe
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)

@@ -33,18 +33,23 @@ void check_written(std::ostream& os) {
   if (!os) throw train::TrainError("cannot write the output to stdout (disk full or pipe closed?)");
 }
 
-// Usage errors exit 2, every other failure 1 (README: exit codes). Under mpirun every rank meets
-// a TrainError together (rank 0's files and errors are shared, data_parallel.h): rank 0 prints
-// it; another rank prints only what happened to it alone, naming itself.
+// How long the ranks that met an error wait for each other before it counts as one rank's own.
+constexpr double kFailTogetherSeconds = 5;
+
+// Usage errors exit 2, every other failure 1 (README: exit codes). Under mpirun an error is
+// either met by every rank at one point (rank 0's files and errors are shared, data_parallel.h):
+// rank 0 prints it and all exit; or met by one rank alone (its environment, its memory): that
+// rank prints it naming itself and ends the whole job, as the others would wait for it for ever.
+// Which of the two is agreed (dist::failed_together), not guessed from the error's type.
 int report(const char* cmd, const std::exception& e) {
-  const bool shared = dynamic_cast<const train::TrainError*>(&e) != nullptr ||
-                      dynamic_cast<const UsageError*>(&e) != nullptr;
+  const int status = dynamic_cast<const UsageError*>(&e) ? 2 : 1;
   std::cout.flush();
-  if (dist::rank() == 0)
-    std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
-  else if (!shared)
-    std::cerr << "tapegrad " << cmd << ": rank " << dist::rank() << ": " << e.what() << "\n";
-  return dynamic_cast<const UsageError*>(&e) ? 2 : 1;
+  if (dist::size() > 1 && !dist::failed_together(kFailTogetherSeconds)) {
+    std::cerr << "tapegrad " << cmd << ": rank " << dist::rank() << ": " << e.what() << std::endl;
+    dist::abort_all(status);
+  }
+  if (dist::rank() == 0) std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";
+  return status;
 }
 
 }  // namespace
@@ -62,6 +67,13 @@ int train_main(int argc, char** argv) {
       dist::init();  // several processes under mpirun (train/data_parallel.h)
     } catch (const std::runtime_error& e) {  // a build without MPI under a launcher
       if (dist::launch().rank == 0) std::cerr << "tapegrad train: " << e.what() << "\n";
+      return 1;
+    } catch (
+        const std::invalid_argument& e) {  // this rank's TAPEGRAD_DIST_TIMEOUT: MPI not started
+      const dist::Launch l = dist::launch();
+      std::cerr << "tapegrad train: "
+                << (l.needs_mpi() ? "rank " + std::to_string(l.rank) + ": " : "") << e.what()
+                << "\n";
       return 1;
     }
     train::keep_freed_memory();

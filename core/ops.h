@@ -168,5 +168,9 @@ bool autocast_enabled();
 // The kernel path the ops run on ("scalar", "avx2", "avx512", "neon"; TAPEGRAD_ISA forces one):
 // part of what makes two processes' float results comparable.
 std::string kernel_path();
+// The GEMM's block sizes on that path, "MC,KC,NC" (TAPEGRAD_GEMM_BLOCKING, else derived from the
+// caches): KC, where a dot product is split, is the other part. Throws std::invalid_argument when
+// TAPEGRAD_GEMM_BLOCKING is malformed.
+std::string gemm_blocking();
 
 }  // namespace tg

@@ -27,17 +27,24 @@ namespace tg::dist {
 
 class DistributedDataParallel {
  public:
-  // Copies rank 0's parameters into every rank's module (as DDP's constructor does).
+  // Copies rank 0's parameters into every rank's module (as DDP's constructor does), once the
+  // ranks have compared their parameter lists: names, dtypes and shapes in order must agree, else
+  // every rank throws std::invalid_argument naming the first difference ("rank 1's parameter 0
+  // is 'weight' torch.float32 [2, 3], rank 0's is 'weight' torch.float32 [3, 2]"). A process
+  // started by a launcher as one of several whose dist::init() has not run throws
+  // std::logic_error (it would train alone as rank 0 of 1).
   explicit DistributedDataParallel(nn::Module& module);
   nn::Module& module() { return module_; }
   Tensor forward(const Tensor& x) { return module_.forward(x); }
 
   // After loss.backward() on every rank: each parameter's .grad() becomes the mean of the
-  // ranks' gradients, (g_0 + g_1 + ... + g_{N-1}) / N in that order, on every rank. Throws
-  // std::logic_error naming a parameter without a gradient.
+  // ranks' gradients, (g_0 + g_1 + ... + g_{N-1}) / N in that order, on every rank. A parameter
+  // without a gradient on any rank makes every rank throw std::logic_error naming the first
+  // such rank and parameter (no rank is left waiting for the others).
   void reduce_gradients();
 
  private:
+  void check_gradients() const;
   nn::Module& module_;
   std::vector<Tensor> params_;
   FlatLayout layout_;

@@ -3,6 +3,8 @@
 // implementations, chosen at build time: dist_mpi.cpp (Open MPI, meson option -Dmpi) and
 // dist_single.cpp (one process; no dependency). Only these files know MPI exists.
 //
+// Every collective waits at most TAPEGRAD_DIST_TIMEOUT seconds (see timeout_from_env).
+//
 // No collective here combines floats: every sum over ranks is done by our code, in rank order
 // (train/data_parallel.h), so the result does not depend on MPI's choice of algorithm.
 //
@@ -39,13 +41,31 @@ bool built_with_mpi();
 // Starts the world when launch().needs_mpi() (MPI_Init_thread, SERIALIZED; the size is then
 // MPI_Comm_size's); otherwise the world is this one process and MPI is never touched. A build
 // without MPI started as one of several processes throws std::runtime_error with one line (N
-// copies would write one --out).
+// copies would write one --out); a malformed TAPEGRAD_DIST_TIMEOUT throws std::invalid_argument
+// before MPI starts.
 // Safe to call more than once.
 void init();
 // MPI_Finalize when init() started MPI (the atexit handler does it too).
 void finalize();
 // Ends every process of the job at once with this exit status (MPI_Abort); exit() alone.
 [[noreturn]] void abort_all(int status);
+// After an error, on every rank that met it: true when every rank calls this within `seconds`
+// (they all failed at one point, as an error read on rank 0 and shared is met: rank 0 may report
+// it and all exit normally); false when some rank did not come (this rank failed alone: report
+// it naming the rank, then abort_all). A barrier on a channel of its own, so a rank waiting in
+// another collective cannot take part in it by mistake. One process: true.
+bool failed_together(double seconds);
+
+// How long one collective may wait for the other ranks: TAPEGRAD_DIST_TIMEOUT, whole seconds
+// from 0 (no limit) to kMaxTimeout, default kDefaultTimeout. When it runs out the rank asks the
+// others which of them are waiting too; the lowest waiting rank prints one line naming the
+// ranks that did not answer (stopped, or stuck outside a collective) and the job ends
+// (abort_all(1)). init() reads it, and refuses a malformed value (std::invalid_argument).
+inline constexpr int kDefaultTimeout = 600, kMaxTimeout = 7 * 24 * 3600;
+// TAPEGRAD_DIST_TIMEOUT's text as seconds, or std::invalid_argument quoting it and the range.
+int parse_timeout(const char* text);
+// The variable's value (kDefaultTimeout when unset or empty); std::invalid_argument if malformed.
+int timeout_from_env();
 
 int rank();
 int size();

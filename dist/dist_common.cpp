@@ -1,7 +1,10 @@
 // What both implementations of dist.h share: reading the launcher's environment, and
 // gather_all_equal on top of gather_all.
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +57,23 @@ void gather_all_equal(const void* mine, void* all, size_t bytes) {
   std::vector<size_t> sizes(n, bytes), offsets;
   for (size_t r = 0; r < n; ++r) offsets.push_back(r * bytes);
   gather_all(mine, all, sizes, offsets);
+}
+
+int parse_timeout(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < 0 || v > kMaxTimeout ||
+      !std::isdigit(static_cast<unsigned char>(text[0])))
+    throw std::invalid_argument(std::string("TAPEGRAD_DIST_TIMEOUT='") + text +
+                                "' is not a timeout: use whole seconds from 0 (no limit) to " +
+                                std::to_string(kMaxTimeout));
+  return int(v);
+}
+
+int timeout_from_env() {
+  const char* s = std::getenv("TAPEGRAD_DIST_TIMEOUT");
+  return s == nullptr || *s == '\0' ? kDefaultTimeout : parse_timeout(s);
 }
 
 Launch launch() {

@@ -11,6 +11,7 @@ namespace tg::dist {
 bool built_with_mpi() { return false; }
 
 void init() {
+  timeout_from_env();  // refused here as in a build with MPI
   const Launch l = launch();
   // A PMIx rank 0 that was told no count may be alone (srun -n 1 without Slurm's count): it runs.
   if (l.size == 1 || (l.size == 0 && l.rank == 0)) return;
@@ -21,6 +22,7 @@ void init() {
 }
 void finalize() {}
 void abort_all(int status) { std::_Exit(status); }
+bool failed_together(double) { return true; }
 
 int rank() { return 0; }
 int size() { return 1; }

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,6 +69,10 @@ TEST_CASE("FlatLayout: shards tile the flat vector and pieces follow the paramet
   });
   const std::vector<std::vector<int64_t>> want = {{0, 2, 2, 1}, {1, 0, 3, 4}, {2, 0, 7, 1}};
   CHECK(pieces == want);
+  for (const int parts : {0, -1})
+    CHECK_THROWS_WITH(
+        FlatLayout(params, parts),
+        ("FlatLayout: parts must be at least 1, got " + std::to_string(parts)).c_str());
 }
 
 namespace {
@@ -292,15 +298,17 @@ std::string bytes(const Tensor& t) {
 void check_same_checkpoint(const std::string& a, const std::string& b) {
   const SafeTensors x = load_safetensors(a), y = load_safetensors(b);
   REQUIRE(x.tensors.size() == y.tensors.size());
-  std::vector<std::string> differ;  // names of the tensors whose bytes differ
+  int differ = 0;  // tensors whose bytes differ, and the first of them
+  std::string first;
   for (size_t i = 0; i < x.tensors.size(); ++i) {
     const auto& [name, s] = x.tensors[i];
     const Tensor& t = y.tensors[i].second;
     if (name != y.tensors[i].first || s.shape() != t.shape() || s.dtype() != t.dtype() ||
         bytes(s) != bytes(t))
-      differ.push_back(name);
+      if (differ++ == 0) first = name;
   }
-  CHECK(differ == std::vector<std::string>{});
+  CAPTURE(first);
+  CHECK(differ == 0);
   for (const char* key :
        {"rng_state", "optimizer_step", "global_step", "tokens_seen", "options", "epoch", "batch"}) {
     CAPTURE(key);
@@ -333,6 +341,60 @@ TEST_CASE("mpirun -np N gives --micro-batches N's log and checkpoint, N = 2, 3, 
     CHECK(slurp(one + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
     CHECK(slurp(one + ".log") == slurp(many + ".log"));
     check_same_checkpoint(one + "/checkpoint.safetensors", many + "/checkpoint.safetensors");
+  }
+}
+
+// Several micro-batches per rank (K/N > 1): rank r computes micro-batches r*K/N .. (r+1)*K/N - 1,
+// and the K gradients must still be added in micro-batch order, as one process adds them.
+TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-batches K") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  struct Row {
+    int n, k;
+  };
+  for (const Row row : {Row{2, 4}, Row{3, 6}, Row{2, 6}, Row{4, 8}}) {
+    const std::string nk = std::to_string(row.n) + "_" + std::to_string(row.k);
+    CAPTURE(nk);
+    // Clipping (3 ranks) gathers the whole reduced gradient on every rank.
+    const std::string opts = kTiny + " --batch-size " + std::to_string(row.k) + " --max-steps 3" +
+                             (row.n == 3 ? " --clip-grad 0.5" : "") + " --micro-batches " +
+                             std::to_string(row.k);
+    const std::string one = d / ("one" + nk), many = d / ("many" + nk);
+    REQUIRE(run(kExe + opts + " --out " + one + " > " + one + ".log 2> /dev/null") == 0);
+    REQUIRE(run(kMpirun + "-np " + std::to_string(row.n) + " " + kExe + opts + " --out " + many +
+                " > " + many + ".log 2> /dev/null") == 0);
+    CHECK(slurp(one + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
+    CHECK(slurp(one + ".log") == slurp(many + ".log"));
+    check_same_checkpoint(one + "/checkpoint.safetensors", many + "/checkpoint.safetensors");
+  }
+}
+
+TEST_CASE("a checkpoint of K = 4 micro-batches resumes from N ranks under N' to the same bits") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  const std::string opts = kTiny + " --batch-size 4 --micro-batches 4";
+  REQUIRE(run(kExe + opts + " --max-steps 6 --out " + (d / "whole") + " > /dev/null 2>&1") == 0);
+  const auto launch = [&](int n) {
+    return n == 1 ? kExe : kMpirun + "-np " + std::to_string(n) + " " + kExe;
+  };
+  struct Row {
+    int before, after;
+  };
+  for (const Row row : {Row{4, 2}, Row{2, 1}, Row{1, 2}}) {
+    const std::string name = std::to_string(row.before) + "to" + std::to_string(row.after);
+    CAPTURE(name);
+    REQUIRE(run(launch(row.before) + opts + " --max-steps 3 --out " + (d / name) +
+                " > /dev/null 2>&1") == 0);
+    REQUIRE(run(launch(row.after) + " train --resume " + (d / name) +
+                " --max-steps 3 > /dev/null 2>&1") == 0);
+    check_same_checkpoint(d / "whole/checkpoint.safetensors",
+                          d / (name + "/checkpoint.safetensors"));
   }
 }
 
@@ -439,6 +501,313 @@ TEST_CASE("a build without MPI refuses to run as one of several launched process
   CHECK(slurp(d / "err").find("tapegrad train: started as one of 2 processes") == 0);
   CHECK_FALSE(fs::exists(d / "x"));
   CHECK(dist::launch().size == 1);
+}
+
+// ---- what one rank alone can do to a job, and what the ranks must agree on -----------------
+
+namespace {
+
+// The lines of `text` that tapegrad (or a probe) printed: those starting with `prefix`.
+std::vector<std::string> lines_from(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  return out;
+}
+
+// `cmd` under a limit of `limit` seconds (a hang ends as 124), its exit status, seconds and stderr.
+struct Outcome {
+  int status;
+  double seconds;
+  std::string err;
+};
+Outcome run_bounded(const Dir& d, const std::string& cmd, int limit = 30) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status =
+      run("timeout " + std::to_string(limit) + " env " + cmd + " > /dev/null 2> " + (d / "err"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {status, s, slurp(d / "err")};
+}
+
+// A setting as rank 0 shows it when its environment does not set it.
+std::string unset_shown(const char* name, const std::string& value) {
+  const char* v = std::getenv(name);
+  return value + (v && *v ? "" : " (unset)");
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds, in one line") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  fs::create_directories(d / "elsewhere");
+  const std::string golden = TG_GOLDEN_DIR;
+  // Rank 0 runs `rank0 tapegrad OPTS`, rank 1 `rank1 tapegrad OPTS`: an `env VAR=...` before
+  // the program sets a variable on that rank only; -wdir runs it in another folder.
+  const std::string opts =
+      " train --context 32 --epochs 1 --eval-freq 2 --eval-iter 3 "
+      "--sample-tokens 4 --threads 1 --no-progress --batch-size 2 "
+      "--max-steps 2 --out " +
+      (d / "o");
+  const std::string tiny = " --preset tiny";
+  struct Row {
+    std::string who;
+    std::string rank0, rank1, extra;
+    int status;
+    std::string line;  // "" : the single process's line (run in rank 0's folder)
+  };
+  const std::string sets = "; every rank must run with the same settings";
+  const std::vector<Row> rows = {
+      {"TAPEGRAD_THREADS malformed on rank 1", "", "env TAPEGRAD_THREADS=abc", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_THREADS='abc' is not a thread count: use an integer "
+       "from 1 to 1024"},
+      {"TAPEGRAD_DIST_TIMEOUT malformed on rank 1", "", "env TAPEGRAD_DIST_TIMEOUT=-1", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_DIST_TIMEOUT='-1' is not a timeout: use whole seconds "
+       "from 0 (no limit) to 604800"},
+      {"TAPEGRAD_BUCKET_MB malformed on rank 1", "", "env TAPEGRAD_BUCKET_MB=nan", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_BUCKET_MB='nan' is not a bucket size: use a number of "
+       "MiB from 0 (no overlap) to 4096"},
+      {"TAPEGRAD_ISA malformed on rank 1", "", "env TAPEGRAD_ISA=sse9", tiny, 1,
+       "tapegrad train: rank 1: TAPEGRAD_ISA: unknown kernel path 'sse9': use one of scalar, "
+       "avx2, avx512, neon"},
+      {"TAPEGRAD_BUCKET_MB malformed on both", "env TAPEGRAD_BUCKET_MB=inf",
+       "env TAPEGRAD_BUCKET_MB=inf", tiny, 1,
+       "tapegrad train: rank 0: TAPEGRAD_BUCKET_MB='inf' is not a bucket size: use a number of "
+       "MiB from 0 (no overlap) to 4096"},
+      {"TAPEGRAD_BUCKET_MB differs", "", "env TAPEGRAD_BUCKET_MB=0", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_BUCKET_MB=0, rank 0 has " +
+           unset_shown("TAPEGRAD_BUCKET_MB", "25") + sets},
+      {"TAPEGRAD_ISA differs", "", "env TAPEGRAD_ISA=scalar", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_ISA=scalar, rank 0 has " +
+           unset_shown("TAPEGRAD_ISA", kernel_path()) + sets},
+      {"TAPEGRAD_GEMM_BLOCKING differs", "", "env TAPEGRAD_GEMM_BLOCKING=64,100,1024", tiny, 1,
+       "tapegrad train: rank 1 has TAPEGRAD_GEMM_BLOCKING=64,100,1024, rank 0 has " +
+           unset_shown("TAPEGRAD_GEMM_BLOCKING", gemm_blocking()) + sets},
+      {"--init-from differs", "", "", "", 2, ""},  // filled below
+      // DIR on rank 0's machine only (rank 1 runs where the relative path is not): rank 0 reads
+      // it, so the run goes as far as one process does (here: to GPT-2's tokenizer).
+      {"--init-from DIR on rank 0's machine only", "-wdir " + golden, "-wdir " + (d / "elsewhere"),
+       " --init-from gpt2_hf", 1, ""},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.who);
+    fs::remove_all(d / "o");
+    std::string line = row.line, extra0 = row.extra, extra1 = row.extra;
+    if (row.who == "--init-from differs") {
+      extra0 = " --init-from " + golden + "/gpt2_hf", extra1 = " --init-from " + (d / "none");
+      line = "tapegrad train: rank 1 has --init-from " + (d / "none") + ", rank 0 has " + golden +
+             "/gpt2_hf; every rank must run with the same options";
+    }
+    if (line.empty()) {  // the single process's refusal, from rank 0's folder
+      const std::string dir = row.rank0.empty() ? "." : row.rank0.substr(6);
+      REQUIRE(run("cd " + dir + " && " + kExe + opts + extra0 + " > /dev/null 2> " +
+                  (d / "single")) == row.status);
+      const auto single = lines_from(slurp(d / "single"), "tapegrad");
+      REQUIRE(single.size() == 1);
+      line = single[0];
+    }
+    const Outcome o = run_bounded(d, kMpirun + "-np 1 " + row.rank0 + " " + kExe + opts + extra0 +
+                                         " : -np 1 " + row.rank1 + " " + kExe + opts + extra1);
+    CHECK(o.status == row.status);
+    CHECK(o.seconds < 20);
+    CHECK(lines_from(o.err, "tapegrad") == std::vector<std::string>{line});
+    CHECK_FALSE(fs::exists(d / "o/checkpoint.safetensors"));
+  }
+}
+
+// An error one rank meets alone in the middle of a step (its own memory: rank 1 runs under
+// ulimit -v): that rank names itself and ends the job, which no longer waits for it for ever.
+TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, naming itself") {
+#if defined(__SANITIZE_ADDRESS__)
+  MESSAGE("skipped: ulimit -v leaves AddressSanitizer no room for its shadow memory");
+  return;
+#endif
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  // A step of 128 windows of 128 tokens per rank needs ~700 MB of address space, a rank at
+  // start ~250 MB: rank 1 may have 450 MB, rank 0 all it needs.
+  {
+    std::ofstream big(d / "big.txt");
+    const std::string sample = slurp(std::string(TG_SOURCE_ROOT) + "/data/sample/sample.txt");
+    for (int i = 0; i < 8; ++i) big << sample;
+  }
+  const std::string opts = " train --text " + (d / "big.txt") +
+                           " --tokenizer bpe:256 --preset tiny --context 128 --batch-size 256 "
+                           "--epochs 1 --eval-freq 100 --eval-iter 1 --sample-tokens 1 --threads 1 "
+                           "--no-progress --max-steps 1 --out " +
+                           (d / "o");
+  const Outcome o =
+      run_bounded(d, kMpirun + "-np 1 " + kExe + opts +
+                         " : -np 1 sh -c 'ulimit -v 450000; exec \"$0\" \"$@\"' " + kExe + opts);
+  CHECK(o.status == 1);
+  CHECK(o.seconds < 20);
+  const auto lines = lines_from(o.err, "tapegrad");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("tapegrad train: rank 1: ", 0) == 0);
+  CHECK(lines[0].size() > 16);
+  CHECK(lines[0].substr(lines[0].size() - 16) == " (out of memory)");
+  CHECK_FALSE(fs::exists(d / "o/checkpoint.safetensors"));
+}
+
+namespace {
+
+// A GPT-2 folder small enough to write here: config.json and model.safetensors in Hugging Face's
+// names and layout (Conv1D weights in x out, no lm_head) of GPT-2's vocabulary with emb 8, 2
+// heads, 1 layer, 32 positions.
+void write_gpt2_folder(const std::string& dir) {
+  nn::GPTConfig c;
+  c.emb_dim = 8, c.n_heads = 2, c.n_layers = 1, c.context_length = 32, c.qkv_bias = true;
+  Generator gen;
+  gen.manual_seed(5);
+  const nn::GPTModel m(c, &gen);
+  std::map<std::string, Tensor> p;
+  for (const auto& [name, t] : m.state_dict()) p.emplace(name, t.contiguous());
+  const auto t = [&](const std::string& n) { return p["trf_blocks.0." + n].T().contiguous(); };
+  const auto q = [&](const std::string& n) { return p["trf_blocks.0." + n]; };
+  const std::vector<std::pair<std::string, Tensor>> hf = {
+      {"wte.weight", p["tok_emb.weight"]},
+      {"wpe.weight", p["pos_emb.weight"]},
+      {"h.0.ln_1.weight", q("norm1.scale")},
+      {"h.0.ln_1.bias", q("norm1.shift")},
+      {"h.0.attn.c_attn.weight",
+       cat({t("att.W_query.weight"), t("att.W_key.weight"), t("att.W_value.weight")}, 1)},
+      {"h.0.attn.c_attn.bias",
+       cat({q("att.W_query.bias"), q("att.W_key.bias"), q("att.W_value.bias")}, 0)},
+      {"h.0.attn.c_proj.weight", t("att.out_proj.weight")},
+      {"h.0.attn.c_proj.bias", q("att.out_proj.bias")},
+      {"h.0.ln_2.weight", q("norm2.scale")},
+      {"h.0.ln_2.bias", q("norm2.shift")},
+      {"h.0.mlp.c_fc.weight", t("ff.layers.0.weight")},
+      {"h.0.mlp.c_fc.bias", q("ff.layers.0.bias")},
+      {"h.0.mlp.c_proj.weight", t("ff.layers.2.weight")},
+      {"h.0.mlp.c_proj.bias", q("ff.layers.2.bias")},
+      {"ln_f.weight", p["final_norm.scale"]},
+      {"ln_f.bias", p["final_norm.shift"]},
+  };
+  fs::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors", hf, {});
+  std::ofstream(dir + "/config.json")
+      << "{\"activation_function\": \"gelu_new\", \"n_embd\": 8, \"n_head\": 2, \"n_layer\": 1, "
+         "\"n_positions\": 32, \"vocab_size\": 50257}";
+}
+
+}  // namespace
+
+// Rank 0 reads --init-from DIR and sends it: rank 1 runs in a folder where the relative DIR is
+// not (another machine), and the run is still one process's with --micro-batches 2.
+TEST_CASE("mpirun: --init-from DIR is needed on rank 0's machine only") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  if (!fs::exists(std::string(TG_SOURCE_ROOT) + "/third_party/gpt2/encoder.json")) {
+    MESSAGE("skipped: GPT-2's tokenizer files are not fetched (make gpt2)");
+    return;
+  }
+  const Dir d;
+  write_gpt2_folder(d / "gpt2");
+  fs::create_directories(d / "elsewhere");
+  const std::string opts =
+      " train --init-from gpt2 --context 16 --epochs 1 --eval-freq 2 --eval-iter 1 "
+      "--sample-tokens 2 --threads 1 --no-progress --batch-size 2 --max-steps 2 --out ";
+  REQUIRE(run("cd " + (d / "") + " && " + kExe + opts + (d / "one") + " --micro-batches 2 > " +
+              (d / "one.log") + " 2> /dev/null") == 0);
+  // A whole run (GPT-2's tokenizer on rank 0): more time than a refusal, under ASan too.
+  const Outcome o =
+      run_bounded(d,
+                  kMpirun + "-np 1 -wdir " + (d / "") + " " + kExe + opts + (d / "many") +
+                      " : -np 1 -wdir " + (d / "elsewhere") + " " + kExe + opts + (d / "many"),
+                  180);
+  CAPTURE(o.err);
+  CHECK(o.status == 0);
+  REQUIRE(fs::exists(d / "many/checkpoint.safetensors"));
+  check_same_checkpoint(d / "one/checkpoint.safetensors", d / "many/checkpoint.safetensors");
+}
+
+TEST_CASE("TAPEGRAD_BUCKET_MB and TAPEGRAD_DIST_TIMEOUT are parsed whole and range-checked") {
+  const Dir d;
+  struct Row {
+    const char* var;
+    const char* value;
+    const char* why;
+  };
+  const char* bucket = "' is not a bucket size: use a number of MiB from 0 (no overlap) to 4096";
+  const char* timeout = "' is not a timeout: use whole seconds from 0 (no limit) to 604800";
+  const std::vector<Row> rows = {
+      {"TAPEGRAD_BUCKET_MB", "abc", bucket},     {"TAPEGRAD_BUCKET_MB", "-1", bucket},
+      {"TAPEGRAD_BUCKET_MB", "nan", bucket},     {"TAPEGRAD_BUCKET_MB", "1e30", bucket},
+      {"TAPEGRAD_BUCKET_MB", "inf", bucket},     {"TAPEGRAD_BUCKET_MB", "25x", bucket},
+      {"TAPEGRAD_BUCKET_MB", " 25", bucket},     {"TAPEGRAD_BUCKET_MB", "4097", bucket},
+      {"TAPEGRAD_DIST_TIMEOUT", "abc", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "-1", timeout},
+      {"TAPEGRAD_DIST_TIMEOUT", "1.5", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "+5", timeout},
+      {"TAPEGRAD_DIST_TIMEOUT", "1e9", timeout}, {"TAPEGRAD_DIST_TIMEOUT", "604801", timeout},
+  };
+  for (const Row& row : rows) {
+    const std::string setting = std::string(row.var) + "=" + row.value;
+    CAPTURE(setting);
+    const std::string out = d / (std::to_string(&row - rows.data()) + ".out");
+    CHECK(run("env '" + setting + "' " + kExe + kTiny + " --batch-size 2 --max-steps 1 --out " +
+              out + " > /dev/null 2> " + (d / "err")) == 1);
+    CHECK(slurp(d / "err") ==
+          "tapegrad train: " + std::string(row.var) + "='" + row.value + row.why + "\n");
+    CHECK_FALSE(fs::exists(out + "/checkpoint.safetensors"));
+  }
+  // In range: the bounds themselves.
+  CHECK(parse_bucket_mb("0") == 0);
+  CHECK(parse_bucket_mb("0.05") == 0.05);
+  CHECK(parse_bucket_mb("4096") == 4096);
+  CHECK(dist::parse_timeout("0") == 0);
+  CHECK(dist::parse_timeout("604800") == 604800);
+}
+
+TEST_CASE("DDP: ranks with other parameters, a missing gradient or no dist::init() refuse") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  REQUIRE(fs::exists(TG_DDP_PROBE));  // built beside test_dist (make test-asan names it)
+  const Dir d;
+  struct Row {
+    std::string mode;
+    int status;
+    std::string line;
+  };
+  const std::string same = "; every rank must build the same model";
+  const std::vector<Row> rows = {
+      {"same", 0, ""},
+      {"shapes", 1,
+       "ddp_probe: DistributedDataParallel: rank 1's parameter 0 is 'weight' torch.float32 "
+       "[2, 3], rank 0's is 'weight' torch.float32 [3, 2]" +
+           same},
+      {"bias", 1,
+       "ddp_probe: DistributedDataParallel: rank 1 has parameter 1 'bias' torch.float32 [3], "
+       "rank 0 has none" +
+           same},
+      {"no-grad", 1,
+       "ddp_probe: DistributedDataParallel: rank 1: parameter 'weight' has no gradient (call "
+       "reduce_gradients after backward)"},
+      {"no-init", 1,
+       "ddp_probe: DistributedDataParallel: this process is one of 2 started by an MPI "
+       "launcher, but dist::init() has not run (each would train alone as rank 0 of 1): call "
+       "dist::init() first"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.mode);
+    const Outcome o =
+        run_bounded(d, kMpirun + "-np 2 " + std::string(TG_DDP_PROBE) + " " + row.mode);
+    CHECK(o.status == row.status);
+    CHECK(o.seconds < 20);
+    const auto lines = lines_from(o.err, "ddp_probe");
+    CHECK(lines ==
+          (row.line.empty() ? std::vector<std::string>{} : std::vector<std::string>{row.line}));
+  }
 }
 
 TEST_CASE("DistributedSampler gives PyTorch's indices (tests/golden/gen_dist_sampler.py)") {

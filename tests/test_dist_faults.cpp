@@ -68,6 +68,11 @@ TEST_CASE("faults: a rank killed mid-step ends the job, names the rank, and --re
   run_script("kill_rank.sh");
 }
 
+TEST_CASE("faults: a rank stopped for good ends the job after TAPEGRAD_DIST_TIMEOUT, naming it" *
+          doctest::skip(cannot_run("stop_rank.sh"))) {
+  run_script("stop_rank.sh");
+}
+
 TEST_CASE("faults: SIGTERM and SIGINT stop every rank at one step boundary, and --resume is exact" *
           doctest::skip(cannot_run("stop_signal.sh"))) {
   run_script("stop_signal.sh");

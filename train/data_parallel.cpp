@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "core/autograd.h"
@@ -25,6 +26,34 @@ float* grad_data(const Tensor& p) {
 
 }  // namespace
 
+void check_micro_batches(int64_t k, int ranks, int64_t batch_size, const std::string& k_from,
+                         bool k_given) {
+  const std::string n = std::to_string(ranks);
+  if (k < 1 || k % ranks != 0)
+    throw UsageError("--micro-batches " + std::to_string(k) + k_from + " does not split among " +
+                     n + " processes; give a multiple of " + n);
+  if (batch_size == 0 || batch_size % k == 0) return;
+  const std::string b = "--batch-size " + std::to_string(batch_size);
+  if (k_given || k == 1)
+    throw UsageError(b + " does not split into " + std::to_string(k) + " micro-batches");
+  throw UsageError(b + " does not split among " + n + " processes; give a multiple of " + n);
+}
+
+double parse_bucket_mb(const char* text) {
+  const std::optional<double> v = cli::parse_real(text);
+  if (!v || !(*v >= 0 && *v <= kMaxBucketMB))
+    throw std::invalid_argument(std::string("TAPEGRAD_BUCKET_MB='") + text +
+                                "' is not a bucket size: use a number of MiB from 0 (no overlap) "
+                                "to " +
+                                std::to_string(int(kMaxBucketMB)));
+  return *v;
+}
+
+double bucket_mb_from_env() {
+  const char* s = std::getenv("TAPEGRAD_BUCKET_MB");
+  return s == nullptr || *s == '\0' ? kDefaultBucketMB : parse_bucket_mb(s);
+}
+
 // ---- the step --------------------------------------------------------------------------------
 
 DataParallelStep::DataParallelStep(nn::GPTModel& model, int64_t micro_batches, bool full_gradient)
@@ -34,16 +63,15 @@ DataParallelStep::DataParallelStep(nn::GPTModel& model, int64_t micro_batches, b
       ranks_(dist::size()),
       full_gradient_(full_gradient),
       layout_(params_, dist::size()) {
-  if (K_ < 1 || K_ % ranks_ != 0)
-    throw std::invalid_argument("DataParallelStep: " + std::to_string(K_) +
-                                " micro-batches do not split among " + std::to_string(ranks_) +
-                                " processes");
+  check_micro_batches(K_, ranks_);
   per_rank_ = K_ / ranks_;
   acc_.resize(size_t(layout_.numel()));
+  // Several micro-batches on each of several ranks: their gradients kept apart (K/N flat
+  // gradients), as the K parts must be summed in micro-batch order across the ranks.
+  if (ranks_ > 1 && per_rank_ > 1) parts_.resize(size_t(per_rank_ * layout_.numel()));
   // One micro-batch per rank: its backward produces the gradients the ranks exchange, so they
   // can leave while it runs. TAPEGRAD_BUCKET_MB sets DDP's bucket_cap_mb (25; 0: no overlap).
-  const char* mb = std::getenv("TAPEGRAD_BUCKET_MB");
-  const double bucket_mb = mb && *mb ? std::atof(mb) : 25.0;
+  const double bucket_mb = ranks_ > 1 ? bucket_mb_from_env() : 0;
   if (ranks_ > 1 && per_rank_ == 1 && bucket_mb > 0)
     exchange_ = std::make_unique<dist::BucketExchange>(params_, layout_, acc_.data(),
                                                        size_t(bucket_mb * 1024 * 1024));
@@ -103,9 +131,7 @@ void DataParallelStep::write_gradient(int64_t lo, int64_t hi, const float* flat)
 }
 
 double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTModel& model) {
-  if (batch.batch_size % K_ != 0)
-    throw TrainError("a batch of " + std::to_string(batch.batch_size) + " does not split into " +
-                     std::to_string(K_) + " micro-batches");
+  check_micro_batches(K_, ranks_, batch.batch_size);
   Generator& gen = default_generator();
   const Generator start = gen;
   const int64_t first = rank_ * per_rank_;
@@ -119,7 +145,10 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
   for (int64_t j = 0; !exchange_ && j < per_rank_; ++j) {
     if (j > 0) model.zero_grad();
     losses[size_t(first + j)] = micro_batch(batch, first + j, model);
-    fold_gradient(j == 0);
+    if (ranks_ > 1 && per_rank_ > 1)
+      keep_gradient(j);
+    else
+      fold_gradient(j == 0);
   }
   if (ranks_ > 1) {  // where the single process's K forwards leave the generator
     gen = start;
@@ -136,19 +165,32 @@ double DataParallelStep::loss_and_backward(const data::Batch& batch, nn::GPTMode
   return total / double(K_);
 }
 
-// Rank r receives every rank's partial gradient of its shard and sums them in rank order.
+// This rank's micro-batch j (of K/N) into parts_, kept apart from the others: shard s of part j
+// at K/N * begin(s) + j * size(s), so the K/N parts of shard s are one block for rank s.
+void DataParallelStep::keep_gradient(int64_t j) {
+  for (int s = 0; s < ranks_; ++s) {
+    const int64_t lo = layout_.begin(s), len = layout_.end(s) - lo;
+    float* to = parts_.data() + per_rank_ * lo + j * len;
+    layout_.for_range(lo, lo + len, [&](size_t k, int64_t in_param, int64_t at, int64_t n) {
+      std::memcpy(to + (at - lo), grad_data(params_[k]) + in_param, size_t(n) * sizeof(float));
+    });
+  }
+}
+
+// Rank r receives every rank's partial gradients of its shard, K/N from each: rank q's are
+// micro-batches q*K/N .. (q+1)*K/N - 1, so they arrive in micro-batch order and are summed so.
 void DataParallelStep::reduce_across_ranks() {
   const int64_t lo = layout_.begin(rank_), n = layout_.end(rank_) - lo;
-  const dist::ShardBytes send(layout_, sizeof(float));
-  std::vector<float> recv(size_t(n) * size_t(ranks_));
-  const std::vector<size_t> recv_bytes(size_t(ranks_), size_t(n) * sizeof(float));
+  const dist::ShardBytes send(layout_, size_t(per_rank_) * sizeof(float));
+  const size_t block = size_t(per_rank_) * size_t(n) * sizeof(float);  // from each rank
+  std::vector<float> recv(size_t(n) * size_t(K_));
+  const std::vector<size_t> recv_bytes(size_t(ranks_), block);
   std::vector<size_t> recv_offsets;
+  for (int r = 0; r < ranks_; ++r) recv_offsets.push_back(size_t(r) * block);
   std::vector<const float*> parts;
-  for (int r = 0; r < ranks_; ++r) {
-    recv_offsets.push_back(size_t(r) * size_t(n) * sizeof(float));
-    parts.push_back(recv.data() + size_t(r) * size_t(n));
-  }
-  dist::exchange(acc_.data(), send.bytes, send.offsets, recv.data(), recv_bytes, recv_offsets);
+  for (int64_t m = 0; m < K_; ++m) parts.push_back(recv.data() + m * n);
+  dist::exchange(per_rank_ == 1 ? acc_.data() : parts_.data(), send.bytes, send.offsets,
+                 recv.data(), recv_bytes, recv_offsets);
   dist::sum_in_order(parts, acc_.data() + lo, n);
 }
 

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "core/file_io.h"
 #include "core/json.h"
@@ -18,6 +20,7 @@
 #include "core/threadpool.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/dist_setup.h"
 #include "train/train_options.h"
 
@@ -75,8 +78,7 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
   return h;
 }
 
-// The running program's bytes and the kernel path it chose: ranks on machines that pick another
-// ISA path would round differently.
+// The running program's bytes.
 std::string build_id() {
   std::string exe;
   try {
@@ -86,15 +88,14 @@ std::string build_id() {
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(exe)));
-  return std::string(hex) + " on the " + kernel_path() + " path";
+  return hex;
 }
 
-// A stored number as a user would type it: the shortest text that reads back as the same double
-// (5e-4, not the stored 0.00050000000000000001); whole numbers as stored (int64 beyond 2^53).
-std::string typed_number(const json::Value& x) {
-  if (x.str.find_first_of(".eE") == std::string::npos) return x.str;
+// A number as a user would type it: the shortest text that reads back as the same double
+// (5e-4, not 0.0005 nor the stored 0.00050000000000000001).
+std::string typed_number(double v) {
   char buf[32];
-  const std::string s(buf, std::to_chars(buf, buf + sizeof buf, x.num).ptr);
+  const std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
   // to_chars writes printf's exponent, a sign and at least two digits: 5e-04 reads 5e-4.
   const size_t e = s.find('e');
   if (e == std::string::npos) return s;
@@ -105,63 +106,106 @@ std::string typed_number(const json::Value& x) {
   return s.substr(0, e + 1) + (minus ? "-" : "") + exponent;
 }
 
-// The options that shape the run, one "--flag value" per entry, in a fixed order.
-std::vector<std::pair<std::string, std::string>> option_list(const TrainOptions& o) {
-  const json::Value v = json::parse(options_json(o));
-  std::vector<std::pair<std::string, std::string>> out;
-  for (size_t i = 0; i < v.keys.size(); ++i) {
-    std::string flag = v.keys[i] == "context_length" ? "context" : v.keys[i];
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    const json::Value& x = v.values[i];
-    out.emplace_back(flag, x.kind == json::Value::Kind::Bool     ? (x.b ? "true" : "false")
-                           : x.kind == json::Value::Kind::Number ? typed_number(x)
-                                                                 : x.str);
+// What the ranks compare at start: the build, every row of the option table, and the settings
+// each rank reads from its own environment that change the numbers or the exchange's shape.
+// `value` is compared, `shown` is what a message prints; `error`: the setting is malformed.
+struct Entry {
+  std::string key, value, shown, error;
+};
+
+// The build and the options: what only several ranks compare.
+std::vector<Entry> option_entries(const TrainOptions& o) {
+  std::vector<Entry> out = {{"build", build_id(), build_id(), ""}};
+  for (const cli::Option<TrainOptions>& row : train_command().options) {
+    const json::Value v = cli::detail::get(o, row);
+    const std::string text = v.kind == json::Value::Kind::Bool  ? (v.b ? "true" : "false")
+                             : row.spec.kind == cli::Kind::Real ? typed_number(v.num)
+                                                                : v.str;
+    out.push_back({"--" + row.spec.name, text, text, ""});
   }
-  out.emplace_back("threads", std::to_string(o.threads));
-  out.emplace_back("micro-batches", std::to_string(o.micro_batches));
-  out.emplace_back("out", o.out_dir);
-  out.emplace_back("log", o.log_path);
-  out.emplace_back("resume", o.resume_dir);
-  out.emplace_back("max-steps", std::to_string(o.max_steps));
-  out.emplace_back("overwrite", o.overwrite ? "true" : "false");
   return out;
 }
 
-std::string serialize(const std::string& build,
-                      const std::vector<std::pair<std::string, std::string>>& opts) {
-  std::string s = build + '\n';
-  for (const auto& [k, v] : opts) s += k + '=' + json::quote(v) + '\n';
+// The settings, read (and checked) by one process too.
+std::vector<Entry> setting_entries() {
+  std::vector<Entry> out;
+  // A setting read by `read` as {compared value, shown value} (it may throw on a malformed
+  // one); the shown value says when the variable is unset.
+  using Read = std::pair<std::string, std::string>;
+  const auto setting = [&](const char* name, const std::function<Read()>& read) {
+    Entry e{name, "", "", ""};
+    try {
+      std::tie(e.value, e.shown) = read();
+      const char* env = std::getenv(name);
+      if (!env || !*env) e.shown += " (unset)";
+    } catch (const std::exception& x) {
+      e.error = x.what();
+    }
+    out.push_back(e);
+  };
+  setting("TAPEGRAD_THREADS", [] {  // checked only: the numbers do not depend on it
+    if (const char* t = std::getenv("TAPEGRAD_THREADS"); t && *t) parse_thread_count(t);
+    return Read();
+  });
+  setting("TAPEGRAD_BUCKET_MB", [] {
+    const std::string mb = typed_number(bucket_mb_from_env());
+    return Read(mb, mb);
+  });
+  setting("TAPEGRAD_ISA", [] { return Read(kernel_path(), kernel_path()); });
+  // Of MC,KC,NC only KC, where a dot product is split, changes the numbers.
+  setting("TAPEGRAD_GEMM_BLOCKING", [] {
+    const std::string mkn = gemm_blocking();
+    const size_t a = mkn.find(',') + 1;
+    return Read(mkn.substr(a, mkn.find(',', a) - a), mkn);
+  });
+  return out;
+}
+
+std::string serialize(const std::vector<Entry>& list) {
+  std::string s;
+  for (const Entry& e : list)
+    s += json::quote(e.key) + "," + json::quote(e.value) + "," + json::quote(e.shown) + '\n';
   return s;
 }
 
-// A value as serialize() quoted it, shown bare unless it is empty or holds a space.
-std::string unquote(const std::string& quoted) {
-  const std::string v = json::parse(quoted).str;
-  return v.empty() || v.find_first_of(" \t\n") != std::string::npos ? quoted : show_bytes(v);
+std::vector<Entry> deserialize(const std::string& s) {
+  std::vector<Entry> out;
+  for (size_t at = 0, nl; (nl = s.find('\n', at)) != std::string::npos; at = nl + 1) {
+    std::string line(1, '[');  // not "[" + ...: GCC 12 warns of a bogus overlap (-Wrestrict)
+    line.append(s, at, nl - at).push_back(']');
+    const json::Value v = json::parse(line);
+    out.push_back({v.items[0].str, v.items[1].str, v.items[2].str, ""});
+  }
+  return out;
 }
 
-// How rank r's list differs from rank 0's, in one line.
-std::string difference(int r, const std::string& mine, const std::string& root) {
-  const auto lines = [](const std::string& s) {
-    std::vector<std::string> out;
-    size_t at = 0;
-    for (size_t nl; (nl = s.find('\n', at)) != std::string::npos; at = nl + 1)
-      out.push_back(s.substr(at, nl - at));
-    return out;
-  };
-  const std::vector<std::string> a = lines(mine), b = lines(root);
+// A value in a message: bare unless it is empty or holds a space.
+std::string shown(const std::string& v) {
+  return v.empty() || v.find_first_of(" \t\n") != std::string::npos ? json::quote(v)
+                                                                    : show_bytes(v);
+}
+
+// How rank r's list differs from rank 0's, in one line, and whether it is the command line's
+// (exit status 2) or the environment's.
+std::pair<std::string, bool> difference(int r, const std::vector<Entry>& mine,
+                                        const std::vector<Entry>& root) {
   const std::string who = "rank " + std::to_string(r);
-  if (a.empty() || b.empty() || a[0] != b[0])
-    return who + " runs another build of tapegrad (" + (a.empty() ? "?" : a[0]) +
-           ") than rank 0 (" + (b.empty() ? "?" : b[0]) + "); every rank must run the same binary";
-  for (size_t i = 1; i < std::min(a.size(), b.size()); ++i) {
-    if (a[i] == b[i]) continue;
-    const size_t eq = a[i].find('=');
-    return who + " has --" + a[i].substr(0, eq) + " " + unquote(a[i].substr(eq + 1)) +
-           ", rank 0 has " + unquote(b[i].substr(b[i].find('=') + 1)) +
-           "; every rank must run with the same options";
+  for (size_t i = 0; i < std::min(mine.size(), root.size()); ++i) {
+    const Entry &a = mine[i], &b = root[i];
+    if (a.key == b.key && a.value == b.value) continue;
+    if (i == 0 || a.key != b.key)
+      return {who + " runs another build of tapegrad (" + a.value + ") than rank 0 (" + b.value +
+                  "); every rank must run the same binary",
+              true};
+    if (a.key.rfind("--", 0) == 0)
+      return {who + " has " + a.key + " " + shown(a.shown) + ", rank 0 has " + shown(b.shown) +
+                  "; every rank must run with the same options",
+              true};
+    return {who + " has " + a.key + "=" + a.shown + ", rank 0 has " + b.shown +
+                "; every rank must run with the same settings",
+            false};
   }
-  return who + " runs with other options than rank 0";
+  return {who + " runs with other options than rank 0", true};
 }
 
 }  // namespace
@@ -193,39 +237,50 @@ int default_threads() {
 }
 
 void resolve_micro_batches(TrainOptions& opt) {
-  const int ranks = dist::size();
   const bool given = opt.micro_batches != 0;
-  if (!given) opt.micro_batches = ranks;
-  if (opt.micro_batches % ranks != 0)
-    throw UsageError("--micro-batches " + std::to_string(opt.micro_batches) +
-                     (is_explicit(opt, "micro-batches") ? "" : " (the checkpoint's)") +
-                     " does not split among " + std::to_string(ranks) +
-                     " processes; give a multiple of " + std::to_string(ranks));
-  if (opt.batch_size % opt.micro_batches == 0) return;
-  if (given || opt.micro_batches == 1)
-    throw UsageError("--batch-size " + std::to_string(opt.batch_size) + " does not split into " +
-                     std::to_string(opt.micro_batches) + " micro-batches");
-  throw UsageError("--batch-size " + std::to_string(opt.batch_size) + " does not split among " +
-                   std::to_string(ranks) + " processes; give a multiple of " +
-                   std::to_string(ranks));
+  if (!given) opt.micro_batches = dist::size();
+  check_micro_batches(opt.micro_batches, dist::size(), opt.batch_size,
+                      is_explicit(opt, "micro-batches") ? "" : " (the checkpoint's)", given);
 }
 
 void check_same_options(const TrainOptions& opt) {
+  const std::vector<Entry> settings = setting_entries();
+  std::string error;  // this rank's first malformed setting
+  for (const Entry& e : settings)
+    if (error.empty()) error = e.error;
   const int ranks = dist::size();
-  if (ranks == 1) return;
-  const std::string mine = serialize(build_id(), option_list(opt));
-  std::vector<uint64_t> hashes(static_cast<size_t>(ranks));
-  const uint64_t h = fnv1a(mine);
-  dist::gather_all_equal(&h, hashes.data(), sizeof h);
+  if (ranks == 1) {
+    if (!error.empty()) throw TrainError(error);
+    return;
+  }
+  std::vector<Entry> mine = option_entries(opt);
+  mine.insert(mine.end(), settings.begin(), settings.end());
+  struct Vote {
+    uint64_t hash;
+    int64_t error;
+  };
+  std::string values;
+  for (const Entry& e : mine) values += json::quote(e.key) + json::quote(e.value) + '\n';
+  const Vote v{fnv1a(values), error.empty() ? 0 : 1};
+  std::vector<Vote> votes(static_cast<size_t>(ranks));
+  dist::gather_all_equal(&v, votes.data(), sizeof v);
+  for (int r = 0; r < ranks; ++r) {  // a setting malformed on some rank: the first one's
+    if (!votes[size_t(r)].error) continue;
+    dist::broadcast(error, r);
+    throw TrainError("rank " + std::to_string(r) + ": " + error);
+  }
   int odd = 0;  // the first rank whose hash is not rank 0's
   for (int r = ranks - 1; r > 0; --r)
-    if (hashes[size_t(r)] != hashes[0]) odd = r;
+    if (votes[size_t(r)].hash != votes[0].hash) odd = r;
   if (odd == 0) return;
-  std::string root = mine;
+  std::string root = serialize(mine);
   dist::broadcast(root);
-  std::string message = dist::rank() == odd ? difference(odd, mine, root) : "";
-  dist::broadcast(message, odd);
-  throw UsageError(message);
+  std::pair<std::string, bool> d;
+  if (dist::rank() == odd) d = difference(odd, mine, deserialize(root));
+  dist::broadcast(d.first, odd);
+  dist::broadcast(&d.second, sizeof d.second, odd);
+  if (d.second) throw UsageError(d.first);
+  throw TrainError(d.first);
 }
 
 }  // namespace tg::train

@@ -20,10 +20,14 @@ void on_root(const std::function<void()>& f);
 // Rank 0's file `path`, read there and sent to every rank: a checkpoint to resume.
 SafeTensors read_checkpoint_on_root(const std::string& path);
 // --micro-batches: 1 when not given, or the process count under mpirun; refuses a count the
-// ranks or the batch size do not divide (UsageError).
+// ranks or the batch size do not divide (check_micro_batches, a UsageError).
 void resolve_micro_batches(TrainOptions& opt);
-// Every rank runs the same build with the same options, else a UsageError naming the first
-// option that differs (on every rank). A no-op for one process.
+// Every rank runs the same build with the same options (every row of the option table) and the
+// same settings that change the numbers or the exchange (TAPEGRAD_BUCKET_MB, TAPEGRAD_ISA's
+// kernel path, the GEMM's KC from TAPEGRAD_GEMM_BLOCKING or the caches): else, on every rank, a
+// UsageError naming the first option that differs, or a TrainError naming the setting and the
+// ranks. A malformed setting (those and TAPEGRAD_THREADS) on any rank is a TrainError naming the
+// first such rank, on every rank; in one process, without a rank.
 void check_same_options(const TrainOptions& opt);
 // The CPUs one rank may use as its launcher left them: how many its affinity mask allows, and
 // which machine and which mask they are (ranks of one machine with one mask share those CPUs).

@@ -81,17 +81,20 @@ nn::GPTConfig gpt2_config_from_json(const std::string& text, const std::string& 
   return cfg;
 }
 
-nn::GPTConfig read_gpt2_config(const std::string& dir) {
+std::string read_gpt2_config_text(const std::string& dir) {
   if (!fs::is_directory(dir))
     throw TrainError(dir + ": not a directory (expected config.json and model.safetensors in it)");
-  const std::string path = (fs::path(dir) / "config.json").string();
-  std::string text;
   try {
-    text = read_regular_file(path, kMaxConfigBytes, "config.json");
+    return read_regular_file((fs::path(dir) / "config.json").string(), kMaxConfigBytes,
+                             "config.json");
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
-  return gpt2_config_from_json(text, path);
+}
+
+nn::GPTConfig read_gpt2_config(const std::string& dir) {
+  return gpt2_config_from_json(read_gpt2_config_text(dir),
+                               (fs::path(dir) / "config.json").string());
 }
 
 uint64_t gpt2_model_bytes(const nn::GPTConfig& c) {

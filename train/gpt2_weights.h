@@ -44,6 +44,8 @@ namespace tg::train {
 // config.json's text (`path` names it in errors) as the book's GPT config.
 nn::GPTConfig gpt2_config_from_json(const std::string& text, const std::string& path);
 
+// DIR/config.json's text, unparsed (DIR must be a directory). Throws TrainError.
+std::string read_gpt2_config_text(const std::string& dir);
 // DIR/config.json read and checked (DIR must be a directory). Throws TrainError.
 nn::GPTConfig read_gpt2_config(const std::string& dir);
 

@@ -21,8 +21,8 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "core/file_io.h"
 #include "core/json.h"
@@ -262,7 +262,11 @@ void Session::init_from_gpt2() {
   if (opt_.tokenizer != "gpt2")
     throw UsageError("--init-from trains GPT-2 with GPT-2's tokenizer, not --tokenizer " +
                      opt_.tokenizer);
-  opt_.config = read_gpt2_config(opt_.init_from);
+  // Rank 0 reads DIR (the other machines need no copy of it) and sends its config.json.
+  std::string text;
+  on_root([&] { text = read_gpt2_config_text(opt_.init_from); });
+  dist::broadcast(text);
+  opt_.config = gpt2_config_from_json(text, (fs::path(opt_.init_from) / "config.json").string());
 }
 
 void Session::load_text_and_tokenizer() {
@@ -324,11 +328,18 @@ void Session::make_model() {
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
   if (!opt_.init_from.empty()) {
-    // Every rank reads the same weights, so the ranks start equal as from one seed.
-    std::ostringstream notes;
-    const auto gpt2 = load_gpt2_weights(opt_.init_from, notes, cfg_.context_length);
-    if (dist::is_root()) err_ << notes.str();
-    model_->load_state_dict(gpt2->state_dict());
+    // Rank 0 reads the weights and sends them: the ranks start equal, as from one seed, and
+    // only rank 0's machine needs DIR.
+    on_root([&] {
+      const auto gpt2 = load_gpt2_weights(opt_.init_from, err_, cfg_.context_length);
+      model_->load_state_dict(gpt2->state_dict());
+    });
+    for (const Tensor& p : model_->parameters())
+      dist::broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
+    // The loader's own GPTModel drew from rank 0's generator: every rank continues from there.
+    std::vector<uint8_t> state = default_generator().get_state();
+    dist::broadcast(state.data(), state.size());
+    default_generator().set_state(state);
   }
   if (opt_.micro_batches > 1)
     runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);

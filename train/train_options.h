@@ -17,6 +17,10 @@
 #include "core/safetensors.h"
 #include "nn/gpt.h"
 
+namespace tg {
+struct SafeTensors;  // core/safetensors.h
+}
+
 namespace tg::train {
 
 // A one-line user error (missing file, bad checkpoint, short text, NaN loss): the CLI prints

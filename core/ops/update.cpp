@@ -2,6 +2,7 @@
 // with the checks that make the raw buffers safe to hand over.
 #include "core/autograd.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
 #include "core/ops.h"
 #include "core/ops/common.h"
 
@@ -29,5 +30,10 @@ void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_
 }
 
 std::string kernel_path() { return kernels::active_isa(); }
+
+std::string gemm_blocking() {
+  const kernels::GemmBlocking b = kernels::gemm_blocking_for(kernels::active_table());
+  return std::to_string(b.mc) + "," + std::to_string(b.kc) + "," + std::to_string(b.nc);
+}
 
 }  // namespace tg
