@@ -573,7 +573,7 @@ TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds
        "MiB from 0 (no overlap) to 4096"},
       {"TAPEGRAD_ISA malformed on rank 1", "", "env TAPEGRAD_ISA=sse9", tiny, 1,
        "tapegrad train: rank 1: TAPEGRAD_ISA: unknown kernel path 'sse9': use one of scalar, "
-       "avx2, avx512, neon"},
+       "avx2, avx512, avx512_bf16, neon"},
       {"TAPEGRAD_BUCKET_MB malformed on both", "env TAPEGRAD_BUCKET_MB=inf",
        "env TAPEGRAD_BUCKET_MB=inf", tiny, 1,
        "tapegrad train: rank 0: TAPEGRAD_BUCKET_MB='inf' is not a bucket size: use a number of "
