@@ -12,9 +12,20 @@
 // loaded (ATen's capability, OpenBLAS's kernel set) and every environment variable set or
 // removed for it, and why.
 //
-// Beside every figure, the step's bound: its GEMM FLOPs at the FMA probe plus the bytes the
-// optimizer and the embeddings move at the copy probe's bandwidth (both probes timed in this
-// run, at --threads), and our fraction of it.
+// --precision fp32,bf16: ours also under AutocastGuard (core/ops.h, torch.autocast's CPU rule, as
+// `tapegrad train --precision bf16` runs TrainLoop::autocast: each forward and the loss inside the
+// scope, backward and AdamW outside it on float32 weights), beside PyTorch 2 with the book's
+// forward and loss under torch.autocast("cpu", dtype=torch.bfloat16) and with its model in
+// bfloat16 (bf16-pure: model.to(torch.bfloat16), as the book's ch05/10_llm-training-speed does;
+// PyTorch's setting only, tapegrad has none). PyTorch 1.13 runs float32 only.
+//
+// Beside every figure, the step's bound: its GEMM FLOPs at the FMA probe (bf16 rows: the path's
+// bf16 probe, vdpbf16ps; the FMA probe where the path widens bf16 to float32) plus the bytes the
+// optimizer and the embeddings move at the copy probe's bandwidth, and our fraction of it. The
+// probes run at --threads before the first configuration and after each one, and each keeps its
+// best: on a shared machine one probe under a neighbour's load would set the bound too low (of
+// bound read 104-140% so). The load average is printed at the start and the end, with a warning
+// on stderr when it is above 0.5 at the start.
 //
 // Each measurement runs in a child process (this binary with --child, or tools/
 // bench_train_torch.py), so peak RSS (wait4's ru_maxrss) belongs to that run alone. Every side
@@ -49,6 +60,7 @@
 #include "bench/torch_peer.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/table.h"
 #include "core/ops.h"
 #include "core/rng.h"
 #include "core/threadpool.h"
@@ -79,7 +91,7 @@ std::vector<Config> configs() {
 }
 
 // ---- child: one configuration, our engine ----
-int run_child(Config c, int64_t steps, const std::string& attention) {
+int run_child(Config c, int64_t steps, const std::string& attention, const std::string& precision) {
   train::keep_freed_memory();  // as `tapegrad train` does
   c.cfg.attention = attention;
   c.cfg.validate();
@@ -102,7 +114,11 @@ int run_child(Config c, int64_t steps, const std::string& attention) {
         y[size_t(b * T + t)] = ids[base + 1];
       }
     opt.zero_grad();
-    Tensor loss = train::calc_loss_batch(from_vector(x, {B, T}), from_vector(y, {B, T}), model);
+    Tensor loss;
+    {
+      AutocastGuard autocast(precision == "bf16");  // TrainLoop::autocast's scope
+      loss = train::calc_loss_batch(from_vector(x, {B, T}), from_vector(y, {B, T}), model);
+    }
     loss.backward();
     opt.step();
     if (s == 0)
@@ -119,12 +135,13 @@ int run_child(Config c, int64_t steps, const std::string& attention) {
 
 // --child: a route the model refuses is a bad option (exit 2); what stops a run once it is built
 // (memory) is one line and exit status 1, for the parent to report.
-int child_main(const Config& c, int64_t steps, const std::string& route) {
+int child_main(const Config& c, int64_t steps, const std::string& route,
+               const std::string& precision) {
   Config checked = c;
   checked.cfg.attention = route;
   checked.cfg.validate();  // throws std::invalid_argument: parse_options reports it
   try {
-    return run_child(c, steps, route);
+    return run_child(c, steps, route, precision);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "bench_train: out of memory in %s\n", c.name);
   } catch (const std::exception& e) {
@@ -206,14 +223,15 @@ void select_isa(const std::string& isa) {
 
 using bench_train::Options;
 
-// --child NAME STEPS ROUTE: a route the model refuses is a bad option (exit 2).
+// --child NAME STEPS ROUTE PRECISION: a route the model refuses is a bad option (exit 2).
 [[noreturn]] void child(char** argv) {
   const std::string name = argv[0];
   const int64_t steps = bench::whole_int("bench_train", "--child steps", argv[1], 1, 100000);
+  bench::name_list("bench_train", "--child precision", argv[3], bench_train::precisions());
   for (const Config& c : configs())
     if (name == c.name) {
       try {
-        std::exit(child_main(c, steps, argv[2]));
+        std::exit(child_main(c, steps, argv[2], argv[3]));
       } catch (const std::invalid_argument& e) {
         bench::bad_option("bench_train", std::string("bad value for --child: ") + e.what());
       }
@@ -222,13 +240,15 @@ using bench_train::Options;
 }
 
 Options parse_options(int argc, char** argv) {
-  if (argc == 5 && std::string(argv[1]) == "--child") child(argv + 2);
+  if (argc == 6 && std::string(argv[1]) == "--child") child(argv + 2);
   Options o;
   bench::parse_command(bench_train::command(), "bench_train", argc, argv, o);
   o.only = bench::name_list("bench_train", "--only", o.only_list,
                             {"tiny", "gpt2-124m", "gpt2-124m-1024"});
   o.routes = bench::name_list("bench_train", "--attention", o.routes_list,
                               {nn::kAttentionRoutes.begin(), nn::kAttentionRoutes.end()});
+  o.precision =
+      bench::name_list("bench_train", "--precision", o.precision_list, bench_train::precisions());
   return o;
 }
 
@@ -243,12 +263,52 @@ std::string self_executable() {
   return self;
 }
 
-// ---- the bound: a step can go no faster than its GEMMs at the FMA probe plus the bytes the
-// optimizer and the embeddings must move at the copy probe's bandwidth ----
+// ---- the machine: its CPU, our path, the probes (each the best over the run) and the load ----
+
+struct Machine {
+  std::string cpu, caches, isa;
+  bool avx512_bf16 = false, amx_bf16 = false;            // /proc/cpuinfo's flags
+  bool bf16_unit = false;                                // our path has a bf16 probe (vdpbf16ps)
+  double gflops = 0, bf16_gflops = 0, gbytes_per_s = 0;  // FMA, bf16 and copy probes, best
+  int probe_rounds = 0;
+  std::string load_start, load_end;  // /proc/loadavg's three figures
+};
+
+Machine machine() {
+  Machine m;
+  m.cpu = bench::cpu_model();
+  m.caches = bench::cache_sizes();
+  m.isa = tg::kernels::active_isa();
+  m.avx512_bf16 = bench::cpu_has_flag("avx512_bf16");
+  m.amx_bf16 = bench::cpu_has_flag("amx_bf16");
+  m.bf16_unit = tg::kernels::active_table().bf16_probe != nullptr;
+  double one_minute = 0;
+  m.load_start = bench::load_average(one_minute);
+  if (one_minute > 0.5)
+    std::fprintf(stderr,
+                 "bench_train: warning: load average %s at the start (above 0.5): other work "
+                 "shares the cores, the figures are indicative only\n",
+                 m.load_start.c_str());
+  return m;
+}
+
+// One more round of the probes at --threads; each keeps its best over the run.
+void reprobe(Machine& m, const Options& o) {
+  const int threads = int(o.threads);
+  m.gflops = std::max(m.gflops, bench::probe_peak(threads));
+  if (m.bf16_unit && std::find(o.precision.begin(), o.precision.end(), "bf16") != o.precision.end())
+    m.bf16_gflops = std::max(m.bf16_gflops, bench::probe_peak(threads, true));
+  m.gbytes_per_s = std::max(m.gbytes_per_s, bench::copy_bandwidth(threads));
+  ++m.probe_rounds;
+}
+
+// ---- the bound: a step can go no faster than its GEMMs at the FMA probe (bf16: the bf16 probe)
+// plus the bytes the optimizer and the embeddings must move at the copy probe's bandwidth ----
 
 struct Bound {
   double params = 0, gemm_flops = 0, bytes = 0;  // per step
-  double gemm_s = 0, mem_s = 0, tokens_per_s = 0;
+  double gflops = 0, gemm_s = 0, mem_s = 0, tokens_per_s = 0;
+  std::string probe;  // which probe bounds the GEMMs
 };
 
 Bound step_bound(const Config& c, double gflops, double gbytes_per_s) {
@@ -265,39 +325,62 @@ Bound step_bound(const Config& c, double gflops, double gbytes_per_s) {
   // AdamW reads p, g, m, v and writes p, m, v; zero_grad writes g: 32 bytes per parameter. The
   // embeddings per token: the forward reads two rows and writes one, the backward reads the
   // gradient row and reads and writes a row of each table's gradient: 8 rows of C floats.
+  // (bf16 keeps float32 weights and moments: the same bytes; its casts are left out, so the
+  // bound stays an upper one.)
   b.bytes = 32 * b.params + 8 * B * T * C * 4;
+  b.gflops = gflops;
   b.gemm_s = b.gemm_flops / (gflops * 1e9);
   b.mem_s = b.bytes / (gbytes_per_s * 1e9);
   b.tokens_per_s = B * T / (b.gemm_s + b.mem_s);
   return b;
 }
 
-// ---- the sides of a configuration: ours on each attention route, each PyTorch on the book's
-// model and (PyTorch 2) on its scaled_dot_product_attention ----
+// The bound of a row at `precision` (bf16-pure, PyTorch's, is bounded as bf16).
+Bound bound_of(const Config& c, const Machine& m, const std::string& precision) {
+  const bool bf16 = precision != "fp32";
+  Bound b = step_bound(c, bf16 && m.bf16_unit ? m.bf16_gflops : m.gflops, m.gbytes_per_s);
+  b.probe = !bf16         ? "FMA probe"
+            : m.bf16_unit ? "bf16 probe"
+                          : "FMA probe: no bf16 unit on the " + m.isa + " path";
+  return b;
+}
+
+// ---- the sides of a configuration: ours on each attention route and precision, each PyTorch on
+// the book's model and (PyTorch 2) on its scaled_dot_product_attention, in float32 and (PyTorch
+// 2) under autocast and with its model in bf16 ----
 
 using bench::Peer;
 
 struct Side {
-  std::string name;   // "tapegrad fused", "torch 2.6.0 sdpa"
-  const Peer* peer;   // null: ours
-  std::string route;  // ours: fused / book; PyTorch: book / sdpa
+  std::string name;       // "tapegrad fused", "torch 2.6.0 sdpa"
+  const Peer* peer;       // null: ours
+  std::string route;      // ours: fused / book; PyTorch: book / sdpa
+  std::string precision;  // fp32, bf16; PyTorch also bf16-pure
   Result result;
 };
 
+bool torch1(const Peer& p) { return p.torch.version.rfind("torch 1.", 0) == 0; }
+
 std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
   std::vector<Side> v;
-  for (const std::string& r : o.routes) v.push_back({"tapegrad " + r, nullptr, r, {}});
-  for (const Peer& p : peers) {
-    v.push_back({p.torch.version + " book", &p, "book", {}});
-    if (p.torch.version.rfind("torch 1.", 0) != 0)
-      v.push_back({p.torch.version + " sdpa", &p, "sdpa", {}});
+  for (const std::string& prec : o.precision) {
+    for (const std::string& r : o.routes) v.push_back({"tapegrad " + r, nullptr, r, prec, {}});
+    for (const Peer& p : peers) {
+      if (prec != "fp32" && torch1(p)) continue;
+      for (const std::string& pp : prec == "fp32" ? std::vector<std::string>{"fp32"}
+                                                  : std::vector<std::string>{prec, "bf16-pure"})
+        for (const char* r : {"book", "sdpa"})
+          if (r == std::string("book") || !torch1(p))
+            v.push_back({p.torch.version + " " + r, &p, r, pp, {}});
+    }
   }
   return v;
 }
 
 std::vector<std::string> side_command(const Side& s, const Config& c, int64_t steps,
                                       const Options& o, const std::string& self) {
-  if (s.peer == nullptr) return {self, "--child", c.name, std::to_string(steps), s.route};
+  if (s.peer == nullptr)
+    return {self, "--child", c.name, std::to_string(steps), s.route, s.precision};
   // The script with -c and the book's classes as its last argument (bench/torch_peer.h).
   static const std::string script =
       bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tools/bench_train_torch.py");
@@ -315,6 +398,7 @@ std::vector<std::string> side_command(const Side& s, const Config& c, int64_t st
                                          std::to_string(steps),
                                          std::to_string(o.threads),
                                          s.route,
+                                         s.precision,
                                          book};
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
@@ -334,14 +418,14 @@ void run_sides(const Config& c, const Options& o, const std::string& self,
       const std::vector<bench::EnvChange> env =
           s.peer ? s.peer->env.changes : std::vector<bench::EnvChange>{};
       if (!measure(s.result, side_command(s, c, steps, o, self), o.threads, steps, tokens, env)) {
-        std::cerr << "bench_train: " << s.name << " on " << c.name << " failed: " << s.result.error
-                  << "\n";
+        std::cerr << "bench_train: " << s.name << " (" << s.precision << ") on " << c.name
+                  << " failed: " << s.result.error << "\n";
         std::exit(1);
       }
     }
 }
 
-// The fastest PyTorch side of a configuration, or null.
+// The fastest PyTorch side of a configuration (any precision), or null.
 const Side* fastest_torch(const std::vector<Side>& sides) {
   const Side* best = nullptr;
   for (const Side& s : sides)
@@ -349,18 +433,28 @@ const Side* fastest_torch(const std::vector<Side>& sides) {
   return best;
 }
 
+// A configuration's sides after their runs.
+struct ConfigRun {
+  Config config;
+  std::vector<Side> sides;
+};
+
 // ---- output ----
 
-struct Machine {
-  std::string cpu, caches, isa;
-  double gflops = 0, gbytes_per_s = 0;  // FMA and copy probes at o.threads
-};
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
 void print_header(const Options& o, const Machine& m, const std::vector<Peer>& peers,
                   const std::vector<std::string>& notes) {
-  std::printf("cpu: %s (%s)\n", m.cpu.c_str(), m.caches.c_str());
-  std::printf("ours: %s path, %d thread(s); FMA probe %.1f GFLOP/s, copy probe %.1f GB/s\n",
-              m.isa.c_str(), int(o.threads), m.gflops, m.gbytes_per_s);
+  std::printf("cpu: %s (%s); /proc/cpuinfo: avx512_bf16 %s, amx_bf16 %s\n", m.cpu.c_str(),
+              m.caches.c_str(), yes_no(m.avx512_bf16), yes_no(m.amx_bf16));
+  std::printf("load average: %s at the start, %s at the end\n", m.load_start.c_str(),
+              m.load_end.c_str());
+  std::printf(
+      "ours: %s path, %d thread(s); probes, best of %d rounds over the run: FMA %.1f "
+      "GFLOP/s",
+      m.isa.c_str(), int(o.threads), m.probe_rounds, m.gflops);
+  if (m.bf16_gflops > 0) std::printf(", bf16 (vdpbf16ps) %.1f GFLOP/s", m.bf16_gflops);
+  std::printf(", copy %.1f GB/s\n", m.gbytes_per_s);
   for (const Peer& p : peers) {
     std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
                 p.kernels.c_str());
@@ -368,83 +462,103 @@ void print_header(const Options& o, const Machine& m, const std::vector<Peer>& p
       std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
   }
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
-  std::printf("%-14s %-20s %11s %8s %9s %11s %16s %8s\n", "config", "side", "tok/s", "RSS", "loss0",
-              "vs fastest", "", "of bound");
+  std::printf("%-14s %-20s %-9s %11s %8s %9s %-40s %8s\n", "config", "side", "precision", "tok/s",
+              "RSS", "loss0", "vs fastest PyTorch", "of bound");
 }
 
-void print_config(const Config& c, const std::vector<Side>& sides, const Bound& b,
-                  const Machine& m) {
-  const Side* fastest = fastest_torch(sides);
-  for (const Side& s : sides) {
+void print_config(const ConfigRun& run, const Options& o, const Machine& m) {
+  const Config& c = run.config;
+  const Side* fastest = fastest_torch(run.sides);
+  for (const Side& s : run.sides) {
     const Result& r = s.result;
-    char vs[64] = "", of[16] = "";
+    char vs[96] = "", of[16] = "";
     if (!s.peer && fastest)
-      std::snprintf(vs, sizeof vs, "%10.2fx %-22s", r.tokens_per_s / fastest->result.tokens_per_s,
-                    ("(" + fastest->name + ")").c_str());
-    if (!s.peer) std::snprintf(of, sizeof of, "%7.1f%%", 100 * r.tokens_per_s / b.tokens_per_s);
-    std::printf("%-14s %-20s %11.1f %5.0f MB %9.6f %34s %8s\n", c.name, s.name.c_str(),
-                r.tokens_per_s, double(r.rss_kb) / 1024, r.first_loss, vs, of);
+      std::snprintf(vs, sizeof vs, "%6.2fx (%s %s)", r.tokens_per_s / fastest->result.tokens_per_s,
+                    fastest->name.c_str(), fastest->precision.c_str());
+    if (!s.peer)
+      std::snprintf(of, sizeof of, "%7.1f%%",
+                    100 * r.tokens_per_s / bound_of(c, m, s.precision).tokens_per_s);
+    std::printf("%-14s %-20s %-9s %11.1f %5.0f MB %9.6f %-40s %8s\n", c.name, s.name.c_str(),
+                s.precision.c_str(), r.tokens_per_s, double(r.rss_kb) / 1024, r.first_loss, vs, of);
   }
-  std::printf(
-      "%-14s bound %.0f tok/s: GEMMs %.3g GFLOP/step at %.1f GFLOP/s = %.1f ms, optimizer and "
-      "embeddings %.3g GB at %.1f GB/s = %.1f ms (%.4g M parameters)\n",
-      c.name, b.tokens_per_s, b.gemm_flops * 1e-9, m.gflops, b.gemm_s * 1e3, b.bytes * 1e-9,
-      m.gbytes_per_s, b.mem_s * 1e3, b.params * 1e-6);
+  for (const std::string& prec : o.precision) {
+    const Bound b = bound_of(c, m, prec);
+    std::printf(
+        "%-14s bound %s %.0f tok/s: GEMMs %.3g GFLOP/step at %.1f GFLOP/s (%s) = %.1f ms, "
+        "optimizer and embeddings %.3g GB at %.1f GB/s = %.1f ms (%.4g M parameters)\n",
+        c.name, prec.c_str(), b.tokens_per_s, b.gemm_flops * 1e-9, b.gflops, b.probe.c_str(),
+        b.gemm_s * 1e3, b.bytes * 1e-9, m.gbytes_per_s, b.mem_s * 1e3, b.params * 1e-6);
+  }
   std::fflush(stdout);
 }
 
-std::string json_config(const Config& c, const Options& o, const Machine& m,
-                        const std::vector<Side>& sides, const Bound& b) {
-  const Side* fastest = fastest_torch(sides);
+// One side of a configuration in --json; ours with its bound, its fraction of it and its ratio
+// to the fastest PyTorch side.
+std::string json_side(const Side& s, const Config& c, const Machine& m, const Side* fastest) {
+  const Result& r = s.result;
+  std::string out =
+      "{\"side\": " + json::quote(s.name) + ", \"precision\": " + json::quote(s.precision) +
+      ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) + ", \"peer_env\": " +
+      bench::json_strings(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
+      ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +
+      ", \"run_median_s\": " + json_list(r.run_medians) +
+      ", \"run_mean_s\": " + json_list(r.run_means) +
+      ", \"peak_rss_mb\": " + bench::json_number(double(r.rss_kb) / 1024) +
+      ", \"first_loss\": " + bench::json_number(r.first_loss);
+  if (!s.peer && fastest)
+    out += ", \"speedup_vs_fastest_torch\": " +
+           bench::json_number(r.tokens_per_s / fastest->result.tokens_per_s) +
+           ", \"fastest_torch\": " + json::quote(fastest->name + " " + fastest->precision);
+  if (!s.peer) {
+    const Bound b = bound_of(c, m, s.precision);
+    out += ", \"bound_tokens_per_s\": " + bench::json_number(b.tokens_per_s) +
+           ", \"bound_probe\": " + json::quote(b.probe) +
+           ", \"bound_fraction\": " + bench::json_number(r.tokens_per_s / b.tokens_per_s);
+  }
+  return out + "}";
+}
+
+std::string json_config(const ConfigRun& run, const Options& o, const Machine& m) {
+  const Config& c = run.config;
+  const Bound b = bound_of(c, m, "fp32");
   std::string out =
       "{\"config\": " + json::quote(c.name) + ", \"cpu\": " + json::quote(m.cpu) +
       ", \"caches\": " + json::quote(m.caches) + ", \"isa\": " + json::quote(m.isa) +
+      ", \"cpu_avx512_bf16\": " + (m.avx512_bf16 ? "true" : "false") +
+      ", \"cpu_amx_bf16\": " + (m.amx_bf16 ? "true" : "false") +
       ", \"threads\": " + std::to_string(o.threads) + ", \"batch\": " + std::to_string(c.batch) +
       ", \"context\": " + std::to_string(c.cfg.context_length) +
       ", \"reps\": " + std::to_string(o.reps) +
+      ", \"probe_rounds\": " + std::to_string(m.probe_rounds) +
       ", \"fma_probe_gflops\": " + bench::json_number(m.gflops) +
+      ", \"bf16_probe_gflops\": " + bench::json_number(m.bf16_gflops > 0 ? m.bf16_gflops : NAN) +
       ", \"copy_probe_gbs\": " + bench::json_number(m.gbytes_per_s) +
       ", \"params\": " + bench::json_number(b.params) +
       ", \"gemm_flops\": " + bench::json_number(b.gemm_flops) +
       ", \"bytes\": " + bench::json_number(b.bytes) +
       ", \"bound_tokens_per_s\": " + bench::json_number(b.tokens_per_s) + ", \"sides\": [";
-  for (size_t i = 0; i < sides.size(); ++i) {
-    const Side& s = sides[i];
-    const Result& r = s.result;
-    out += std::string(i ? ", " : "") + "{\"side\": " + json::quote(s.name) +
-           ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) + ", \"peer_env\": " +
-           bench::json_strings(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
-           ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +
-           ", \"run_median_s\": " + json_list(r.run_medians) +
-           ", \"run_mean_s\": " + json_list(r.run_means) +
-           ", \"peak_rss_mb\": " + bench::json_number(double(r.rss_kb) / 1024) +
-           ", \"first_loss\": " + bench::json_number(r.first_loss);
-    if (!s.peer && fastest)
-      out += ", \"speedup_vs_fastest_torch\": " +
-             bench::json_number(r.tokens_per_s / fastest->result.tokens_per_s) +
-             ", \"fastest_torch\": " + json::quote(fastest->name);
-    if (!s.peer)
-      out += ", \"bound_fraction\": " + bench::json_number(r.tokens_per_s / b.tokens_per_s);
-    out += "}";
-  }
+  const Side* fastest = fastest_torch(run.sides);
+  for (size_t i = 0; i < run.sides.size(); ++i)
+    out += std::string(i ? ", " : "") + json_side(run.sides[i], c, m, fastest);
   return out + "]}";
 }
 
-// --svg: a panel per configuration, tokens/s per side, the bound as a line.
-void write_svg(const std::string& path,
-               const std::vector<std::pair<Config, std::vector<Side>>>& all,
-               const std::vector<Bound>& bounds, const Machine& m, const Options& o) {
+// --svg: a panel per configuration, tokens/s per side, each side's bound as a line.
+void write_svg(const std::string& path, const std::vector<ConfigRun>& runs, const Machine& m,
+               const Options& o) {
   std::vector<tg::train::BarPanel> panels;
-  for (size_t i = 0; i < all.size(); ++i) {
+  for (const ConfigRun& run : runs) {
     tg::train::BarPanel p;
-    p.title = std::string(all[i].first.name) + ", " + std::to_string(o.threads) + " thread(s)";
+    p.title = std::string(run.config.name) + ", " + std::to_string(o.threads) + " thread(s)";
     p.y_label = "tokens/s";
     p.bars = {{"tokens/s", {}}};
-    p.line.name = "bound (GEMMs at the FMA probe, optimizer and embeddings at the copy probe)";
-    for (const Side& s : all[i].second) {
-      p.categories.push_back(s.name);
+    p.line.name =
+        "bound (GEMMs at the FMA probe, bf16: the bf16 probe; optimizer and embeddings at the copy "
+        "probe)";
+    for (const Side& s : run.sides) {
+      p.categories.push_back(s.name + (o.precision.size() > 1 ? " " + s.precision : ""));
       p.bars[0].values.push_back(s.result.tokens_per_s);
-      p.line.values.push_back(bounds[i].tokens_per_s);
+      p.line.values.push_back(bound_of(run.config, m, s.precision).tokens_per_s);
     }
     panels.push_back(p);
   }
@@ -475,44 +589,56 @@ std::vector<Peer> find_peers(const Options& o, const std::string& isa,
     else
       peers.push_back(p);
   }
+  if (std::find(o.precision.begin(), o.precision.end(), "bf16") != o.precision.end() &&
+      !peers.empty())
+    notes.push_back(
+        "bf16: PyTorch 2 with the book's forward and loss under torch.autocast(\"cpu\", "
+        "dtype=torch.bfloat16); bf16-pure is PyTorch's setting only (model.to(torch.bfloat16), "
+        "AdamW on bfloat16 parameters, as the book's ch05/10_llm-training-speed): tapegrad has no "
+        "bf16-pure; PyTorch 1.13 runs fp32 only");
   return peers;
+}
+
+void report(const Options& o, const Machine& m, const std::vector<Peer>& peers,
+            const std::vector<std::string>& notes, const std::vector<ConfigRun>& runs) {
+  if (o.json) {
+    std::printf(
+        "{\"notes\": %s, \"load_average_start\": %s, \"load_average_end\": %s, "
+        "\"configs\": [",
+        bench::json_strings(notes).c_str(), json::quote(m.load_start).c_str(),
+        json::quote(m.load_end).c_str());
+    for (size_t i = 0; i < runs.size(); ++i)
+      std::printf("%s%s", i ? ",\n " : "", json_config(runs[i], o, m).c_str());
+    std::printf("]}\n");
+  } else {
+    print_header(o, m, peers, notes);
+    for (const ConfigRun& run : runs) print_config(run, o, m);
+  }
+  if (!o.svg.empty()) write_svg(o.svg, runs, m, o);
 }
 
 }  // namespace
 
+// The table comes at the end, when the probes have had every round (each keeps its best).
 int main(int argc, char** argv) {
   Options o = parse_options(argc, argv);
   bench::check_settings("bench_train");
   const std::string self = self_executable();
   if (!o.isa.empty()) select_isa(o.isa);
-  Machine m{bench::cpu_model(), bench::cache_sizes(), tg::kernels::active_isa()};
+  Machine m = machine();
   std::vector<std::string> notes;
   std::vector<Peer> peers = find_peers(o, m.isa, notes);
   tg::set_num_threads(o.threads);
-  m.gflops = bench::probe_peak(o.threads);
-  m.gbytes_per_s = bench::copy_bandwidth(o.threads);
-  if (!o.json) print_header(o, m, peers, notes);
-  std::vector<std::pair<Config, std::vector<Side>>> all;
-  std::vector<Bound> bounds;
-  std::vector<std::string> json_rows;
+  reprobe(m, o);
+  std::vector<ConfigRun> runs;
   for (const Config& c : configs()) {
     if (std::find(o.only.begin(), o.only.end(), c.name) == o.only.end()) continue;
-    std::vector<Side> sides = sides_of(o, peers);
-    run_sides(c, o, self, sides);
-    const Bound b = step_bound(c, m.gflops, m.gbytes_per_s);
-    if (o.json)
-      json_rows.push_back(json_config(c, o, m, sides, b));
-    else
-      print_config(c, sides, b, m);
-    all.emplace_back(c, sides);
-    bounds.push_back(b);
+    runs.push_back({c, sides_of(o, peers)});
+    run_sides(c, o, self, runs.back().sides);
+    reprobe(m, o);
   }
-  if (o.json) {
-    std::printf("{\"notes\": %s, \"configs\": [", bench::json_strings(notes).c_str());
-    for (size_t i = 0; i < json_rows.size(); ++i)
-      std::printf("%s%s", i ? ",\n " : "", json_rows[i].c_str());
-    std::printf("]}\n");
-  }
-  if (!o.svg.empty()) write_svg(o.svg, all, bounds, m, o);
+  double one_minute = 0;
+  m.load_end = bench::load_average(one_minute);
+  report(o, m, peers, notes, runs);
   return 0;
 }

@@ -18,13 +18,20 @@ inline std::string all_routes() {
   return s;
 }
 
-// The command line. --child NAME STEPS ROUTE (internal, first) runs one measurement in this
-// process instead (see run_child).
+// Our precisions: --precision's choices. PyTorch 2 also runs "bf16-pure" (its model in bfloat16)
+// beside our bf16 rows; tapegrad has no such setting.
+inline const std::vector<std::string>& precisions() {
+  static const std::vector<std::string> v = {"fp32", "bf16"};
+  return v;
+}
+
+// The command line. --child NAME STEPS ROUTE PRECISION (internal, first) runs one measurement in
+// this process instead (see run_child).
 struct Options {
   bool json = false, no_torch = false;
   int64_t threads = 2, steps_tiny = 20, steps_124m = 3, reps = 3;
-  std::string only_list = "tiny,gpt2-124m", routes_list = all_routes();
-  std::vector<std::string> only, routes;
+  std::string only_list = "tiny,gpt2-124m", routes_list = all_routes(), precision_list = "fp32";
+  std::vector<std::string> only, routes, precision;
   std::string isa;  // empty: the fastest path this machine has
   std::string svg;  // --svg FILE: tokens/s per side and config, beside the bound
 };
@@ -48,6 +55,10 @@ inline const tg::cli::Command<Options>& command() {
                     "configs among tiny, gpt2-124m, gpt2-124m-1024"),
           cli::text("attention", &Options::routes_list, "LIST",
                     "our attention routes, comma-separated"),
+          cli::text("precision", &Options::precision_list, "LIST",
+                    "fp32, bf16 (comma-separated): bf16 is torch.autocast's rule (GEMMs and\n"
+                    "attention in bf16, float32 weights and AdamW), beside PyTorch 2 under\n"
+                    "autocast and with its model in bf16 (bf16-pure, PyTorch's setting only)"),
           cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
       }};

@@ -1,7 +1,10 @@
-// What the benchmarks print about the machine in their header and --json: the CPU model and its
-// cache sizes (Linux: /proc/cpuinfo and sysfs), so that every figure names where it was measured.
+// What the benchmarks print about the machine in their header and --json: the CPU model, its
+// cache sizes and flags, and the load average (Linux: /proc/cpuinfo, sysfs and /proc/loadavg), so
+// that every figure names where and under what load it was measured.
 #pragma once
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -43,6 +46,34 @@ inline std::string cache_sizes() {
     os << (os.tellp() > 0 ? ", " : "") << "L" << l << (t == "Data" ? "d" : "") << " " << s;
   }
   return os.tellp() > 0 ? os.str() : "caches unknown";
+}
+
+// Whether /proc/cpuinfo's first "flags" line lists `flag` ("avx512_bf16", "amx_bf16").
+inline bool cpu_has_flag(const std::string& flag) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("flags", 0) != 0 || line.find(':') == std::string::npos) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w)
+      if (w == flag) return true;
+    return false;
+  }
+  return false;
+}
+
+// The load averages over 1, 5 and 15 minutes ("3.04 3.84 5.13"), and the first of them in
+// `one_minute`; "unknown" (and NaN) where /proc/loadavg cannot be read.
+inline std::string load_average(double& one_minute) {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) {
+    one_minute = std::numeric_limits<double>::quiet_NaN();
+    return "unknown";
+  }
+  one_minute = std::strtod(a.c_str(), nullptr);
+  return a + " " + b + " " + c;
 }
 
 }  // namespace bench

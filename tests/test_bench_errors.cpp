@@ -217,6 +217,30 @@ std::vector<Case> option_cases() {
   return v;
 }
 
+// bench_train --precision: ours has fp32 and bf16; bf16-pure is PyTorch's setting only (its rows
+// come with bf16), so it is refused as ours.
+std::vector<Case> precision_cases() {
+  return {
+      {{},
+       {"bench_train", "--precision", "bf16-pure"},
+       2,
+       "bench_train: --precision wants a list of fp32, bf16, got 'bf16-pure'"},
+      {{},
+       {"bench_train", "--precision=fp32,fp16"},
+       2,
+       "bench_train: --precision wants a list of fp32, bf16, got 'fp16'"},
+      {{},
+       {"bench_train", "--precision", "fp32,"},
+       2,
+       "bench_train: --precision wants a list of fp32, bf16, got ''"},
+      {{},
+       {"bench_train", "--precision=BF16"},
+       2,
+       "bench_train: --precision wants a list of fp32, bf16, got 'BF16'"},
+      {{}, {"bench_train", "--precision"}, 2, "bench_train: --precision needs a value"},
+  };
+}
+
 // A child that fails is reported by the parent in one line naming it, and the parent fails:
 // 824 GB of q, k, v is more than any machine this runs on will give.
 std::vector<Case> child_cases() {
@@ -234,7 +258,7 @@ std::vector<Case> child_cases() {
 
 std::vector<Case> cases() {
   std::vector<Case> v = settings_cases();
-  for (const auto& group : {option_cases(), child_cases()})
+  for (const auto& group : {option_cases(), precision_cases(), child_cases()})
     v.insert(v.end(), group.begin(), group.end());
   return v;
 }
