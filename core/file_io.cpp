@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,17 +29,34 @@ namespace {
   throw std::runtime_error(path + ": " + what + " (" + std::strerror(err) + ")");
 }
 
-// write() until done; false with errno set on an error (EINTR retried).
-bool write_all(int fd, std::string_view bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+// writev() until every piece is written, IOV_MAX pieces at a time; false with errno set on an
+// error (EINTR retried). A partial write resumes inside the piece it stopped in.
+bool write_all(int fd, const std::vector<std::string_view>& pieces) {
+  size_t next = 0, skip = 0;  // the first piece not fully written, and its bytes already out
+  while (next < pieces.size()) {
+    std::vector<iovec> iov;
+    for (size_t i = next; i < pieces.size() && iov.size() < size_t(IOV_MAX); ++i) {
+      const size_t off = i == next ? skip : 0;
+      if (pieces[i].size() > off)
+        iov.push_back({const_cast<char*>(pieces[i].data() + off), pieces[i].size() - off});
+    }
+    if (iov.empty()) break;  // only empty pieces left
+    const ssize_t w = ::writev(fd, iov.data(), int(iov.size()));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       if (w == 0) errno = ENOSPC;
       return false;
     }
-    done += size_t(w);
+    for (size_t left = size_t(w); left > 0;) {
+      const size_t rest = pieces[next].size() - skip;
+      if (left < rest) {
+        skip += left;
+        break;
+      }
+      left -= rest;
+      ++next;
+      skip = 0;
+    }
   }
   return true;
 }
@@ -76,6 +95,10 @@ void check_writable(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
   refuse_non_regular(path);
   // A writer killed by SIGKILL (no clean-up) left its temp file: this run removes it.
   remove_stale_temp_files(path);
@@ -85,7 +108,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
                           std::to_string(counter++) + "." + std::to_string(std::random_device{}());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot write", errno);
-  if (!write_all(fd, bytes) || ::fsync(fd) != 0) {
+  if (!write_all(fd, pieces) || ::fsync(fd) != 0) {
     const int e = errno;
     ::close(fd);
     ::unlink(tmp.c_str());

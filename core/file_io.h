@@ -17,6 +17,9 @@ namespace tg {
 // "PATH: reason". A path holding anything but a regular file (a directory, FIFO, device or
 // socket) is refused before anything is written.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+// The same for a file made of pieces, written in order from where they lie (writev), so a
+// checkpoint's tensors reach the file from their own storage with no second copy of the model.
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // Appends `line` and a newline to path (created if missing) in one write() on an O_APPEND
 // descriptor, so concurrent readers never see half a line. A short write (e.g. a full disk) is

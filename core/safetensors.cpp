@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -68,15 +69,21 @@ std::string metadata_json(const Metadata& metadata) {
 
 }  // namespace
 
+// The header is built first, then the file goes out as pieces: the header, then each tensor's
+// bytes from its own storage (a non-contiguous one as a contiguous copy), so saving a model and
+// its moments needs no second copy of them.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& t,
                       const Metadata& metadata) {
   std::string header = "{";
   if (!metadata.empty()) header += metadata_json(metadata);
-  std::string data;
+  std::vector<Tensor> kept;  // the contiguous tensors whose bytes the pieces point into
+  std::vector<std::string_view> pieces(1);  // [0]: the length and the header, set below
+  size_t offset = 0;
   for (const auto& [name, tensor] : t) {
-    const Tensor c = tensor.contiguous();
-    const size_t begin = data.size();
-    if (c.numel() > 0) data.append(bytes_of(c), size_t(c.numel()) * dtype_size(c.dtype()));
+    const Tensor& c = kept.emplace_back(tensor.contiguous());
+    const size_t begin = offset, n = size_t(c.numel()) * dtype_size(c.dtype());
+    if (n > 0) pieces.emplace_back(bytes_of(c), n);
+    offset += n;
     if (header.size() > 1) header += ",";
     header +=
         json::quote(name) + ":{\"dtype\":\"" + kAllDTypes[int(c.dtype())].name + "\",\"shape\":[";
@@ -84,17 +91,16 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
       if (d) header += ',';
       header += std::to_string(c.shape()[d]);
     }
-    header +=
-        "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+    header += "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(offset) + "]}";
   }
   header += "}";
   while (header.size() % 8 != 0) header += ' ';  // keeps the data 8-byte aligned
-  std::string file(8, '\0');
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) file[i] = char((n >> (8 * i)) & 0xFF);
-  file += header;
-  file += data;
-  write_file_atomic(path, file);
+  std::string head(8, '\0');
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) head[i] = char((n >> (8 * i)) & 0xFF);
+  head += header;
+  pieces[0] = head;
+  write_file_atomic(path, pieces);
 }
 
 namespace {

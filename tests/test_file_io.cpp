@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/file_io.h"
 #include "doctest/doctest.h"
@@ -79,6 +80,28 @@ TEST_CASE("write_file_atomic: replaces the file whole, or leaves the old one int
   // A directory that does not exist: nothing is created.
   CHECK_THROWS_WITH_AS(tg::write_file_atomic(d / "no/such/dir.bin", "x"),
                        doctest::Contains("no/such/dir.bin: cannot write"), std::runtime_error);
+  CHECK(d.entries() == 1);
+}
+
+TEST_CASE("write_file_atomic: pieces go out in order, more than IOV_MAX of them, empty ones too") {
+  TempDir d("tg_file_io");
+  const std::string path = d / "pieces.bin";
+  std::vector<std::string> owned;  // piece i: i % 7 bytes of 'a' + i % 26, a 1 MiB one at 1500
+  for (int i = 0; i < 3000; ++i)
+    owned.push_back(std::string(i == 1500 ? 1 << 20 : i % 7, char('a' + i % 26)));
+  const std::vector<std::string_view> pieces(owned.begin(), owned.end());
+  std::string whole;
+  for (const std::string& p : owned) whole += p;
+  tg::write_file_atomic(path, pieces);
+  CHECK(slurp(path) == whole);
+  tg::write_file_atomic(path, std::vector<std::string_view>{});  // no piece: an empty file
+  CHECK(slurp(path).empty());
+  tg::write_file_atomic(path, pieces);
+  // Cut short inside the big piece: the error names the file and the previous file is kept.
+  CHECK(in_child_with_file_limit(
+            64 << 10, [&] { tg::write_file_atomic(path, std::vector<std::string_view>{"x", whole}); },
+            "pieces.bin: write failed") == 0);
+  CHECK(slurp(path) == whole);
   CHECK(d.entries() == 1);
 }
 
