@@ -7,6 +7,7 @@
 #include <new>
 #include <sstream>
 
+#include "core/alloc.h"
 #include "core/autograd.h"
 #include "core/impl.h"
 #include "core/ops.h"
@@ -35,12 +36,13 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 // --- storage ---
-// The nothrow form: under AddressSanitizer the throwing operator new aborts instead of throwing.
+// Blocks come from core/alloc.h (large ones reused); nullptr, not an exception, when out of memory:
+// under AddressSanitizer the throwing operator new aborts instead of throwing.
 Storage::Storage(size_t n) : nbytes(n) {
-  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64), std::nothrow);
+  data = alloc::allocate(n);
   if (data == nullptr) throw std::bad_alloc();
 }
-Storage::~Storage() { ::operator delete(data, std::align_val_t(64)); }
+Storage::~Storage() { alloc::release(data, nbytes); }
 
 std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op) {
   const int64_t nbytes = checked_nbytes(shape, dtype, op);
