@@ -160,11 +160,15 @@ format:
 	@command -v clang-format >/dev/null || $(APT) install -y -q clang-format
 	clang-format -i $(SOURCES)
 
+# Formatting, the layering (tools/check_structure.py) and bench/README.md's tables against
+# bench/results/*.json (tools/bench_tables.py), each checker first seen failing on planted input.
 check-format:
 	@command -v clang-format >/dev/null || { $(APT) update -q && $(APT) install -y -q clang-format; }
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format: clean"
 	@python3 tools/test_check_structure.py
 	@python3 tools/check_structure.py && echo "structure: no function over 80 lines; layers as tools/check_structure.py -h says"
+	@python3 tools/test_bench_tables.py
+	@python3 tools/bench_tables.py --check && echo "bench tables: bench/README.md is what bench/results/*.json give"
 
 # --- GPT-2 tokenizer files (third_party/gpt2/, git-ignored; checked by sha256) ---------------
 gpt2:

@@ -26,7 +26,7 @@ TG_FUZZ_ENTRY(gpt2_weights) {
     const nn::GPTConfig cfg = train::gpt2_config_from_json(std::string(config), dir);
     if (train::gpt2_model_bytes(cfg) > (uint64_t(256) << 20)) return 0;
     std::ostringstream notes;
-    const auto model = train::load_gpt2_weights(base, notes);
+    const auto model = train::load_gpt2_weights(base, cfg, notes);
     TG_FUZZ_CHECK(model->cfg.vocab_size == cfg.vocab_size && model->cfg.n_layers == cfg.n_layers);
   } catch (const std::exception&) {
   }

@@ -637,7 +637,8 @@ TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") 
     src.out_head->weight.copy_(src.tok_emb->weight);
   }
   std::ostringstream notes;
-  const auto back = train::load_gpt2_weights(d / "gpt2", notes);
+  const auto back =
+      train::load_gpt2_weights(d / "gpt2", train::read_gpt2_config(d / "gpt2"), notes);
   for (const auto& entry : src.state_dict()) {
     const std::string& name = entry.first;
     const Tensor& t = entry.second;

@@ -296,46 +296,79 @@ uint64_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes,
-                                                int64_t context_length) {
-  const nn::GPTConfig file_cfg = read_gpt2_config(dir);
-  const std::string config_path = (fs::path(dir) / "config.json").string();
-  SafeTensorsHeader h;
-  try {
-    h = read_safetensors_header((fs::path(dir) / "model.safetensors").string());
-  } catch (const std::exception& e) {
-    throw TrainError(e.what());
-  }
-  const std::vector<Slot> slots = gpt2_slots(file_cfg);
-  const std::map<size_t, const SafeTensorInfo*> found = match_tensors(slots, h, file_cfg);
-  nn::GPTConfig cfg = file_cfg;
-  if (context_length > file_cfg.context_length)
-    throw TrainError(config_path + ": n_positions is " + std::to_string(file_cfg.context_length) +
-                     ", a context of " + std::to_string(context_length) + " needs more");
-  if (context_length > 0) cfg.context_length = context_length;  // wpe's first rows
-  notes << gpt2_memory_note(cfg, dir, physical_memory_bytes()) << "\n";
-  auto model = std::make_unique<nn::GPTModel>(cfg);
-  std::map<std::string, Tensor> params;
-  for (const auto& [name, t] : model->named_parameters()) params.emplace(name, t);
-  NoGradGuard no_grad;
-  std::string converted;
-  for (const auto& entry : found) {
-    const Slot& slot = slots[entry.first];
-    const SafeTensorInfo& t = *entry.second;
-    if (slot.buffer) continue;
-    std::vector<float> values;
+namespace {
+
+// DIR's model.safetensors checked against config.json's sizes (every tensor named, shaped and
+// typed as cfg says), before any model is allocated. Not movable: `found` points into `header`.
+struct Gpt2File {
+  SafeTensorsHeader header;
+  std::vector<Slot> slots;
+  std::map<size_t, const SafeTensorInfo*> found;
+
+  Gpt2File(const std::string& dir, const nn::GPTConfig& cfg) : slots(gpt2_slots(cfg)) {
     try {
-      values = read_floats(h, t);
-    } catch (const TrainError&) {
-      throw;
+      header = read_safetensors_header((fs::path(dir) / "model.safetensors").string());
     } catch (const std::exception& e) {
       throw TrainError(e.what());
     }
-    for (const Slot::Dest& d : slot.to) place(values, t.shape, d, params.at(d.book));
-    if (t.dtype != "F32" && converted.find(t.dtype) == std::string::npos)
-      converted += (converted.empty() ? "" : " and ") + t.dtype;
+    found = match_tensors(slots, header, cfg);
   }
-  if (!converted.empty()) notes << h.path << ": " << converted << " weights widened to float32\n";
+  Gpt2File(const Gpt2File&) = delete;
+  Gpt2File& operator=(const Gpt2File&) = delete;
+
+  // Every tensor into model's parameters (names as the book's), widened to float32.
+  void copy_into(nn::GPTModel& model, std::ostream& notes) const {
+    std::map<std::string, Tensor> params;
+    for (const auto& [name, t] : model.named_parameters()) params.emplace(name, t);
+    NoGradGuard no_grad;
+    std::string converted;
+    for (const auto& [slot_index, info] : found) {
+      const Slot& slot = slots[slot_index];
+      if (slot.buffer) continue;
+      std::vector<float> values;
+      try {
+        values = read_floats(header, *info);
+      } catch (const TrainError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw TrainError(e.what());
+      }
+      for (const Slot::Dest& d : slot.to) place(values, info->shape, d, params.at(d.book));
+      if (info->dtype != "F32" && converted.find(info->dtype) == std::string::npos)
+        converted += (converted.empty() ? "" : " and ") + info->dtype;
+    }
+    if (!converted.empty())
+      notes << header.path << ": " << converted << " weights widened to float32\n";
+  }
+};
+
+}  // namespace
+
+void load_gpt2_weights_into(nn::GPTModel& model, const std::string& dir,
+                            const nn::GPTConfig& file_cfg, std::ostream& notes) {
+  const Gpt2File file(dir, file_cfg);
+  if (model.cfg.context_length > file_cfg.context_length)
+    throw TrainError((fs::path(dir) / "config.json").string() + ": n_positions is " +
+                     std::to_string(file_cfg.context_length) + ", a context of " +
+                     std::to_string(model.cfg.context_length) + " needs more");
+  nn::GPTConfig sizes = file_cfg;  // the model may keep fewer positions and its own dropout
+  sizes.context_length = model.cfg.context_length;
+  sizes.drop_rate = model.cfg.drop_rate;
+  if (!(model.cfg == sizes))
+    throw TrainError(dir + ": a model of config " + model.cfg.str() + " cannot take weights of " +
+                     file_cfg.str());
+  notes << gpt2_memory_note(model.cfg, dir, physical_memory_bytes()) << "\n";
+  file.copy_into(model, notes);
+}
+
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir,
+                                                const nn::GPTConfig& file_cfg,
+                                                std::ostream& notes) {
+  const Gpt2File file(dir, file_cfg);
+  // Said, and refused above the machine's memory, before the model is allocated.
+  notes << gpt2_memory_note(file_cfg, dir, physical_memory_bytes()) << "\n";
+  auto model = std::make_unique<nn::GPTModel>(file_cfg);
+  file.copy_into(*model, notes);
   model->eval();
   return model;
 }
@@ -357,10 +390,10 @@ std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir) {
 }
 
 LoadedModel load_gpt2_model(const std::string& dir, std::ostream& notes) {
-  read_gpt2_config(dir);  // a missing directory or config before the tokenizer
+  const nn::GPTConfig cfg = read_gpt2_config(dir);  // a missing directory or config first
   LoadedModel lm;
   lm.tokenizer = load_gpt2_tokenizer(dir);
-  lm.model = load_gpt2_weights(dir, notes);
+  lm.model = load_gpt2_weights(dir, cfg, notes);
   lm.cfg = lm.model->cfg;
   lm.preset = "gpt2-hf";
   lm.tokenizer_spec = "gpt2";

@@ -59,11 +59,16 @@ std::string gpt2_memory_note(const nn::GPTConfig& cfg, const std::string& dir, u
 // The machine's physical memory (sysconf), 0 when unknown.
 uint64_t physical_memory_bytes();
 
-// DIR's config.json + model.safetensors as a GPTModel in eval mode. Says on `notes` what it is
-// about to allocate and what it converted. context_length > 0 (at most n_positions) keeps wpe's
-// first rows only (`train --init-from DIR --context N`). Throws TrainError.
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir, std::ostream& notes,
-                                                int64_t context_length = 0);
+// DIR's model.safetensors as a GPTModel in eval mode; file_cfg is DIR's config.json
+// (read_gpt2_config), parsed once by the caller. Says on `notes` what it is about to allocate and
+// what it converted. Throws TrainError.
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir,
+                                                const nn::GPTConfig& file_cfg, std::ostream& notes);
+// The same weights copied into a model that exists (`train --init-from DIR` loads the model it
+// trains): its config is file_cfg's but for its dropout and a context_length of at most
+// n_positions (wpe's first rows only: --context N). Says the same notes. Throws TrainError.
+void load_gpt2_weights_into(nn::GPTModel& model, const std::string& dir,
+                            const nn::GPTConfig& file_cfg, std::ostream& notes);
 
 // DIR's vocab.json + merges.txt when both are there, else GPT-2's files (default_gpt2_dir()).
 // Throws TrainError when only one of the two is in DIR, or the files do not load.

@@ -138,6 +138,20 @@ void check_log_writable(const std::string& path) {
   if (!regular) throw TrainError("cannot write log file '" + path + "' (not a regular file)");
 }
 
+// Moves the default generator on as one more GPTModel(cfg) would, without building it: runs from
+// --init-from have always continued there (the loader once built a model of its own), so their
+// dropout stays. `words`: what the last initialisation drew, from a fresh seed's empty Box-Muller
+// cache. From an empty cache the same draws take as many words and leave it empty, so a skip
+// lands exactly; a cache left full (a position embedding under 16 values, an odd count: normal()'s
+// scalar path) is only reproduced by drawing, from a model that small.
+void skip_model_init(const nn::GPTConfig& cfg, uint64_t words) {
+  if (default_generator().has_next_double_normal()) {
+    const nn::GPTModel replay(cfg);
+    return;
+  }
+  default_generator().discard(words);
+}
+
 using Clock = std::chrono::steady_clock;
 
 // One run of `tapegrad train`: set-up in the constructor (each step may throw a TrainError),
@@ -153,6 +167,7 @@ class Session final : public TrainHooks {
   void load_text_and_tokenizer();
   void make_loaders();
   void make_model();
+  void load_gpt2_into_model(uint64_t init_words);
   void claim_outputs();
   void open_output_dir();
   void refuse_overwrite() const;
@@ -325,22 +340,10 @@ void Session::make_loaders() {
 // manual_seed, then GPTModel's draws, as the book; a resumed run then loads its state.
 void Session::make_model() {
   manual_seed(opt_.seed);
+  const uint64_t seeded_at = default_generator().words_drawn();
   model_ = std::make_unique<nn::GPTModel>(cfg_);
   optimizer_ = std::make_unique<AdamW>(*model_, opt_.lr, opt_.weight_decay);
-  if (!opt_.init_from.empty()) {
-    // Rank 0 reads the weights and sends them: the ranks start equal, as from one seed, and
-    // only rank 0's machine needs DIR.
-    on_root([&] {
-      const auto gpt2 = load_gpt2_weights(opt_.init_from, err_, cfg_.context_length);
-      model_->load_state_dict(gpt2->state_dict());
-    });
-    for (const Tensor& p : model_->parameters())
-      dist::broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
-    // The loader's own GPTModel drew from rank 0's generator: every rank continues from there.
-    std::vector<uint8_t> state = default_generator().get_state();
-    dist::broadcast(state.data(), state.size());
-    default_generator().set_state(state);
-  }
+  if (!opt_.init_from.empty()) load_gpt2_into_model(default_generator().words_drawn() - seeded_at);
   if (opt_.micro_batches > 1)
     runner_ = std::make_unique<DataParallelStep>(*model_, opt_.micro_batches, opt_.clip_grad > 0);
   if (resuming_) {
@@ -352,6 +355,22 @@ void Session::make_model() {
     seconds_before_ = pos_.seconds;
   }
   if (runner_) runner_->take_moments(*optimizer_);  // ZeRO-1: this rank's shard only
+}
+
+// --init-from: rank 0 reads DIR's weights into the model and sends them, so the ranks start equal,
+// as from one seed, and only rank 0's machine needs DIR. init_words: what the model's own
+// initialisation drew.
+void Session::load_gpt2_into_model(uint64_t init_words) {
+  on_root([&] {
+    load_gpt2_weights_into(*model_, opt_.init_from, *opt_.config, err_);
+    skip_model_init(cfg_, init_words);
+  });
+  for (const Tensor& p : model_->parameters())
+    dist::broadcast(p.data<float>(), size_t(p.numel()) * sizeof(float));
+  // Every rank continues from rank 0's generator.
+  std::vector<uint8_t> state = default_generator().get_state();
+  dist::broadcast(state.data(), state.size());
+  default_generator().set_state(state);
 }
 
 // Before any work, and before anything is written: no output is an input or another output,
