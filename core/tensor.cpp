@@ -7,7 +7,6 @@
 #include <new>
 #include <sstream>
 
-#include "core/alloc.h"
 #include "core/autograd.h"
 #include "core/impl.h"
 #include "core/ops.h"
@@ -36,13 +35,12 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 // --- storage ---
-// Blocks come from core/alloc.h (large ones reused); nullptr, not an exception, when out of memory:
-// under AddressSanitizer the throwing operator new aborts instead of throwing.
+// The nothrow form: under AddressSanitizer the throwing operator new aborts instead of throwing.
 Storage::Storage(size_t n) : nbytes(n) {
-  data = alloc::allocate(n);
+  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64), std::nothrow);
   if (data == nullptr) throw std::bad_alloc();
 }
-Storage::~Storage() { alloc::release(data, nbytes); }
+Storage::~Storage() { ::operator delete(data, std::align_val_t(64)); }
 
 std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op) {
   const int64_t nbytes = checked_nbytes(shape, dtype, op);
