@@ -49,8 +49,10 @@ bool cannot_run(const std::string& script) {
 // test within its 15 minutes; test_dist runs the resume paths and the failure vote under ASan.
 bool release_only(const std::string& script) {
 #if defined(__SANITIZE_ADDRESS__)
-  std::fprintf(stderr, "tests/dist/%s skipped: the release build runs it (minutes of training "
-               "under AddressSanitizer)\n", script.c_str());
+  std::fprintf(stderr,
+               "tests/dist/%s skipped: the release build runs it (minutes of training "
+               "under AddressSanitizer)\n",
+               script.c_str());
   return true;
 #else
   (void)script;

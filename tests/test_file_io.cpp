@@ -99,7 +99,10 @@ TEST_CASE("write_file_atomic: pieces go out in order, more than IOV_MAX of them,
   tg::write_file_atomic(path, pieces);
   // Cut short inside the big piece: the error names the file and the previous file is kept.
   CHECK(in_child_with_file_limit(
-            64 << 10, [&] { tg::write_file_atomic(path, std::vector<std::string_view>{"x", whole}); },
+            64 << 10,
+            [&] {
+              tg::write_file_atomic(path, std::vector<std::string_view>{"x", whole});
+            },
             "pieces.bin: write failed") == 0);
   CHECK(slurp(path) == whole);
   CHECK(d.entries() == 1);
