@@ -276,3 +276,59 @@ TEST_CASE(
   REQUIRE(w.grad().defined());
   CHECK(w.grad().dtype() == DType::Float32);
 }
+
+// Autocast's linear takes the float32 operands' gradients in one node (core/ops/matmul.cpp): they
+// must be the bits of the casts on the tape, as torch.autocast records them (bf16 gradients
+// widened by ToCopyBackward0), for every mix of float32 and bf16 operands and for 2-D and 3-D x.
+TEST_CASE("autocast linear: gradients equal casting on the tape, bit for bit") {
+  struct Row {
+    const char* what;
+    Shape xs;
+    bool x_bf16, with_bias;
+  };
+  const Row rows[] = {{"2-D, all float32", {5, 16}, false, true},
+                      {"3-D, all float32", {2, 7, 16}, false, true},
+                      {"bf16 x, float32 w", {3, 16}, true, true},
+                      {"no bias", {2, 3, 16}, false, false}};
+  for (const Row& r : rows) {
+    CAPTURE(r.what);
+    manual_seed(11);
+    Tensor x0 = randn(r.xs), w0 = randn({9, 16}), b0 = r.with_bias ? randn({9}) : Tensor();
+    if (r.x_bf16) x0 = x0.to(DType::BFloat16);
+    Shape ys = r.xs;
+    ys.back() = 9;
+    const Tensor up = randn(ys);  // the gradient flowing in, through a float32 product
+    const auto leaves = [&] {
+      std::vector<Tensor> v{x0.detach().requires_grad_(), w0.detach().requires_grad_()};
+      v.push_back(r.with_bias ? b0.detach().requires_grad_() : Tensor());
+      return v;
+    };
+    std::vector<Tensor> a = leaves(), c = leaves();
+    Tensor ya;
+    {
+      AutocastGuard autocast;
+      ya = linear(a[0], a[1], a[2]);
+    }
+    (ya.to(DType::Float32) * up).sum().backward();
+    const auto to16 = [](const Tensor& t) {
+      return t.defined() && t.dtype() == DType::Float32 ? t.to(DType::BFloat16) : t;
+    };
+    const Tensor yc = linear(to16(c[0]), to16(c[1]), to16(c[2]));
+    (yc.to(DType::Float32) * up).sum().backward();
+    CHECK(ya.dtype() == DType::BFloat16);
+    for (int64_t i = 0; i < ya.numel(); ++i) CHECK(bits_of(ya, i) == bits_of(yc, i));
+    for (size_t k = 0; k < 3; ++k) {
+      if (!a[k].defined()) continue;
+      CAPTURE(k);
+      const Tensor ga = a[k].grad(), gc = c[k].grad();
+      REQUIRE(ga.defined());
+      CHECK(ga.dtype() == a[k].dtype());
+      CHECK(ga.shape() == gc.shape());
+      const Tensor fa = ga.to(DType::Float32).contiguous(), fc = gc.to(DType::Float32).contiguous();
+      int differ = 0;
+      for (int64_t i = 0; i < fa.numel(); ++i)
+        differ += std::memcmp(fa.data<float>() + i, fc.data<float>() + i, 4) != 0;
+      CHECK(differ == 0);
+    }
+  }
+}

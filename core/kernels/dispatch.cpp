@@ -222,6 +222,19 @@ void bf16_to_f32(int64_t n, const uint16_t* x, float* out) {
   split(n, kMinPerTask, 64,
         [&](int64_t lo, int64_t hi) { t.bf16_to_f32(hi - lo, x + lo, out + lo); });
 }
+// Through the path's two conversions, a chunk at a time: the bf16 chunk stays in L1.
+void bf16_round(int64_t n, const float* x, float* out) {
+  const KernelTable& t = active_table();
+  split(n, kMinPerTask, 64, [&](int64_t lo, int64_t hi) {
+    constexpr int64_t kChunk = 1024;
+    uint16_t half[kChunk];
+    for (int64_t i = lo; i < hi; i += kChunk) {
+      const int64_t m = std::min(kChunk, hi - i);
+      t.f32_to_bf16(m, x + i, half);
+      t.bf16_to_f32(m, half, out + i);
+    }
+  });
+}
 
 // The generator's kernels stay on the calling thread: its draws are sequential.
 void mt19937_twist(uint32_t* state) { active_table().mt19937_twist(state); }

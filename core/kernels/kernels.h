@@ -61,6 +61,9 @@ void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
 void f32_to_bf16(int64_t n, const float* x, uint16_t* out);
 // bfloat16 → float32: exact (the 16 bits become the top half; denormals and NaNs kept).
 void bf16_to_f32(int64_t n, const uint16_t* x, float* out);
+// float32 rounded to bfloat16 and widened back: bf16_to_f32(f32_to_bf16(x)) in one pass over
+// memory (x == out allowed). What an autocast cast's backward makes of a bf16 op's gradient.
+void bf16_round(int64_t n, const float* x, float* out);
 
 // C[M, N] (+)= A[M, K] · B[K, N] with A and B in bfloat16 (strides as sgemm's, so transposed
 // views need no copy) and C in float32. Every path computes each C element the way the

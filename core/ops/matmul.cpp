@@ -81,6 +81,23 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 // t as rows of its last dim: reshape({-1, C}) says the same but cannot infer -1 when C is 0.
 Tensor as_rows(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2); }
 
+// a · b of 2-D bfloat16 operands, summed in float32 and rounded once to bf16, returned as the
+// float32 of that bf16 (for a float32 leaf: a bf16 gradient already widened).
+Tensor mm_bf16_widened(const Tensor& a, const Tensor& b) {
+  Tensor out = detail::empty_for("linear", {a.shape()[0], b.shape()[1]}, DType::Float32);
+  batched_gemm(a, b, out, false);
+  kernels::bf16_round(out.numel(), out.data<float>(), out.data<float>());
+  return out;
+}
+
+// A gradient computed as float32 and rounded to bf16 precision, in the dtype of its input: kept
+// as float32 for a float32 input (the cast's ToCopyBackward0 would widen it), bf16 otherwise.
+Tensor as_input_dtype(const Tensor& widened, const Tensor& input) {
+  return input.dtype() == DType::Float32 ? widened : widened.to(input.dtype());
+}
+
+Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b);
+
 }  // namespace
 
 // --- matmul ---
@@ -152,9 +169,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 //   backward: gx = g · w,  gw = gᵀ · x (over all leading dims),  gb = Σ g
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   if (autocast_enabled()) {
-    const Tensor x16 = detail::autocast_bf16(x), w16 = detail::autocast_bf16(w);
-    const Tensor b16 = detail::autocast_bf16(b);
-    if (!x16.same(x) || !w16.same(w) || !b16.same(b)) return linear(x16, w16, b16);
+    const auto f32 = [](const Tensor& t) { return t.defined() && t.dtype() == DType::Float32; };
+    if (f32(x) || f32(w) || f32(b)) return autocast_linear(x, w, b);
   }
   check_pair("linear", x, w);
   if (w.dim() != 2) fail("linear", "weight must be 2-D (out, in), got ", shape_str(w.shape()));
@@ -212,5 +228,45 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   }
   return y;
 }
+
+// --- linear under autocast, with a float32 x, w or b ---
+// torch.autocast casts each float32 operand to bf16 on the tape and runs the bf16 linear; each
+// cast's backward (ToCopyBackward0) then widens the bf16 gradient to float32. Here the casts are
+// made off the tape and one node takes the gradients of x, w and b as they are: each is the bf16
+// linear's gradient (float32 sums rounded once to bf16), kept in float32 where its input is
+// float32. The same bits, without a bf16 gradient and its widened copy per operand.
+//   backward: gx = round(g · w16), gw = round(gᵀ · x16), gb = round(Σ g), g bfloat16
+namespace {
+Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const auto cast = [](const Tensor& t) {
+    if (!t.defined()) return t;
+    return t.dtype() == DType::Float32 ? t.detach().to(DType::BFloat16) : t.detach();
+  };
+  const Tensor x16 = cast(x), w16 = cast(w), b16 = cast(b);
+  Tensor y = linear(x16, w16, b16);  // detached operands: no node recorded
+  if (!any_requires_grad({&x, &w, &b})) return y;
+  const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
+                                  : (b.defined() ? "ViewBackward0" : "UnsafeViewBackward0");
+  record(name, {x, w, b}, {save_for(w, x16), save_for(x, w16)},
+         [sx = x.shape(), x, w, b](Node& n, const Tensor& g) -> std::vector<Tensor> {
+           const Tensor g2 = as_rows(g);
+           Tensor gx, gw, gb;
+           if (n.needs(0))
+             gx = as_input_dtype(mm_bf16_widened(g2, n.saved_tensor(1)), x).reshape(sx);
+           if (n.needs(1))
+             gw = as_input_dtype(mm_bf16_widened(g2.T(), as_rows(n.saved_tensor(0))), w);
+           if (n.needs(2)) {  // Σ over rows in float32, rounded once
+             const Tensor gc = detail::widen(g2).contiguous();
+             gb = empty({gc.shape()[1]}, DType::Float32);
+             kernels::sum_cols(gc.shape()[0], gc.shape()[1], gc.data<float>(), gb.data<float>());
+             kernels::bf16_round(gb.numel(), gb.data<float>(), gb.data<float>());
+             gb = as_input_dtype(gb, b);
+           }
+           return {gx, gw, gb};
+         },
+         {&y});
+  return y;
+}
+}  // namespace
 
 }  // namespace tg
