@@ -145,9 +145,14 @@ Tokenizer::Tokenizer(std::vector<std::string> ranks,
 }
 
 Tokenizer Tokenizer::from_merges(const std::vector<std::pair<int, int>>& merges,
-                                 std::vector<std::pair<std::string, int>> specials) {
+                                 std::vector<std::pair<std::string, int>> specials,
+                                 std::string_view byte_order) {
+  if (!byte_order.empty() && byte_order.size() != 256)
+    throw VocabError("byte order of " + std::to_string(byte_order.size()) + " bytes, not 256");
   std::vector<std::string> ranks(256 + merges.size());
-  for (int b = 0; b < 256; ++b) ranks[b] = std::string(1, static_cast<char>(b));
+  // A byte given twice leaves another without a token: the constructor refuses both.
+  for (int b = 0; b < 256; ++b)
+    ranks[b] = std::string(1, byte_order.empty() ? static_cast<char>(b) : byte_order[b]);
   for (size_t k = 0; k < merges.size(); ++k) {
     const auto [a, b] = merges[k];
     if (a < 0 || b < 0 || static_cast<size_t>(a) >= 256 + k || static_cast<size_t>(b) >= 256 + k)
@@ -159,7 +164,7 @@ Tokenizer Tokenizer::from_merges(const std::vector<std::pair<int, int>>& merges,
                        std::to_string(kMaxTokenBytes) + " bytes");
     ranks[256 + k] = ranks[a] + ranks[b];
   }
-  Tokenizer t(std::move(ranks), std::move(specials), "trained");
+  Tokenizer t(std::move(ranks), std::move(specials), byte_order.empty() ? "trained" : "gpt2");
   t.merges_ = merges;
   return t;
 }

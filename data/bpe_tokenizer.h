@@ -70,8 +70,11 @@ class Tokenizer {
   // Our versioned format (bpe_train.h writes it; format in data/README.md).
   static Tokenizer from_tapegrad_file(const std::string& path);
   // ids 0..255 are bytes 0..255; merges[k] = (a, b) makes id 256 + k (what training returns).
+  // byte_order, when given, holds the byte of each of ids 0..255 instead (GPT-2's files put them
+  // in bytes_to_unicode's order); the tokenizer is then named gpt2.
   static Tokenizer from_merges(const std::vector<std::pair<int, int>>& merges,
-                               std::vector<std::pair<std::string, int>> specials = {});
+                               std::vector<std::pair<std::string, int>> specials = {},
+                               std::string_view byte_order = {});
   // Either of the two formats above, by the first line.
   static Tokenizer load(const std::string& path);
 
