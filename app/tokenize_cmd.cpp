@@ -122,12 +122,12 @@ void encode_text(const Tokenizer& tok, bool ordinary, const std::string& input,
   bool any_input = false, first = true;
   BlockWriter w(out);
   TokenStream stream(tok, ordinary, [&](const std::vector<int>& ids) {
-    for (const int id : ids) {
+    for (const int id : ids) {  // one chunk of 100 MB gives its ids at once: written as they go
       if (!first) w.buffer() += ' ';
       w.buffer() += std::to_string(id);
       first = false;
+      w.maybe_write();
     }
-    w.maybe_write();
   });
   for_each_block(input, in, [&](std::string_view block) {
     any_input = true;

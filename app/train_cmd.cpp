@@ -116,6 +116,13 @@ int generate_main(int argc, char** argv) {
         if (name == "<|endoftext|>") eos_id = id;
     if (!g.logits.empty()) {
       // The prompt's logits (1, T, vocab) for tools/interop_check.py, with the ids in metadata.
+      // Generation keeps the prompt's last context_length tokens; these logits cannot.
+      if (int64_t(ids.size()) > lm.cfg.context_length)
+        throw train::UsageError("--prompt is " + std::to_string(ids.size()) +
+                                " tokens, more than the model's context length " +
+                                std::to_string(lm.cfg.context_length) +
+                                "; --logits needs the whole prompt in one context (shorten "
+                                "--prompt)");
       NoGradGuard no_grad;
       const Tensor logits = (*lm.model)(from_vector(ids, {1, int64_t(ids.size())}));
       std::string id_list;

@@ -70,8 +70,11 @@ class Tokenizer {
   // Our versioned format (bpe_train.h writes it; format in data/README.md).
   static Tokenizer from_tapegrad_file(const std::string& path);
   // ids 0..255 are bytes 0..255; merges[k] = (a, b) makes id 256 + k (what training returns).
+  // byte_order, when given, holds the byte of each of ids 0..255 instead (GPT-2's files put them
+  // in bytes_to_unicode's order); the tokenizer is then named gpt2.
   static Tokenizer from_merges(const std::vector<std::pair<int, int>>& merges,
-                               std::vector<std::pair<std::string, int>> specials = {});
+                               std::vector<std::pair<std::string, int>> specials = {},
+                               std::string_view byte_order = {});
   // Either of the two formats above, by the first line.
   static Tokenizer load(const std::string& path);
 
@@ -103,13 +106,14 @@ class Tokenizer {
   // Merge pair (a, b) that forms each token >= 256, or (-1, -1); used by save().
   std::pair<int, int> merge_of(int id) const;
 
-  // For tests: force the heap merge (normally only for long chunks) to compare both paths.
-  void set_heap_threshold(size_t n) { heap_threshold_ = n; }
+  // For tests: chunks longer than n (at most 64) take the tree merge, the others tiktoken's scan;
+  // n = 0 forces the tree merge, 64 the scan wherever it can run, to compare both paths.
+  void set_tree_threshold(size_t n) { tree_threshold_ = n; }
 
  private:
   void merge_chunk(std::string_view chunk, std::vector<int>& out) const;  // no whole-token check
   void merge_small(std::string_view chunk, std::vector<int>& out) const;
-  void merge_heap(std::string_view chunk, std::vector<int>& out) const;
+  void merge_tree(std::string_view chunk, std::vector<int>& out) const;
   int pair_rank(int a, int b) const;
   int lookup(std::string_view bytes) const;  // -1 if not a token
   int lookup(std::string_view bytes, uint64_t hash) const;
@@ -144,7 +148,7 @@ class Tokenizer {
   std::vector<std::pair<int, int>> merges_;  // from from_merges(), for save()
   std::unordered_map<int, std::string> special_by_id_;
   int n_vocab_ = 0;
-  size_t heap_threshold_ = 24;
+  size_t tree_threshold_ = 24;
 };
 
 // Where gpt2() looks when dir is empty: $TAPEGRAD_GPT2_DIR, then ./third_party/gpt2, then the

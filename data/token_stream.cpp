@@ -88,10 +88,14 @@ size_t TokenStream::safe_cut() const {
 
 void TokenStream::feed(std::string_view block) {
   pending_.append(block);
+  // Held text that had no cut is looked at again once it has doubled: a chunk of n bytes costs
+  // O(n) scanning in all, not O(n) per block.
+  if (pending_.size() < rescan_at_) return;
+  scanned_ += pending_.size();
   const size_t cut = safe_cut();
-  if (cut == 0) return;
-  encode(std::string_view(pending_).substr(0, cut));
+  if (cut > 0) encode(std::string_view(pending_).substr(0, cut));
   pending_.erase(0, cut);
+  rescan_at_ = 2 * pending_.size();
 }
 
 void TokenStream::finish() {

@@ -9,7 +9,9 @@
 // could begin a special token. The ids are those of Tokenizer::encode on the whole text (the test
 // compares them for every block size from 1 byte up).
 //
-// Not here: a bound on one chunk (a run of 100 MB of letters is held whole, as encode holds it).
+// A chunk longer than a block (100 MB of one letter) is held whole, as encode holds it; the cut is
+// looked for again only once the held text has doubled, so such a chunk is scanned a bounded
+// number of times per byte, not once per block (which made 200 MB of one letter quadratic).
 #pragma once
 #include <functional>
 #include <string>
@@ -28,6 +30,8 @@ class TokenStream {
               std::function<void(const std::vector<int>&)> emit);
   void feed(std::string_view block);
   void finish();  // encodes what is held; call once, after the last block
+  // Bytes looked at by the search for a cut so far: at most a few times the bytes fed (tests).
+  size_t scanned_bytes() const { return scanned_; }
 
  private:
   size_t safe_cut() const;
@@ -37,6 +41,8 @@ class TokenStream {
   bool ordinary_;
   std::function<void(const std::vector<int>&)> emit_;
   std::string pending_;
+  size_t rescan_at_ = 0;  // pending_'s size at which to look for a cut again
+  size_t scanned_ = 0;
 };
 
 }  // namespace tg::data

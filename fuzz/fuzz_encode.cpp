@@ -1,6 +1,6 @@
 // encode / decode on any bytes: decode_bytes(encode(x)) == x for GPT-2's vocabulary (when
 // third_party/gpt2 is there) and for a small trained one, with specials allowed and not, and
-// the heap merge agrees with the scan.
+// the tree merge agrees with the scan.
 #include <exception>
 #include <memory>
 
@@ -46,8 +46,8 @@ TG_FUZZ_ENTRY(encode) {
   const std::string_view x(reinterpret_cast<const char*>(data), size);
   if (const data::Tokenizer* g = gpt2()) round_trip(*g, x);
   round_trip(trained(), x);
-  data::Tokenizer heap = trained();
-  heap.set_heap_threshold(0);
-  TG_FUZZ_CHECK(heap.encode_ordinary(x) == trained().encode_ordinary(x));
+  data::Tokenizer tree = trained();
+  tree.set_tree_threshold(0);
+  TG_FUZZ_CHECK(tree.encode_ordinary(x) == trained().encode_ordinary(x));
   return 0;
 }

@@ -39,6 +39,44 @@ std::vector<int> streamed(const data::Tokenizer& tok, bool ordinary, const std::
   return all;
 }
 
+struct Run {
+  long status = -1, peak_kib = -1;
+};
+
+// Runs a shell command; its exit status and the peak RSS of that process alone: a child forks
+// it, waits, and reports its RUSAGE_CHILDREN (the test process's own earlier children do not
+// count there).
+Run run_measured(const std::string& cmd) {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    const pid_t t = ::fork();
+    if (t == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(t, &status, 0);
+    rusage ru{};
+    ::getrusage(RUSAGE_CHILDREN, &ru);
+    const long report[2] = {WIFEXITED(status) ? WEXITSTATUS(status) : 128, ru.ru_maxrss};
+    (void)!::write(p[1], report, sizeof report);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  Run r;
+  long report[2] = {-1, -1};
+  REQUIRE(::read(p[0], report, sizeof report) == sizeof report);
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  r.status = report[0];
+  r.peak_kib = report[1];
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("TokenStream: the ids of encode on the whole text, for every block size") {
@@ -128,36 +166,10 @@ TEST_CASE("tapegrad tokenize: peak memory of a 50 MB text stays under 64 MiB") {
       n += part.size();
     }
   }
-  // The peak RSS of the tokenize process alone: a child forks it, waits, and reports its
-  // RUSAGE_CHILDREN (the test process's own earlier children do not count there).
-  int p[2];
-  REQUIRE(::pipe(p) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(p[0]);
-    const std::string cmd =
-        std::string(TG_TAPEGRAD_EXE) + " tokenize " + (d / "big.txt") + " > " + (d / "ids.txt");
-    const pid_t t = ::fork();
-    if (t == 0) {
-      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(t, &status, 0);
-    rusage ru{};
-    ::getrusage(RUSAGE_CHILDREN, &ru);
-    const long report[2] = {WIFEXITED(status) ? WEXITSTATUS(status) : 128, ru.ru_maxrss};
-    (void)!::write(p[1], report, sizeof report);
-    ::_exit(0);
-  }
-  ::close(p[1]);
-  long report[2] = {-1, -1};
-  REQUIRE(::read(p[0], report, sizeof report) == sizeof report);
-  ::close(p[0]);
-  ::waitpid(child, nullptr, 0);
-  CHECK(report[0] == 0);
-  const long peak_kib = report[1];
+  const Run r = run_measured(std::string(TG_TAPEGRAD_EXE) + " tokenize " + (d / "big.txt") + " > " +
+                             (d / "ids.txt"));
+  CHECK(r.status == 0);
+  const long peak_kib = r.peak_kib;
   MESSAGE("tokenize of 50 MB: peak RSS ", peak_kib / 1024, " MiB");
 #if defined(__SANITIZE_ADDRESS__)
   // ASan's shadow memory and its quarantine of freed blocks (up to 256 MiB) are not tokenize's.
@@ -170,4 +182,39 @@ TEST_CASE("tapegrad tokenize: peak memory of a 50 MB text stays under 64 MiB") {
   CHECK(ids.size() > 40'000'000);
   CHECK(ids.back() == '\n');
   CHECK(ids.find('\n') == ids.size() - 1);
+}
+
+TEST_CASE(
+    "TokenStream: a chunk over many blocks is looked at a few times per byte, not per block") {
+  // 1 MiB of one letter is one pre-tokenizer chunk: before, every 4 KiB block rescanned all that
+  // was held (~128 MiB scanned in all; 200 MB in 1 MiB blocks took minutes).
+  const data::Tokenizer gpt2 = data::Tokenizer::gpt2();
+  const std::string text = std::string(size_t(1) << 20, 'a') + " b";
+  for (const bool ordinary : {false, true}) {
+    std::vector<int> all;
+    data::TokenStream s(gpt2, ordinary, [&](const std::vector<int>& ids) {
+      all.insert(all.end(), ids.begin(), ids.end());
+    });
+    for (size_t at = 0; at < text.size(); at += 4096)
+      s.feed(std::string_view(text).substr(at, 4096));
+    s.finish();
+    CHECK(all == gpt2.encode_ordinary(text));
+    CHECK(s.scanned_bytes() <= 4 * text.size());
+  }
+}
+
+TEST_CASE("tapegrad tokenize: one chunk of 16 MB (one letter repeated) in ~10 bytes per byte") {
+  testing::TempDir d("tg_big_chunk");
+  std::ofstream(d / "a.txt", std::ios::binary) << std::string(16'000'000, 'a');
+  const Run r = run_measured(std::string(TG_TAPEGRAD_EXE) + " tokenize " + (d / "a.txt") + " > " +
+                             (d / "ids.txt"));
+  CHECK(r.status == 0);
+  MESSAGE("tokenize of 16 MB of 'a': peak RSS ", r.peak_kib / 1024, " MiB");
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's shadow and quarantine are not tokenize's
+  CHECK(r.peak_kib < 256 * 1024);   // before: 613 MiB (~40 bytes per byte)
+#endif
+  // 4M times GPT-2's token "aaaa" (24794), on one line.
+  std::string want;
+  for (int i = 0; i < 4'000'000; ++i) want += i ? " 24794" : "24794";
+  CHECK(slurp(d / "ids.txt") == want + "\n");
 }

@@ -410,7 +410,9 @@ TEST_CASE("GPT-2 loader: the tokenizer, the memory said before allocating") {
     fs::remove(d / "merges.txt");
     fs::remove(d / "vocab.json");
     CHECK(load_error(d.dir) ==
-          d.dir + ": the tokenizer has 50257 tokens but config.json's vocab_size is 1000");
+          d.dir +
+              ": GPT-2's tokenizer (the folder has no vocab.json + merges.txt) has 50257 tokens "
+              "but its config.json's vocab_size is 1000");
   }
   SUBCASE("no such directory") {
     CHECK(load_error("/nonexistent/gpt2") ==
@@ -613,6 +615,58 @@ std::string hf_config(const nn::GPTConfig& c) {
          ", \"vocab_size\": " + std::to_string(c.vocab_size) + "}";
 }
 
+// One training step from DIR's weights on the golden text, context 16, quietly.
+train::TrainOptions one_step_from(const std::string& dir, const std::string& out_dir) {
+  train::TrainOptions o;
+  o.text_path = kGolden + "/train_text.txt";
+  o.init_from = dir;
+  o.context_length = 16;
+  o.batch_size = 2;
+  o.max_steps = 1;
+  o.eval_freq = 100;
+  o.sample_tokens = 1;
+  o.out_dir = out_dir;
+  o.progress = 0;
+  return o;
+}
+
+// The stored tokenizer of checkpoint ck, tampered with and written to bad: each refusal names the
+// checkpoint and the entry. A gpt2 checkpoint from before kept neither entry and takes the build's
+// GPT-2 tokenizer.
+void check_tampered_tokenizers(const std::string& ck, const std::string& bad) {
+  const struct {
+    const char* drop;      // a tensor removed, or nullptr
+    int64_t byte0, byte1;  // tokenizer.byte_order[0..1] then
+    std::string message;   // after "CK: "
+  } tampered[] = {
+      {"tokenizer.byte_order", 0, 0,
+       "checkpoint's tokenizer 'gpt2' lacks its tokenizer.byte_order"},
+      {nullptr, 300, 1, "checkpoint's tokenizer.byte_order holds 300, not a byte"},
+      {nullptr, 7, 7,
+       "checkpoint's tokenizer does not load (vocabulary: token '\\x07' appears twice (ids 0 and "
+       "1))"},
+      {"tokenizer.merges", 0, 0, "tokenizer has 50257 tokens but the model's vocab_size is 1000"},
+  };
+  for (const auto& t : tampered) {
+    SafeTensors st = load_safetensors(ck);
+    std::vector<std::pair<std::string, Tensor>> kept;
+    for (auto& [name, tensor] : st.tensors) {
+      if (t.drop && name == t.drop) continue;
+      if (t.drop && std::string(t.drop) == "tokenizer.merges" && name == "tokenizer.byte_order")
+        continue;
+      if (!t.drop && name == "tokenizer.byte_order") {
+        tensor = tensor.contiguous();
+        tensor.data<int64_t>()[0] = t.byte0;
+        tensor.data<int64_t>()[1] = t.byte1;
+      }
+      kept.emplace_back(name, tensor);
+    }
+    save_safetensors(bad, kept, st.metadata);
+    CHECK_THROWS_WITH_AS(train::load_checkpoint_model(bad), (bad + ": " + t.message).c_str(),
+                         train::TrainError);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") {
@@ -648,18 +702,9 @@ TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") 
         CHECK(t.contiguous().to_vector<float>() == t2.contiguous().to_vector<float>());
   }
   // One step at lr 0 leaves the weights as loaded; --context 16 keeps wpe's first 16 rows.
-  train::TrainOptions o;
-  o.text_path = kGolden + "/train_text.txt";
-  o.init_from = d / "gpt2";
-  o.context_length = 16;
-  o.batch_size = 2;
+  train::TrainOptions o = one_step_from(d / "gpt2", d / "out");
   o.lr = 0;
   o.weight_decay = 0;
-  o.max_steps = 1;
-  o.eval_freq = 100;
-  o.sample_tokens = 1;
-  o.out_dir = d / "out";
-  o.progress = 0;
   std::ostringstream out, err;
   train::run_training(o, out, err);
   CHECK(err.str().find("n_layer 1, n_embd 8, n_head 2") != std::string::npos);
@@ -679,11 +724,54 @@ TEST_CASE("train --init-from DIR: a run starts from GPT-2's weights (library)") 
       CHECK(t.contiguous().to_vector<float>() == want.contiguous().to_vector<float>());
     }
   }
-  // The fixture's 1000-token vocabulary cannot take GPT-2's tokenizer.
-  train::TrainOptions bad = o;
-  bad.init_from = kFixture;
-  bad.out_dir = d / "out2";
-  CHECK_THROWS_WITH_AS(train::run_training(bad, out, err),
-                       "tokenizer gpt2 has 50257 tokens, more than preset custom's vocab_size 1000",
-                       train::TrainError);
+}
+
+TEST_CASE("train --init-from DIR: DIR's own tokenizer, kept in the checkpoint") {
+  // The fixture has its own vocab.json + merges.txt (1000 tokens, config.json's vocab_size):
+  // before, the run took the build's GPT-2 tokenizer and refused "more than preset custom's
+  // vocab_size 1000", a preset never given.
+  if (!fs::exists(data::default_gpt2_dir() + "/encoder.json")) return;  // not fetched here
+  tg::testing::TempDir d("tg_gpt2");
+  const train::TrainOptions o = one_step_from(kFixture, d / "out");
+  std::ostringstream out, err;
+  train::run_training(o, out, err);
+  const auto fixture = std::make_unique<data::Tokenizer>(
+      data::Tokenizer::from_gpt2_files(kFixture + "/vocab.json", kFixture + "/merges.txt"));
+  const std::string text = slurp(o.text_path);
+  const train::LoadedModel lm = train::load_checkpoint_model(d / "out");
+  CHECK(lm.tokenizer->n_vocab() == 1000);
+  CHECK(lm.tokenizer->encode(text) == fixture->encode(text));
+  CHECK(lm.tokenizer->decode_bytes(fixture->encode(text)) == text);
+  // Resumed, the run keeps that tokenizer (it is the checkpoint's, not the build's).
+  train::TrainOptions r;
+  r.resume_dir = d / "out";
+  r.max_steps = 2;
+  r.progress = 0;
+  train::run_training(r, out, err);
+  CHECK(train::load_checkpoint_model(d / "out").tokenizer->encode(text) == fixture->encode(text));
+
+  check_tampered_tokenizers(d / "out/checkpoint.safetensors", d / "bad.safetensors");
+
+  // A folder whose tokenizer does not fit its config.json: the error names the folder and both.
+  const struct {
+    std::vector<std::string> files;  // copied from the fixture
+    std::string message;             // after "DIR: "
+  } cases[] = {
+      {{"config.json", "model.safetensors"},
+       "GPT-2's tokenizer (the folder has no vocab.json + merges.txt) has 50257 tokens but its "
+       "config.json's vocab_size is 1000"},
+      {{"config.json", "model.safetensors", "vocab.json"},
+       "has vocab.json but no merges.txt (a GPT-2 tokenizer needs both)"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    const std::string dir = d / ("dir" + std::to_string(k++));
+    fs::create_directories(dir);
+    for (const std::string& f : c.files) fs::copy_file(kFixture + "/" + f, dir + "/" + f);
+    train::TrainOptions bad = o;
+    bad.init_from = dir;
+    bad.out_dir = d / "bad";
+    CHECK_THROWS_WITH_AS(train::run_training(bad, out, err), (dir + ": " + c.message).c_str(),
+                         train::TrainError);
+  }
 }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -164,24 +165,110 @@ TEST_CASE("the-verdict.txt gives the book's 5145 tokens") {
   CHECK(gpt2().decode_bytes(ids) == read(path));
 }
 
-TEST_CASE("heap merge and tiktoken's scan agree on long and random chunks") {
-  Tokenizer scan = gpt2(), heap = gpt2();
-  scan.set_heap_threshold(64);
-  heap.set_heap_threshold(0);
-  std::mt19937 rng(7);
+namespace {
+
+// tiktoken's byte_pair_merge as its src/lib.rs writes it, for the reference: parts as start
+// offsets, each pair's rank looked up by its bytes, the lowest joined (leftmost on ties), one
+// rescan of all parts per join. Quadratic, and independent of both merge paths' pair tables.
+std::vector<int> tiktoken_merge(const Tokenizer& tok, std::string_view piece) {
+  const auto rank_of = [&](std::string_view bytes) {
+    std::vector<int> id;
+    tok.encode_chunk(bytes, id);  // a whole token is its one id, whichever merge path is set
+    return id.size() == 1 ? id[0] : INT_MAX;
+  };
+  std::vector<size_t> start(piece.size() + 1);
+  for (size_t i = 0; i <= piece.size(); ++i) start[i] = i;
+  const auto rank_at = [&](size_t i) {
+    return i + 2 < start.size() ? rank_of(piece.substr(start[i], start[i + 2] - start[i]))
+                                : INT_MAX;
+  };
+  while (true) {
+    size_t best = 0;
+    int best_rank = INT_MAX;
+    for (size_t i = 0; i + 2 < start.size(); ++i)
+      if (const int r = rank_at(i); r < best_rank) best = i, best_rank = r;
+    if (best_rank == INT_MAX) break;
+    start.erase(start.begin() + long(best) + 1);
+  }
+  std::vector<int> ids;
+  for (size_t i = 0; i + 1 < start.size(); ++i)
+    ids.push_back(rank_of(piece.substr(start[i], start[i + 1] - start[i])));
+  return ids;
+}
+
+// Pieces of the kinds that stress the order of joins: one byte repeated, short patterns
+// repeated (ties everywhere), random letters, and spans of the golden corpus (real text).
+std::vector<std::string> merge_test_pieces(std::mt19937& rng, size_t max_len, int count) {
+  const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
   const std::string alphabet = "aaabbcdeeeinorst \xc3\xa9\xe4\xbd\xa0";
-  for (int k = 0; k < 300; ++k) {
+  const std::vector<std::string> motifs = {"a",   " ",   "\n",           "ab", "aab",
+                                           "abc", "ing", "\xe4\xbd\xa0", "==", "-.",
+                                           "0",   "12",  "ha",           "lol"};
+  std::vector<std::string> pieces;
+  for (int k = 0; k < count; ++k) {
+    const size_t n = 1 + rng() % max_len;
     std::string s;
-    const int n = 1 + static_cast<int>(rng() % 60);
-    for (int i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+    if (k % 3 == 0) {
+      while (s.size() < n) s += motifs[rng() % motifs.size()];
+    } else if (k % 3 == 1) {
+      while (s.size() < n) s += alphabet[rng() % alphabet.size()];
+    } else {
+      s = corpus.substr(rng() % (corpus.size() - n), n);
+    }
+    pieces.push_back(s);
+  }
+  return pieces;
+}
+
+}  // namespace
+
+TEST_CASE("tree merge and tiktoken's scan agree on random chunks") {
+  Tokenizer scan = gpt2(), tree = gpt2();
+  scan.set_tree_threshold(64);
+  tree.set_tree_threshold(0);
+  std::mt19937 rng(7);
+  for (const std::string& s : merge_test_pieces(rng, 64, 3000)) {
     std::vector<int> a, b;
     scan.encode_chunk(s, a);
-    heap.encode_chunk(s, b);
+    tree.encode_chunk(s, b);
     INFO("chunk '", s, "'");
     CHECK(a == b);
   }
   const std::string corpus = read(kSrc + "/tests/golden/tokenizer_corpus.txt");
-  CHECK(scan.encode_ordinary(corpus) == heap.encode_ordinary(corpus));
+  CHECK(scan.encode_ordinary(corpus) == tree.encode_ordinary(corpus));
+}
+
+TEST_CASE("tree merge equals tiktoken's byte_pair_merge on long chunks") {
+  Tokenizer tree = gpt2();
+  tree.set_tree_threshold(0);
+  std::mt19937 rng(11);
+  for (const std::string& s : merge_test_pieces(rng, 400, 150)) {
+    std::vector<int> ids;
+    tree.encode_chunk(s, ids);
+    INFO("chunk '", s, "'");
+    CHECK(ids == tiktoken_merge(tree, s));
+  }
+}
+
+TEST_CASE("tree merge: one chunk of 4 MiB of one byte, and of a repeated pattern") {
+  // Joins go left to right, pairs of equal tokens first: each 64-byte stretch (a multiple of the
+  // longest run token) encodes as the 64 bytes alone, whatever the chunk's length.
+  const Tokenizer& tok = gpt2();
+  for (const std::string motif : {"a", "ab", "\xe4\xbd\xa0\xe4\xbd\xa0"}) {
+    std::string unit;
+    while (unit.size() < 64) unit += motif;
+    unit.resize(64 / motif.size() * motif.size());
+    std::string big;
+    while (big.size() < (size_t(4) << 20)) big += unit;
+    std::vector<int> one, all;
+    tok.encode_chunk(unit, one);
+    tok.encode_chunk(big, all);
+    INFO("motif '", motif, "'");
+    REQUIRE(all.size() == one.size() * (big.size() / unit.size()));
+    bool periodic = true;
+    for (size_t i = 0; i < all.size(); ++i) periodic = periodic && all[i] == one[i % one.size()];
+    CHECK(periodic);
+  }
 }
 
 TEST_CASE("any byte string round-trips, invalid UTF-8 included") {

@@ -637,6 +637,37 @@ TEST_CASE("the GPT-2 folder's own files are inputs: no output may overwrite one"
   }
 }
 
+TEST_CASE("generate --logits: a prompt longer than the model's context names both flags") {
+  Scratch s;
+  const std::string dir = kGolden + "/gpt2_hf";  // n_positions 32
+  std::string p32, p80;  // " x" is two tokens of the fixture's vocabulary, "." one
+  for (int i = 0; i < 16; ++i) p32 += " x";
+  for (int i = 0; i < 40; ++i) p80 += " x";
+  const struct {
+    std::string prompt;
+    int rc;
+    std::string line;  // the last line on stderr; empty: success
+  } cases[] = {
+      {p32, 0, ""},  // exactly the context
+      {p32 + ".", 2,
+       "tapegrad generate: --prompt is 33 tokens, more than the model's context length 32; "
+       "--logits needs the whole prompt in one context (shorten --prompt)"},
+      {p80, 2,
+       "tapegrad generate: --prompt is 80 tokens, more than the model's context length 32; "
+       "--logits needs the whole prompt in one context (shorten --prompt)"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.prompt);
+    const CliRun g = run_cli(cli::generate_main,
+                             {"generate", "--gpt2", dir, "--prompt", c.prompt, "--max-new-tokens",
+                              "1", "--logits", s / "logits.safetensors"});
+    CHECK(g.rc == c.rc);
+    const size_t last = g.err.rfind('\n', g.err.size() - 2);
+    const std::string line = g.err.substr(last == std::string::npos ? 0 : last + 1);
+    if (c.rc != 0) CHECK(line == c.line + "\n");
+  }
+}
+
 TEST_CASE("tapegrad train and generate from the command line") {
   Scratch s;
   const std::string out = s / "cli";

@@ -47,10 +47,17 @@ std::vector<uint8_t> unhex(const std::string& s) {
   return out;
 }
 
-// The tokenizer's description for the checkpoint: merges for a trained BPE, nothing for gpt2.
+// The tokenizer's description for the checkpoint: its merges and specials, gpt2's too, so the
+// checkpoint decodes with the run's own vocabulary (--init-from DIR's vocab.json + merges.txt),
+// not whatever GPT-2 files the build that reads it has. gpt2's ids 0..255 are the bytes in
+// bytes_to_unicode's order: tokenizer.byte_order keeps it.
 void tokenizer_to_checkpoint(const std::string& spec, const data::Tokenizer& tok,
                              std::vector<std::pair<std::string, Tensor>>& tensors, Metadata& md) {
-  if (spec == "gpt2") return;
+  if (spec == "gpt2") {
+    std::vector<int64_t> order(256);
+    for (int id = 0; id < 256; ++id) order[id] = uint8_t(tok.token_bytes(id)[0]);
+    tensors.emplace_back("tokenizer.byte_order", from_vector(order, {256}));
+  }
   std::vector<int64_t> merges;
   for (int id = 256; id < tok.n_mergeable(); ++id) {
     const auto [a, b] = tok.merge_of(id);
@@ -84,7 +91,7 @@ void check_finite(const Tensor& t, const std::string& name, const std::string& p
 // parameters, the interrupted epoch's order, the tokenizer's merges. Anything else means a file
 // from another model or a spliced one.
 void check_known_tensors(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
-  std::set<std::string> known = {"trainer.epoch_order", "tokenizer.merges"};
+  std::set<std::string> known = {"trainer.epoch_order", "tokenizer.merges", "tokenizer.byte_order"};
   for (const auto& [name, t] : model.state_dict()) known.insert(name);
   for (const auto& [name, p] : model.named_parameters()) {
     known.insert("optimizer.exp_avg." + name);
@@ -204,12 +211,27 @@ std::string recipe_entry(const SafeTensors& st, const std::string& path, const c
   return v->str;
 }
 
+// gpt2's tokenizer.byte_order: the byte of each of ids 0..255.
+std::string byte_order(const SafeTensors& st, const std::string& path) {
+  const Tensor* o = st.find("tokenizer.byte_order");
+  if (!o || o->dim() != 1 || o->size(0) != 256 || o->dtype() != DType::Int64)
+    throw TrainError(path + ": checkpoint's tokenizer 'gpt2' lacks its tokenizer.byte_order");
+  std::string order;
+  for (const int64_t b : o->to_vector<int64_t>()) {
+    if (b < 0 || b > 255)
+      throw TrainError(path + ": checkpoint's tokenizer.byte_order holds " + std::to_string(b) +
+                       ", not a byte");
+    order += char(b);
+  }
+  return order;
+}
+
 }  // namespace
 
 std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st,
                                                            const std::string& path) {
   const std::string spec = recipe_entry(st, path, "tokenizer");
-  if (spec == "gpt2") {
+  if (spec == "gpt2" && !st.find("tokenizer.merges")) {  // written before gpt2's was kept
     try {
       return std::make_unique<data::Tokenizer>(data::Tokenizer::gpt2());
     } catch (const std::exception& e) {
@@ -231,6 +253,7 @@ std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st
                        " uses an id outside 0.." + std::to_string(limit - 1));
     merges.emplace_back(int(v[i]), int(v[i + 1]));
   }
+  const std::string order = spec == "gpt2" ? byte_order(st, path) : "";
   std::vector<std::pair<std::string, int>> specials;
   try {
     const json::Value list = json::parse(sp->second);
@@ -243,7 +266,7 @@ std::unique_ptr<data::Tokenizer> tokenizer_from_checkpoint(const SafeTensors& st
       if (id < 0 || id > INT32_MAX) throw std::runtime_error("special id out of range");
       specials.emplace_back(e.items[0].str, int(id));
     }
-    return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials));
+    return std::make_unique<data::Tokenizer>(data::Tokenizer::from_merges(merges, specials, order));
   } catch (const std::exception& e) {
     throw TrainError(path + ": checkpoint's tokenizer does not load (" + e.what() + ")");
   }

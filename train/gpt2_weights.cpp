@@ -373,34 +373,41 @@ std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir,
   return model;
 }
 
-std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir) {
+std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir, int64_t vocab_size) {
   const fs::path vocab = fs::path(dir) / "vocab.json", merges = fs::path(dir) / "merges.txt";
   const bool has_vocab = fs::exists(vocab), has_merges = fs::exists(merges);
   if (has_vocab != has_merges)
     throw TrainError(dir + ": has " +
                      (has_vocab ? "vocab.json but no merges.txt" : "merges.txt but no vocab.json") +
                      " (a GPT-2 tokenizer needs both)");
+  std::unique_ptr<data::Tokenizer> tok;
   try {
-    return std::make_unique<data::Tokenizer>(
+    tok = std::make_unique<data::Tokenizer>(
         has_vocab ? data::Tokenizer::from_gpt2_files(vocab.string(), merges.string())
                   : data::Tokenizer::gpt2());
   } catch (const std::exception& e) {
     throw TrainError(e.what());
   }
+  // Said before the weights load: which tokenizer, and config.json's size it must fit.
+  if (tok->n_vocab() > vocab_size)
+    throw TrainError(dir + ": " +
+                     (has_vocab
+                          ? "its vocab.json + merges.txt have "
+                          : "GPT-2's tokenizer (the folder has no vocab.json + merges.txt) has ") +
+                     std::to_string(tok->n_vocab()) +
+                     " tokens but its config.json's vocab_size is " + std::to_string(vocab_size));
+  return tok;
 }
 
 LoadedModel load_gpt2_model(const std::string& dir, std::ostream& notes) {
-  const nn::GPTConfig cfg = read_gpt2_config(dir);  // a missing directory or config first
+  // A missing directory or config before the tokenizer, the tokenizer before the weights.
+  const nn::GPTConfig cfg = read_gpt2_config(dir);
   LoadedModel lm;
-  lm.tokenizer = load_gpt2_tokenizer(dir);
+  lm.tokenizer = load_gpt2_tokenizer(dir, cfg.vocab_size);
   lm.model = load_gpt2_weights(dir, cfg, notes);
   lm.cfg = lm.model->cfg;
   lm.preset = "gpt2-hf";
   lm.tokenizer_spec = "gpt2";
-  if (lm.tokenizer->n_vocab() > lm.cfg.vocab_size)
-    throw TrainError(dir + ": the tokenizer has " + std::to_string(lm.tokenizer->n_vocab()) +
-                     " tokens but config.json's vocab_size is " +
-                     std::to_string(lm.cfg.vocab_size));
   return lm;
 }
 

@@ -70,9 +70,11 @@ std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& dir,
 void load_gpt2_weights_into(nn::GPTModel& model, const std::string& dir,
                             const nn::GPTConfig& file_cfg, std::ostream& notes);
 
-// DIR's vocab.json + merges.txt when both are there, else GPT-2's files (default_gpt2_dir()).
-// Throws TrainError when only one of the two is in DIR, or the files do not load.
-std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir);
+// DIR's vocab.json + merges.txt when both are there, else GPT-2's files (default_gpt2_dir()), as
+// `generate --gpt2 DIR` and `train --init-from DIR` load it. Throws TrainError when only one of
+// the two is in DIR, the files do not load, or they have more tokens than vocab_size (DIR's
+// config.json's).
+std::unique_ptr<data::Tokenizer> load_gpt2_tokenizer(const std::string& dir, int64_t vocab_size);
 
 // The files of DIR a command reads (config.json, model.safetensors, vocab.json, merges.txt), each
 // with the role "the ROLE folder's", for the check that no output overwrites one of them.

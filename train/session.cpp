@@ -265,7 +265,8 @@ void Session::resume_options() {
 }
 
 // --init-from DIR: the run's config is DIR's (the book's NEW_CONFIG for GPT-2), its tokenizer
-// GPT-2's; make_model loads the weights.
+// DIR's vocab.json + merges.txt or GPT-2's (load_text_and_tokenizer); make_model loads the
+// weights.
 void Session::init_from_gpt2() {
   if (resuming_)
     throw UsageError("--init-from starts a run from GPT-2's weights; it does not go with --resume");
@@ -307,14 +308,19 @@ void Session::load_text_and_tokenizer() {
     if (ckpt_.metadata["text_hash"] != hash_)
       throw TrainError("'" + opt_.text_path + "' is not the text checkpoint " + ckpt_in_ +
                        " was trained on");
+  } else if (!opt_.init_from.empty()) {
+    // generate --gpt2 DIR's tokenizer (DIR's own files, else GPT-2's), fitting config.json.
+    tokenizer_ = load_gpt2_tokenizer(opt_.init_from, cfg_.vocab_size);
   } else {
     tokenizer_ = data::make_training_tokenizer(opt_.tokenizer, splits_.train, opt_.text_path, err_);
   }
   if ((opt_.preset == "tiny" || opt_.preset == "custom") && opt_.init_from.empty())
     cfg_.vocab_size = tokenizer_->n_vocab();
+  // Left for this check: a --preset with a fixed vocabulary (gpt2-124m's 50257) and a larger
+  // --tokenizer (--init-from's and a checkpoint's were checked against their own config).
   if (tokenizer_->n_vocab() > cfg_.vocab_size)
-    throw TrainError("tokenizer " + opt_.tokenizer + " has " +
-                     std::to_string(tokenizer_->n_vocab()) + " tokens, more than preset " +
+    throw TrainError("--tokenizer " + opt_.tokenizer + " has " +
+                     std::to_string(tokenizer_->n_vocab()) + " tokens, more than --preset " +
                      opt_.preset + "'s vocab_size " + std::to_string(cfg_.vocab_size));
 }
 

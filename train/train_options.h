@@ -171,7 +171,8 @@ inline const cli::Command<O> kTrain{
         cli::path("resume", &O::resume_dir, "DIR", "continue from DIR's checkpoint"),
         cli::path("init-from", &O::init_from, "DIR",
                   "start from OpenAI's GPT-2 weights in Hugging Face's files\n"
-                  "(config.json, model.safetensors): DIR's sizes, GPT-2's tokenizer"),
+                  "(config.json, model.safetensors): DIR's sizes, DIR's vocab.json +\n"
+                  "merges.txt (else GPT-2's tokenizer), as generate --gpt2 DIR"),
         cli::integer("max-steps", &O::max_steps, 1, kMaxCount, "N",
                      "stop (and save) after N steps of this run")
             .none(-1),
