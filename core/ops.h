@@ -145,6 +145,11 @@ void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, con
 // as it would inside the whole tensor.
 void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
                 const AdamWStep& s);
+// The same update with p, g and the moments in bfloat16, as torch.optim.AdamW runs on a model
+// after model.to(torch.bfloat16) (its CPU single-tensor loop): each of its ops computes in
+// float32 and rounds its result to bf16 (golden tests/golden/adamw_bf16.txt).
+void adamw_bf16_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 const AdamWStep& s);
 
 // --- autocast (ops/common.cpp) ---
 // torch.autocast("cpu", dtype=torch.bfloat16) over a scope of this thread: matmul, linear and

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -331,4 +332,45 @@ TEST_CASE("autocast linear: gradients equal casting on the tape, bit for bit") {
       CHECK(differ == 0);
     }
   }
+}
+
+// tests/golden/gen_adamw_bf16.py: torch.optim.AdamW on a bf16 parameter (PyTorch 2.6's CPU
+// loop), three steps; each line "NAME HEX HEX ..." holds a tensor's bf16 bits.
+TEST_CASE("adamw_bf16_: torch.optim.AdamW on a bfloat16 parameter, bit for bit (3 steps)") {
+  std::ifstream in(std::string(TG_GOLDEN_DIR) + "/adamw_bf16.txt");
+  REQUIRE(in);
+  std::map<std::string, std::vector<uint16_t>> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line.rfind("lr ", 0) == 0) continue;  // the settings
+    std::istringstream ss(line);
+    std::string name, hex;
+    ss >> name;
+    while (ss >> hex) rows[name].push_back(uint16_t(std::stoul(hex, nullptr, 16)));
+  }
+  const auto tensor_of = [&](const std::string& name) {
+    REQUIRE(rows.count(name));
+    const std::vector<uint16_t>& b = rows[name];
+    Tensor t = zeros({int64_t(b.size())}, DType::BFloat16);
+    for (size_t i = 0; i < b.size(); ++i) t.data<bfloat16>()[i] = bfloat16::from_bits(b[i]);
+    return t;
+  };
+  Tensor p = tensor_of("p0");
+  Tensor m = zeros(p.shape(), DType::BFloat16), v = zeros(p.shape(), DType::BFloat16);
+  for (int step = 1; step <= 3; ++step) {
+    CAPTURE(step);
+    const std::string k = std::to_string(step);
+    adamw_bf16_(p, tensor_of("g" + k), m, v, {4e-4, 0.9, 0.999, 1e-8, 0.1, step});
+    for (const auto& [name, t] : {std::pair{"p", p}, {"m", m}, {"v", v}}) {
+      CAPTURE(name);
+      const Tensor want = tensor_of(name + k);
+      int differ = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) differ += bits_of(t, i) != bits_of(want, i);
+      CHECK(differ == 0);
+    }
+  }
+  Tensor f = zeros({3});
+  CHECK_THROWS_WITH_AS(adamw_bf16_(f, f, f, f, {4e-4, 0.9, 0.999, 1e-8, 0.1, 1}),
+                       "adamw_bf16_: expected contiguous bfloat16 tensors of one shape, got "
+                       "torch.float32 [3] beside the parameter's [3]",
+                       std::invalid_argument);
 }
