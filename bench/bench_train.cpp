@@ -16,8 +16,9 @@
 // `tapegrad train --precision bf16` runs TrainLoop::autocast: each forward and the loss inside the
 // scope, backward and AdamW outside it on float32 weights), beside PyTorch 2 with the book's
 // forward and loss under torch.autocast("cpu", dtype=torch.bfloat16) and with its model in
-// bfloat16 (bf16-pure: model.to(torch.bfloat16), as the book's ch05/10_llm-training-speed does;
-// PyTorch's setting only, tapegrad has none). PyTorch 1.13 runs float32 only.
+// bfloat16 (bf16-pure: model.to(torch.bfloat16), as the book's ch05/10_llm-training-speed does,
+// and ours as `tapegrad train --precision bf16-pure`: the model and AdamW's moments in bf16).
+// PyTorch 1.13 runs float32 only.
 //
 // Beside every figure, the step's bound: its GEMM FLOPs at the FMA probe (bf16 rows: the path's
 // bf16 probe, vdpbf16ps; the FMA probe where the path widens bf16 to float32) plus the bytes the
@@ -99,6 +100,10 @@ int run_child(Config c, int64_t steps, const std::string& attention, const std::
   nn::GPTModel model(c.cfg);
   model.train();
   train::AdamW opt(model, 4e-4, 0.1);
+  if (precision == "bf16-pure") {  // as tapegrad train --precision bf16-pure
+    model.to(DType::BFloat16);
+    opt.to(DType::BFloat16);
+  }
   const int64_t T = c.cfg.context_length, B = c.batch;
   std::vector<int64_t> ids(size_t((steps + 1) * B * (T + 1)));
   randint(ids.data(), int64_t(ids.size()), 0, c.cfg.vocab_size);  // torch.randint's draws
@@ -296,7 +301,7 @@ Machine machine() {
 void reprobe(Machine& m, const Options& o) {
   const int threads = int(o.threads);
   m.gflops = std::max(m.gflops, bench::probe_peak(threads));
-  if (m.bf16_unit && std::find(o.precision.begin(), o.precision.end(), "bf16") != o.precision.end())
+  if (m.bf16_unit && o.precision != std::vector<std::string>{"fp32"})  // a bf16 row bounds by it
     m.bf16_gflops = std::max(m.bf16_gflops, bench::probe_peak(threads, true));
   m.gbytes_per_s = std::max(m.gbytes_per_s, bench::copy_bandwidth(threads));
   ++m.probe_rounds;
@@ -367,11 +372,9 @@ std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
     for (const std::string& r : o.routes) v.push_back({"tapegrad " + r, nullptr, r, prec, {}});
     for (const Peer& p : peers) {
       if (prec != "fp32" && torch1(p)) continue;
-      for (const std::string& pp : prec == "fp32" ? std::vector<std::string>{"fp32"}
-                                                  : std::vector<std::string>{prec, "bf16-pure"})
-        for (const char* r : {"book", "sdpa"})
-          if (r == std::string("book") || !torch1(p))
-            v.push_back({p.torch.version + " " + r, &p, r, pp, {}});
+      for (const char* r : {"book", "sdpa"})
+        if (r == std::string("book") || !torch1(p))
+          v.push_back({p.torch.version + " " + r, &p, r, prec, {}});
     }
   }
   return v;
@@ -589,13 +592,12 @@ std::vector<Peer> find_peers(const Options& o, const std::string& isa,
     else
       peers.push_back(p);
   }
-  if (std::find(o.precision.begin(), o.precision.end(), "bf16") != o.precision.end() &&
-      !peers.empty())
+  if (o.precision != std::vector<std::string>{"fp32"} && !peers.empty())
     notes.push_back(
         "bf16: PyTorch 2 with the book's forward and loss under torch.autocast(\"cpu\", "
-        "dtype=torch.bfloat16); bf16-pure is PyTorch's setting only (model.to(torch.bfloat16), "
-        "AdamW on bfloat16 parameters, as the book's ch05/10_llm-training-speed): tapegrad has no "
-        "bf16-pure; PyTorch 1.13 runs fp32 only");
+        "dtype=torch.bfloat16); bf16-pure: model.to(torch.bfloat16), AdamW on bfloat16 "
+        "parameters, as the book's ch05/10_llm-training-speed (ours: --precision bf16-pure); "
+        "PyTorch 1.13 runs fp32 only");
   return peers;
 }
 

@@ -18,10 +18,9 @@ inline std::string all_routes() {
   return s;
 }
 
-// Our precisions: --precision's choices. PyTorch 2 also runs "bf16-pure" (its model in bfloat16)
-// beside our bf16 rows; tapegrad has no such setting.
+// --precision's choices, ours and PyTorch 2's alike (PyTorch 1.13 runs fp32 only).
 inline const std::vector<std::string>& precisions() {
-  static const std::vector<std::string> v = {"fp32", "bf16"};
+  static const std::vector<std::string> v = {"fp32", "bf16", "bf16-pure"};
   return v;
 }
 
@@ -56,9 +55,9 @@ inline const tg::cli::Command<Options>& command() {
           cli::text("attention", &Options::routes_list, "LIST",
                     "our attention routes, comma-separated"),
           cli::text("precision", &Options::precision_list, "LIST",
-                    "fp32, bf16 (comma-separated): bf16 is torch.autocast's rule (GEMMs and\n"
-                    "attention in bf16, float32 weights and AdamW), beside PyTorch 2 under\n"
-                    "autocast and with its model in bf16 (bf16-pure, PyTorch's setting only)"),
+                    "fp32, bf16, bf16-pure (comma-separated): bf16 is torch.autocast's rule\n"
+                    "(GEMMs and attention in bf16, float32 weights and AdamW); bf16-pure the\n"
+                    "model and AdamW in bf16 (model.to(torch.bfloat16)); PyTorch 2 alike"),
           cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
       }};

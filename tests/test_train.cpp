@@ -3,6 +3,7 @@
 // one-line errors of `tapegrad train` / `generate`.
 #include <doctest/doctest.h>
 #include <unistd.h>
+#include <bit>
 
 #include <algorithm>
 #include <chrono>
@@ -428,6 +429,54 @@ TEST_CASE("--precision bf16: autocast's losses follow float32's; the checkpoint 
   CHECK(any_differs);  // the bf16 run did compute in bf16
   const tg::SafeTensors ck = tg::load_safetensors(s / "bf16/checkpoint.safetensors");
   for (const auto& [name, t] : ck.tensors) CHECK_MESSAGE(t.dtype() != DType::BFloat16, name);
+}
+
+// --precision bf16-pure: model.to(torch.bfloat16) as the book's ch05/10 (weights, gradients and
+// AdamW's moments in bf16). Its losses stay near float32's; the checkpoint keeps float32 tensors
+// holding bf16 values, and a resumed run continues to the uninterrupted run's bits.
+TEST_CASE("--precision bf16-pure: the model in bf16, losses near float32's, resume exact") {
+  Scratch s;
+  std::ostringstream out, err;
+  train::TrainOptions f = small_options(s), p = small_options(s);
+  f.out_dir = s / "fp32";
+  p.precision = "bf16-pure";
+  p.out_dir = s / "pure";
+  const std::vector<double> fl = train::run_training(f, out, err).step_losses;
+  const train::TrainResult whole = train::run_training(p, out, err);
+  REQUIRE(whole.step_losses.size() == fl.size());
+  bool any_differs = false;
+  for (size_t i = 0; i < fl.size(); ++i) {
+    // Every op and the update round to 8 bits: a loss of ~3 drifts by up to ~1e-2 over these steps.
+    CHECK_MESSAGE(std::abs(whole.step_losses[i] - fl[i]) <= 0.03 * fl[i], "step " << i);
+    any_differs = any_differs || whole.step_losses[i] != fl[i];
+  }
+  CHECK(any_differs);
+  const tg::SafeTensors ck = tg::load_safetensors(s / "pure/checkpoint.safetensors");
+  for (const auto& [name, t] : ck.tensors) {
+    if (t.dtype() != DType::Float32) continue;  // the tokenizer's and the trainer's int64 entries
+    CAPTURE(name);
+    const Tensor c = t.contiguous();
+    int off = 0;  // values that are not a bf16's: the weights and moments are bf16 in float32
+    for (int64_t i = 0; i < c.numel(); ++i)
+      off += (std::bit_cast<uint32_t>(c.data<float>()[i]) & 0xFFFFu) != 0;
+    CHECK(off == 0);
+  }
+  train::TrainOptions a = small_options(s);
+  a.precision = "bf16-pure";
+  a.max_steps = 10;
+  const train::TrainResult first = train::run_training(a, out, err);
+  train::TrainOptions b = small_options(s);
+  b.config.reset();
+  b.resume_dir = s / "out";
+  const train::TrainResult second = train::run_training(b, out, err);
+  CHECK(joined(first, second) == whole.step_losses);  // bit for bit
+  // One process, one micro-batch: the micro-batch exchange is float32.
+  check_one_line_error(
+      run_cli(cli::train_main, {"train", "--text", kGolden + "/train_text.txt", "--precision",
+                                "bf16-pure", "--micro-batches", "2", "--out", s / "k2"}),
+      "tapegrad train: --precision bf16-pure runs one micro-batch in one process, not with "
+      "--micro-batches 2",
+      2);
 }
 
 TEST_CASE("bad input: text, context, preset or tokenizer: one clear line and a non-zero exit") {

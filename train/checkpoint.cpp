@@ -301,13 +301,16 @@ json::Value options_from_checkpoint(const SafeTensors& st, const std::string& pa
 
 void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& optimizer,
                      const Generator& gen, const RunRecipe& recipe, const RunPosition& pos) {
+  // A bf16-pure run's weights and moments as float32 (exactly their bf16 values): one checkpoint
+  // format, which resume, generate and the book's GPTModel read as they are.
+  const auto f32 = [](const Tensor& t) { return t.to(DType::Float32); };
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t);
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, f32(t));
   const auto params = model.named_parameters();
   for (size_t k = 0; k < params.size(); ++k)
-    tensors.emplace_back("optimizer.exp_avg." + params[k].first, optimizer.exp_avg[k]);
+    tensors.emplace_back("optimizer.exp_avg." + params[k].first, f32(optimizer.exp_avg[k]));
   for (size_t k = 0; k < params.size(); ++k)
-    tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first, optimizer.exp_avg_sq[k]);
+    tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first, f32(optimizer.exp_avg_sq[k]));
   if (pos.batch > 0)
     tensors.emplace_back("trainer.epoch_order",
                          from_vector(pos.epoch_order, {int64_t(pos.epoch_order.size())}));

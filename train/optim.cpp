@@ -32,14 +32,24 @@ void AdamW::step() {
     Tensor p = params[k];  // a handle on the parameter, updated in place
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    const AdamWStep s{lr, beta1, beta2, eps, weight_decay, step_count};
+    if (p.dtype() == DType::BFloat16) {  // model.to(torch.bfloat16): every op of the update in bf16
+      adamw_bf16_(p, g.contiguous(), exp_avg[k], exp_avg_sq[k], s);
+      continue;
+    }
     if (p.dtype() != DType::Float32 || !p.is_contiguous())
-      throw std::invalid_argument("AdamW: parameters must be contiguous float32");
+      throw std::invalid_argument("AdamW: parameters must be contiguous float32 or bfloat16");
     // torch/optim/adamw.py's _single_tensor_adamw per element, vectorized and split over the
     // pool by the kernels (elementwise, so the split changes nothing): p *= 1 - lr*wd;
     // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
     // The kernel updates m in 2.x's lerp form, which can differ from 1.13's mul/add by an ulp.
-    adamw_(p, g, exp_avg[k], exp_avg_sq[k], {lr, beta1, beta2, eps, weight_decay, step_count});
+    adamw_(p, g, exp_avg[k], exp_avg_sq[k], s);
   }
+}
+
+void AdamW::to(DType dtype) {
+  for (std::vector<Tensor>* moments : {&exp_avg, &exp_avg_sq})
+    for (Tensor& m : *moments) m = m.to(dtype);
 }
 
 double clip_grad_norm(nn::Module& model, double max_norm) {
@@ -49,7 +59,7 @@ double clip_grad_norm(nn::Module& model, double max_norm) {
   for (const Tensor& p : model.parameters()) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const Tensor gc = g.contiguous();
+    const Tensor gc = g.to(DType::Float32).contiguous();  // a bf16 gradient widened, exactly
     const float* d = gc.data<float>();
     double sq = 0;
     for (int64_t i = 0; i < gc.numel(); ++i) sq += double(d[i]) * d[i];

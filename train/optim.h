@@ -26,6 +26,9 @@ class AdamW {
   // on every step of a GPT.
   void step();
   void zero_grad() { model_.zero_grad(); }
+  // The moments in `dtype`, as the parameters after model.to(dtype) (torch creates them with
+  // zeros_like(param)): float32 or bfloat16.
+  void to(DType dtype);
 
   double lr, weight_decay, beta1, beta2, eps;
   int64_t step_count = 0;  // state['step'] after the last step

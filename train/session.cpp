@@ -232,6 +232,11 @@ Session::Session(const TrainOptions& opt, std::ostream& out, std::ostream& err)
   if (resuming_) resume_options();
   check_options(opt_);
   resolve_micro_batches(opt_);
+  if (opt_.precision == "bf16-pure" && opt_.micro_batches > 1)  // their exchange is float32
+    throw UsageError("--precision bf16-pure runs one micro-batch in one process, not " +
+                     (dist::size() > 1
+                          ? "under mpirun -np " + std::to_string(dist::size())
+                          : "with --micro-batches " + std::to_string(opt_.micro_batches)));
   const int cores = default_threads();  // on every rank: a collective under mpirun
   if (opt_.threads > 0)
     set_num_threads(opt_.threads);
@@ -361,6 +366,12 @@ void Session::make_model() {
     seconds_before_ = pos_.seconds;
   }
   if (runner_) runner_->take_moments(*optimizer_);  // ZeRO-1: this rank's shard only
+  if (opt_.precision == "bf16-pure") {
+    // model.to(torch.bfloat16) after loading, as the book's ch05/10: the weights (and a resumed
+    // run's moments, kept as float32 in the checkpoint) round to bf16 once.
+    model_->to(DType::BFloat16);
+    optimizer_->to(DType::BFloat16);
+  }
 }
 
 // --init-from: rank 0 reads DIR's weights into the model and sends them, so the ranks start equal,

@@ -41,9 +41,9 @@ struct TrainOptions {
   std::string preset = "tiny";  // gpt2-124m | tiny
   std::string tokenizer;        // gpt2 | bpe:N; empty: gpt2 for gpt2-124m, bpe:512 for tiny
   std::string attention = nn::GPTConfig().attention;  // fused | book (GPTConfig::attention)
-  std::string precision = "fp32";                     // fp32 | bf16 (TrainLoop::autocast)
-  int64_t context_length = 0;                         // 0: the preset's
-  double drop_rate = -1;                              // < 0: the preset's
+  std::string precision = "fp32";  // fp32 | bf16 (TrainLoop::autocast) | bf16-pure
+  int64_t context_length = 0;      // 0: the preset's
+  double drop_rate = -1;           // < 0: the preset's
   int64_t epochs = 10, batch_size = 2;
   // Micro-batches a global batch is cut into (gradient accumulation); 0: 1, or the process count
   // under mpirun (train/data_parallel.h).
@@ -155,10 +155,12 @@ inline const cli::Command<O> kTrain{
             .shown_default("1, or N under mpirun -np N")
             .stored(Resume::MayChange, "", "1"),
         // Checkpoints from before it trained in float32.
-        cli::choice("precision", &O::precision, {"fp32", "bf16"},
+        cli::choice("precision", &O::precision, {"fp32", "bf16", "bf16-pure"},
                     "fp32: float32 throughout (the book's numbers); bf16: torch.autocast's\n"
                     "bfloat16 for matmuls, Linear and attention, with float32 weights,\n"
-                    "gradients and AdamW moments")
+                    "gradients and AdamW moments; bf16-pure: the whole model in bfloat16,\n"
+                    "as model.to(torch.bfloat16) (the book's ch05/10), AdamW's moments too;\n"
+                    "one process, one micro-batch")
             .stored(Resume::MayChange, "", json::quote("fp32")),
         cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool (per rank)")
             .none(0)

@@ -286,7 +286,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
              const int64_t* p = id.data<int64_t>();
              const Tensor gc = detail::widen(g).contiguous();  // bf16 sums in float32
              Tensor gw = zeros({num, D}, gc.dtype());
-             dispatch(g.dtype(), [&](auto z) {
+             dispatch(gc.dtype(), [&](auto z) {
                using T = decltype(z);
                const T* pg = gc.data<T>();
                T* pw = gw.data<T>();
