@@ -218,7 +218,7 @@ std::vector<Case> option_cases() {
 }
 
 // bench_train --precision: ours has fp32 and bf16; bf16-pure is PyTorch's setting only (its rows
-// come with bf16), so it is refused as ours.
+// come with bf16), so it is refused as ours. bench_generate's: fp32 and bf16.
 std::vector<Case> precision_cases() {
   return {
       {{},
@@ -238,6 +238,14 @@ std::vector<Case> precision_cases() {
        2,
        "bench_train: --precision wants a list of fp32, bf16, got 'BF16'"},
       {{}, {"bench_train", "--precision"}, 2, "bench_train: --precision needs a value"},
+      {{},
+       {"bench_generate", "--precision", "fp16"},
+       2,
+       "bench_generate: --precision wants a list of fp32, bf16, got 'fp16'"},
+      {{},
+       {"bench_generate", "--precision=bf16,"},
+       2,
+       "bench_generate: --precision wants a list of fp32, bf16, got ''"},
   };
 }
 
