@@ -50,48 +50,79 @@ inline void transpose16x16(__m512 r[16]) {
   }
 }
 
-// ---- bf16 gemv, 16 rows at a time ----------------------------------------------------------
+// ---- bf16 gemv, 16 rows per lane group -----------------------------------------------------
 // One zmm lane per row, so each lane runs its row's chain in order. Per chunk of 16 pairs of k,
-// the 16 rows' 64 bytes are loaded (masked past cols: zeros, nothing read beyond the row) and
-// transposed on the pairs' 32 bits, so t[q] holds pair q of every row; step(acc, x's pair q
+// a group's 16 rows' 64 bytes are loaded (masked past cols: zeros, nothing read beyond the row)
+// and transposed on the pairs' 32 bits, so t[q] holds pair q of every row; step(acc, x's pair q
 // broadcast, t[q]) is one link of the chain (both halves of the pair, odd k first). Exactly
-// (cols + 1) / 2 links run: a zero pair more would turn an acc of -0 into +0. Returns the rows
-// done (whole groups of 16); the caller computes the rest.
-constexpr int64_t kGemvRows = 16;
+// (cols + 1) / 2 links run: a zero pair more would turn an acc of -0 into +0.
+
+// The links of one chunk (len values from column p) into acc.
+template <class Step>
+inline __m512 gemv_links(__m512 acc, const __m512 t[16], const uint16_t* x, int64_t p, int64_t len,
+                         int64_t cols, Step step) {
+  if (len == 32) {  // whole pairs: x's pair q read as one 32-bit word
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q) {
+      int32_t xp;
+      std::memcpy(&xp, x + p + 2 * q, 4);
+      acc = step(acc, _mm512_set1_epi32(xp), _mm512_castps_si512(t[q]));
+    }
+    return acc;
+  }
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) {  // the last chunk; an odd cols pads x's last pair with a zero
+    if (2 * q >= len) break;
+    const int64_t k = p + 2 * q;
+    const uint32_t xp = uint32_t(x[k]) | (k + 1 < cols ? uint32_t(x[k + 1]) << 16 : 0u);
+    acc = step(acc, _mm512_set1_epi32(int(xp)), _mm512_castps_si512(t[q]));
+  }
+  return acc;
+}
+
+// Rows [0, 16·G) of w into y: G groups of 16 side by side, so G chains are in flight (with one
+// group, GPT-2's out_head from memory ran 2.5× slower on Zen 5: the loads waited on one chain).
+// Each group's chunk also prefetches 1 KiB of the next block, in memory order, into L2 (its 16·G
+// rows are as many streams, too many for the hardware prefetchers; ~10% on out_head). In cache
+// the 16×16 transposes, 4 shuffles a link, bound the kernel; a prefetch past the matrix is
+// harmless.
+template <int G, class Step>
+void gemv_block(int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x, const float* b,
+                float* y, Step step) {
+  __m512 acc[G];
+  for (int j = 0; j < G; ++j)
+    acc[j] = b != nullptr ? _mm512_loadu_ps(b + 16 * j) : _mm512_setzero_ps();
+  const char* next = reinterpret_cast<const char*>(w + 16 * G * ldw);
+  for (int64_t p = 0; p < cols; p += 32) {
+    const int64_t len = std::min<int64_t>(32, cols - p);
+    const __mmask32 mask = len >= 32 ? ~__mmask32(0) : __mmask32((1u << len) - 1u);
+#pragma GCC unroll 4
+    for (int j = 0; j < G; ++j) {
+      const uint16_t* wj = w + 16 * j * ldw + p;
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        _mm_prefetch(next + (((p / 32) * G + j) * 16 + i) * 64, _MM_HINT_T1);
+        t[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, wj + i * ldw));
+      }
+      transpose16x16(t);
+      acc[j] = gemv_links(acc[j], t, x, p, len, cols, step);
+    }
+  }
+  for (int j = 0; j < G; ++j) _mm512_storeu_ps(y + 16 * j, acc[j]);
+}
+
+// Blocks of 64 rows, then of 16; returns the rows done (whole groups of 16), the caller computes
+// the rest.
 template <class Step>
 int64_t gemv_rows_bf16_x16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
                            const uint16_t* x, const float* b, float* y, Step step) {
-  const int64_t full = rows / kGemvRows * kGemvRows;
-  for (int64_t r = 0; r < full; r += kGemvRows) {
-    __m512 acc = b != nullptr ? _mm512_loadu_ps(b + r) : _mm512_setzero_ps();
-    for (int64_t p = 0; p < cols; p += 32) {
-      const int64_t len = std::min<int64_t>(32, cols - p);
-      const __mmask32 k = len >= 32 ? ~__mmask32(0) : __mmask32((1u << len) - 1u);
-      __m512 t[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i)
-        t[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(k, w + (r + i) * ldw + p));
-      transpose16x16(t);
-      if (len == 32) {  // whole pairs: x's pair q read as one 32-bit word
-#pragma GCC unroll 16
-        for (int q = 0; q < 16; ++q) {
-          int32_t xp;
-          std::memcpy(&xp, x + p + 2 * q, 4);
-          acc = step(acc, _mm512_set1_epi32(xp), _mm512_castps_si512(t[q]));
-        }
-      } else {  // the last chunk: an odd cols pads x's last pair with a zero
-#pragma GCC unroll 16
-        for (int q = 0; q < 16; ++q) {  // unrolled: t stays in registers
-          if (2 * q >= len) break;
-          const int64_t kk = p + 2 * q;
-          const uint32_t xp = uint32_t(x[kk]) | (kk + 1 < cols ? uint32_t(x[kk + 1]) << 16 : 0u);
-          acc = step(acc, _mm512_set1_epi32(int(xp)), _mm512_castps_si512(t[q]));
-        }
-      }
-    }
-    _mm512_storeu_ps(y + r, acc);
-  }
-  return full;
+  int64_t r = 0;
+  for (; r + 64 <= rows; r += 64)
+    gemv_block<4>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
+  for (; r + 16 <= rows; r += 16)
+    gemv_block<1>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
+  return r;
 }
 
 }  // namespace
