@@ -42,6 +42,10 @@ const Command<GenerateOptions>& generate_command() {
                "print each token as it comes, and the tokens/s on stderr at the end"),
           flag("no-cache", &G::no_cache,
                "the book's loop, recomputing the whole context for every token (same ids)"),
+          choice("precision", &G::precision, {"fp32", "bf16"},
+                 "fp32: float32 weights and KV cache; bf16: the model converted to bfloat16\n"
+                 "once loaded (as model.to(torch.bfloat16)), its KV cache too: half the\n"
+                 "bytes per token, float32 sums"),
           integer("threads", &G::threads, 1, 1024, "N", "threads of the pool")
               .none(0)
               .shown_default("TAPEGRAD_THREADS or all cores"),

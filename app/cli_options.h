@@ -13,7 +13,8 @@ namespace tg::cli {
 
 struct GenerateOptions {
   std::string checkpoint, prompt = "Every effort moves you", logits;
-  std::string gpt2_dir;  // --gpt2 DIR: Hugging Face's GPT-2 files instead of a checkpoint
+  std::string gpt2_dir;            // --gpt2 DIR: Hugging Face's GPT-2 files instead of a checkpoint
+  std::string precision = "fp32";  // fp32 | bf16: the model (weights, KV cache) in bfloat16
   int64_t max_new_tokens = 50, top_k = 0, seed = 123;
   double temperature = 0;
   int threads = 0;  // 0: leave the pool as it is

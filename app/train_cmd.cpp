@@ -108,6 +108,9 @@ int generate_main(int argc, char** argv) {
     train::refuse_clobbered(inputs, {{g.logits, "--logits"}});
     train::LoadedModel lm = g.gpt2_dir.empty() ? train::load_checkpoint_model(g.checkpoint)
                                                : train::load_gpt2_model(g.gpt2_dir, std::cerr);
+    // model.to(torch.bfloat16): every weight rounded once from what was loaded (float32, or
+    // GPT-2's F16/BF16 widened exactly); the KV cache then takes the keys' dtype.
+    if (g.precision == "bf16") lm.model->to(DType::BFloat16);
     const std::vector<int64_t> ids = train::text_to_token_ids(g.prompt, *lm.tokenizer);
     if (ids.empty()) throw train::UsageError("--prompt is empty");
     int64_t eos_id = -1;
@@ -124,7 +127,9 @@ int generate_main(int argc, char** argv) {
                                 "; --logits needs the whole prompt in one context (shorten "
                                 "--prompt)");
       NoGradGuard no_grad;
-      const Tensor logits = (*lm.model)(from_vector(ids, {1, int64_t(ids.size())}));
+      // float32 always (a bf16 model's logits widened exactly), so the file's format stays one.
+      const Tensor logits =
+          (*lm.model)(from_vector(ids, {1, int64_t(ids.size())})).to(DType::Float32);
       std::string id_list;
       for (int64_t id : ids) id_list += std::to_string(id) + " ";
       tg::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
@@ -159,8 +164,9 @@ int generate_main(int argc, char** argv) {
       std::cout << "\n";
       check_written(std::cout);
       const size_t n = out.size() - ids.size();
-      std::fprintf(stderr, "%zu tokens in %.2f s: %.2f tokens/s (%s)\n", n, s,
-                   s > 0 ? double(n) / s : 0.0, g.no_cache ? "no cache" : "KV cache");
+      std::fprintf(stderr, "%zu tokens in %.2f s: %.2f tokens/s (%s%s)\n", n, s,
+                   s > 0 ? double(n) / s : 0.0, g.no_cache ? "no cache" : "KV cache",
+                   g.precision == "bf16" ? ", bf16" : "");
       return 0;
     }
     std::cout << train::token_ids_to_text(out, *lm.tokenizer) << "\n";

@@ -7,15 +7,19 @@
 // our kernel path and the peer's, and gives ours over PyTorch's.
 //
 // The bound: a cached step reads every weight once (the blocks, ln_f, out_head's vocab × C; one
-// row of wte and wpe) plus each layer's cached keys and values so far (2 × position × C floats),
-// so n new tokens read Σ_i (weights + cache_i) bytes; at the bandwidth measured here (sum_rows
-// streaming a buffer the size of the weights with the same threads, best of --reps) they cannot
-// take less than bytes / BW.
-// Past context_length (16 + 1024 > 1024) the book's loop crops the context, which moves every
-// position: those steps rebuild the cache from 1024 tokens (compute, not memory); their count is
-// printed, and the bound counts each at the FMA probe: the blocks over context_length tokens
-// (2·T·12·L·C² FLOPs, and 2·L·T²·C for causal attention) and one row of out_head.
+// row of wte and wpe) plus each layer's cached keys and values so far (2 × position × C values),
+// so n new tokens read Σ_i (weights + cache_i) bytes, at 4 bytes a value, or 2 with --precision
+// bf16 (the model converted by GPTModel::to(BFloat16), its cache in bf16 too: half the bytes); at
+// the bandwidth measured here (sum_rows streaming a buffer the size of the weights with the same
+// threads, best of --reps) they cannot take less than bytes / BW. Past context_length (16 + 1024 >
+// 1024) the book's loop crops the context, which moves every position: those steps rebuild the
+// cache from 1024 tokens (compute, not memory); their count is printed, and the bound counts each
+// at the FMA probe: the blocks over context_length tokens (2·T·12·L·C² FLOPs, and 2·L·T²·C for
+// causal attention) and one row of out_head.
 //
+// --precision fp32,bf16: each model also converted to bfloat16 (GPTModel::to, as generate
+// --precision bf16 does; its one-row linears on kernels::gemv_rows_bf16), bounded at 2 bytes a
+// value; the PyTorch peer runs float32 rows only.
 // Each measurement is the best of --reps runs; ours and PyTorch's alternate per rep so both see
 // the same background load. Uncached generation costs O(T²) per sequence: it runs only where
 // --uncached-max allows (default 256 new tokens, gpt2-124m). Compare numbers within one machine.
@@ -69,10 +73,10 @@ nn::GPTConfig model_config(const std::string& name) {
 }
 
 // Bytes one cached step reads besides the cache: every block weight and bias, ln_f, out_head,
-// one row each of tok_emb and pos_emb.
-double weight_bytes(const nn::GPTConfig& c) {
+// one row each of tok_emb and pos_emb; `value` bytes each (4 float32, 2 bf16).
+double weight_bytes(const nn::GPTConfig& c, double value = 4) {
   const double C = double(c.emb_dim), L = double(c.n_layers), V = double(c.vocab_size);
-  return 4 * (L * (12 * C * C + 13 * C) + 2 * C + V * C + 2 * C);
+  return value * (L * (12 * C * C + 13 * C) + 2 * C + V * C + 2 * C);
 }
 
 // FLOPs of one rebuild: the blocks over the whole cropped context, one row of out_head.
@@ -82,8 +86,9 @@ double rebuild_flops(const nn::GPTConfig& c) {
 }
 
 // The least time n new tokens after a kPrompt-token prompt can take: the cached steps' bytes
-// at BW bytes/s, the rebuilds' FLOPs at `flops` per second; `rebuilds` gets their count.
-double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, double flops,
+// (`value` bytes a weight or cached value) at BW bytes/s, the rebuilds' FLOPs at `flops` per
+// second; `rebuilds` gets their count.
+double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, double flops, double value,
                      int64_t& rebuilds) {
   double bytes = 0;
   rebuilds = 0;
@@ -93,7 +98,8 @@ double bound_seconds(const nn::GPTConfig& c, int64_t n, double bw, double flops,
       ++rebuilds;
       continue;
     }
-    bytes += weight_bytes(c) + 2.0 * 4 * double(c.n_layers) * double(pos) * double(c.emb_dim);
+    bytes +=
+        weight_bytes(c, value) + 2.0 * value * double(c.n_layers) * double(pos) * double(c.emb_dim);
   }
   return bytes / bw + double(rebuilds) * rebuild_flops(c) / flops;
 }
@@ -117,7 +123,7 @@ double measure_bandwidth(double bytes, int reps, int threads) {
 }
 
 struct Row {
-  std::string model;
+  std::string model, precision;
   int64_t tokens = 0;
   int threads = 0;
   double cached = 0, uncached = NAN, torch_cached = NAN, bound = NAN, bw = 0;  // NaN: none
@@ -166,6 +172,7 @@ Options parse_options(int argc, char** argv) {
   o.models = bench::name_list(kProg, "--models", o.models_list, {"gpt2-124m", "gpt2-medium"});
   o.tokens = bench::int_list(kProg, "--tokens", o.tokens_list, 1, 100000);
   o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
+  o.precision = bench::name_list(kProg, "--precision", o.precision_list, {"fp32", "bf16"});
   return o;
 }
 
@@ -208,14 +215,14 @@ void print_header(const Options& o, const Peer& peer, const std::vector<std::str
       std::printf("  %s: %s\n", peer.torch.version.c_str(), n.c_str());
   }
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
-  std::printf("%-12s %6s %3s %10s %10s %10s %10s %8s %8s %8s %6s\n", "model", "tokens", "thr",
-              "cached/s", "uncached/s", "torch kv/s", "bound/s", "of bound", "x torch", "GB/s",
-              "rebuilt");
+  std::printf("%-12s %-4s %6s %3s %10s %10s %10s %10s %8s %8s %8s %6s\n", "model", "prec", "tokens",
+              "thr", "cached/s", "uncached/s", "torch kv/s", "bound/s", "of bound", "x torch",
+              "GB/s", "rebuilt");
 }
 
 void print_row(const Row& r) {
-  std::printf("%-12s %6lld %3d %10.2f %10s %10s %10s %8s %8s %8.1f %6lld\n", r.model.c_str(),
-              static_cast<long long>(r.tokens), r.threads, r.cached,
+  std::printf("%-12s %-4s %6lld %3d %10.2f %10s %10s %10s %8s %8s %8.1f %6lld\n", r.model.c_str(),
+              r.precision.c_str(), static_cast<long long>(r.tokens), r.threads, r.cached,
               bench::cell("%.2f", r.uncached).c_str(), bench::cell("%.2f", r.torch_cached).c_str(),
               bench::cell("%.2f", r.bound).c_str(),
               bench::cell("%.0f%%", 100 * r.cached / r.bound).c_str(),
@@ -224,26 +231,31 @@ void print_row(const Row& r) {
   std::fflush(stdout);
 }
 
-// The rows of one model at one thread count (printed as they come, without --json).
-void measure(const Options& o, const Peer& peer, const std::string& name, int threads,
-             std::vector<Row>& rows) {
-  set_num_threads(threads);
+// The rows of one model at one thread count and precision (printed as they come, without
+// --json), at bandwidth bw. The model is made afresh under the same seed for each precision (bf16:
+// then converted, as generate --precision bf16 converts it), so both run the same weights.
+void measure_precision(const Options& o, const Peer& peer, const std::string& name, int threads,
+                       const std::string& precision, double bw, std::vector<Row>& rows) {
+  const bool bf16 = precision == "bf16";
   const nn::GPTConfig cfg = model_config(name);
   manual_seed(123);
   nn::GPTModel model(cfg);
   model.eval();
+  if (bf16) model.to(DType::BFloat16);
   std::vector<int64_t> prompt(kPrompt);
   randint(prompt.data(), kPrompt, 0, cfg.vocab_size);
-  const double bw = measure_bandwidth(weight_bytes(cfg), int(o.reps), threads);
-  const double flops = bench::probe_peak(threads) * 1e9;
+  // Rebuilds are GEMMs: bf16's run at the bf16 unit's rate where there is one.
+  const double flops = bench::probe_peak(threads, bf16) * 1e9;
   for (const int n : o.tokens) {
-    Row r{name, n, threads};
+    Row r{name, precision, n, threads};
     r.bw = bw;
-    const double bound_s = bound_seconds(cfg, n, bw, flops, r.rebuilds);
+    const double bound_s = bound_seconds(cfg, n, bw, flops, bf16 ? 2 : 4, r.rebuilds);
     r.bound = bound_s > 0 ? double(n) / bound_s : NAN;  // NaN: no cached step to bound
     for (int64_t rep = 0; rep < o.reps; ++rep) {
       r.cached = std::max(r.cached, ours_tokens_per_s(model, prompt, n, true));
-      if (!peer.torch.version.empty())  // fmax: NaN (a failed run) is no better than none
+      // The peer runs float32 only (tools/kv_cache_gpt.py); fmax: NaN (a failed run) is no
+      // better than none.
+      if (!peer.torch.version.empty() && !bf16)
         r.torch_cached = std::fmax(r.torch_cached, torch_tokens_per_s(peer, name, n, threads));
     }
     if (n <= o.uncached_max && name == "gpt2-124m")
@@ -251,6 +263,16 @@ void measure(const Options& o, const Peer& peer, const std::string& name, int th
     rows.push_back(r);
     if (!o.json) print_row(r);
   }
+}
+
+// Every precision's rows of one model at one thread count, at one bandwidth measured over a
+// buffer the size of its float32 weights.
+void measure(const Options& o, const Peer& peer, const std::string& name, int threads,
+             std::vector<Row>& rows) {
+  set_num_threads(threads);
+  const double bw = measure_bandwidth(weight_bytes(model_config(name)), int(o.reps), threads);
+  for (const std::string& precision : o.precision)
+    measure_precision(o, peer, name, threads, precision, bw, rows);
 }
 
 std::string json_numbers(const std::array<double, 3>& v) {
@@ -261,6 +283,7 @@ std::string json_numbers(const std::array<double, 3>& v) {
 std::string json_row(const Row& r) {
   return json::ObjectWriter()
       .add_string("model", r.model)
+      .add_string("precision", r.precision)
       .add_int("tokens", r.tokens)
       .add_int("threads", r.threads)
       .add_number("cached_tokens_per_s", r.cached)

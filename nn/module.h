@@ -59,8 +59,9 @@ class Module {
   // Drops every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
 
-  // Converts every parameter and buffer to `dtype` (float32 / float64); parameters stay leaves
-  // that require grad. For float64 gradient checks.
+  // Converts every parameter and floating buffer to `dtype` in place (float32, float64 or
+  // bfloat16), names kept; parameters stay leaves that require grad. For float64 gradient checks,
+  // and model.to(torch.bfloat16) (generate --precision bf16).
   Module& to(DType dtype);
 
  protected:

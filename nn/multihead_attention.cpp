@@ -115,6 +115,9 @@ int64_t MultiHeadAttention::append_to_cache(const Tensor& keys_new, const Tensor
   if (keys_new.dtype() == DType::Float64) {  // after to(Float64), for gradient checks
     append_rows<double>(keys_new.contiguous(), cache_k, start);
     append_rows<double>(values_new.contiguous(), cache_v, start);
+  } else if (keys_new.dtype() == DType::BFloat16) {  // after to(BFloat16): half the bytes
+    append_rows<bfloat16>(keys_new.contiguous(), cache_k, start);
+    append_rows<bfloat16>(values_new.contiguous(), cache_v, start);
   } else {
     append_rows<float>(keys_new.contiguous(), cache_k, start);
     append_rows<float>(values_new.contiguous(), cache_v, start);

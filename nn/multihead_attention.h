@@ -51,7 +51,9 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> dropout;
   Tensor mask;  // buffer triu(ones(context_length, context_length), 1)
   // New: not buffers (the book registers them with persistent=False), so not in state_dict().
-  Tensor cache_k, cache_v;  // (b, num_heads, context_length, head_dim); cache_len rows filled
+  // (b, num_heads, context_length, head_dim), in the keys' dtype (bfloat16 after to(BFloat16):
+  // half the bytes per token); cache_len rows filled
+  Tensor cache_k, cache_v;
   int64_t cache_len = 0;
 
  protected:

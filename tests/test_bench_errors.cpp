@@ -217,7 +217,8 @@ std::vector<Case> option_cases() {
   return v;
 }
 
-// bench_train --precision: fp32, bf16 and bf16-pure, named exactly.
+// bench_train --precision: fp32, bf16 and bf16-pure, named exactly; bench_generate's: fp32 and
+// bf16.
 std::vector<Case> precision_cases() {
   return {
       {{},
@@ -237,6 +238,14 @@ std::vector<Case> precision_cases() {
        2,
        "bench_train: --precision wants a list of fp32, bf16, bf16-pure, got 'BF16'"},
       {{}, {"bench_train", "--precision"}, 2, "bench_train: --precision needs a value"},
+      {{},
+       {"bench_generate", "--precision", "fp16"},
+       2,
+       "bench_generate: --precision wants a list of fp32, bf16, got 'fp16'"},
+      {{},
+       {"bench_generate", "--precision=bf16,"},
+       2,
+       "bench_generate: --precision wants a list of fp32, bf16, got ''"},
   };
 }
 

@@ -320,3 +320,80 @@ TEST_CASE("bf16_round: the round trip through bf16 in one pass, in place too, on
     CHECK(bad == 0);
   });
 }
+
+namespace {
+
+// One gemv case on the active path: y = x·wᵀ (+ b) against the reference and against the M = 1
+// GEMM from the same C (kernels.h: gemv_rows_bf16 is that GEMM), bit for bit. w has a row
+// stride of cols + 3; b holds a denormal (read as zero) and a -0 (an odd cols turns it into
+// +0).
+void run_gemv(std::mt19937& g, int64_t rows, int64_t cols, bool bias, bool wild) {
+  const int64_t ldw = cols + 3;
+  const std::vector<uint16_t> w = rand_bf16(g, rows * ldw, wild), x = rand_bf16(g, cols, wild);
+  std::vector<float> b(static_cast<size_t>(rows));
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (auto& v : b) v = u(g);
+  if (rows > 0) b[0] = 1e-40f;
+  if (rows > 1) b[1] = -0.f;
+  const float* pb = bias ? b.data() : nullptr;
+  std::vector<float> y(size_t(rows), std::nanf("")), r = y, c = bias ? b : y;
+  k::gemv_rows_bf16(rows, cols, w.data(), ldw, x.data(), pb, y.data());
+  k::gemv_rows_bf16_ref(rows, cols, w.data(), ldw, x.data(), pb, r.data());
+  k::gemm_bf16(1, rows, cols, x.data(), cols, 1, w.data(), 1, ldw, bias ? 1.f : 0.f, c.data(),
+               rows);
+  INFO("rows=" << rows << " cols=" << cols << " bias=" << bias << " wild=" << wild);
+  check_same(y, r, "gemv_rows_bf16 vs its reference");
+  check_same(y, c, "gemv_rows_bf16 vs gemm_bf16 (M = 1)");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "bf16 gemv: every path as the reference and the M = 1 GEMM, bit for bit, 1 and 3 threads") {
+  const int before = tg::num_threads();
+  std::mt19937 g(77);
+  // Rows around each path's group (4, 8, 16) and columns around its chunk (8, 16, 32 bf16), odd
+  // and even, so every tail of both runs.
+  const int64_t rows_list[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65};
+  const int64_t cols_list[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 257};
+  for (int threads : {1, 3}) {
+    tg::set_num_threads(threads);
+    for_each_isa([&](const std::string&) {
+      CAPTURE(threads);
+      for (const int64_t rows : rows_list)
+        for (const int64_t cols : cols_list)
+          for (int v = 0; v < 4; ++v) run_gemv(g, rows, cols, v & 1, v & 2);
+      // Large enough to be split over the threads (GPT-2's out_head shape, a slice of it).
+      run_gemv(g, 3001, 768, true, false);
+      run_gemv(g, 2305, 769, false, true);
+    });
+  }
+  tg::set_num_threads(before);
+}
+
+TEST_CASE("bf16 gemv: the unit's arithmetic on crafted rows, on every path") {
+  // One row, one pair: acc = b, then the odd product, then the even (the GEMM's crafted cases).
+  struct Case {
+    float b, x0, x1, w0, w1, want;
+    const char* what;
+  };
+  const Case cases[] = {
+      {1.f, -0x1p-24f, 1.f, 1.f, 0x1p-24f, 1.f - 0x1p-24f, "odd half first"},
+      {1e-40f, 0.f, 0.f, 0.f, 0.f, 0.f, "a denormal bias reads as 0"},
+      {0.f, 0x1p-65f, 0.f, 0x1p-65f, 0.f, 0.f, "a denormal result flushes"},
+      {0.f, -0x1p100f, 0x1p100f, 0x1p100f, 0x1p100f, INFINITY, "overflow, then inf - 2^200"},
+      {-0.f, 0.f, -0.f, 0.f, 0.f, 0.f, "-0 + -0 + +0"},
+  };
+  for_each_isa([&](const std::string&) {
+    for (const Case& c : cases) {
+      INFO(std::string(c.what));
+      // 16 equal rows, so the SIMD paths' groups (not only their scalar tails) compute it.
+      std::vector<uint16_t> w;
+      for (int r = 0; r < 16; ++r) w.insert(w.end(), {bf(c.w0), bf(c.w1)});
+      const uint16_t x[2] = {bf(c.x0), bf(c.x1)};
+      std::vector<float> b(16, c.b), y(16);
+      k::gemv_rows_bf16(16, 2, w.data(), 2, x, b.data(), y.data());
+      for (float v : y) CHECK(bits(v) == bits(c.want));
+    }
+  });
+}

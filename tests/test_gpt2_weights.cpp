@@ -775,3 +775,65 @@ TEST_CASE("train --init-from DIR: DIR's own tokenizer, kept in the checkpoint") 
                          train::TrainError);
   }
 }
+
+namespace {
+
+// The last position's logits through the cache (last_only), as float32 values.
+std::vector<float> cached_last_logits(nn::GPTModel& model, const std::vector<int64_t>& ids) {
+  model.reset_kv_cache();
+  const Tensor l = model.forward(from_vector(ids, {1, int64_t(ids.size())}), true, true);
+  return l.to(DType::Float32).contiguous().to_vector<float>();
+}
+
+}  // namespace
+
+TEST_CASE("bf16 generation: model.to(BFloat16), a bf16 KV cache, cached tokens equal uncached") {
+  const Golden g = read_golden(kFixture);
+  train::LoadedModel lm = load(kFixture);
+  NoGradGuard no_grad;
+  const std::vector<float> f32 = cached_last_logits(*lm.model, g.prompt_ids);
+  for (const char* route : nn::kAttentionRoutes) SUBCASE(route) {
+      nn::GPTConfig cfg = lm.cfg;
+      cfg.attention = route;
+      nn::GPTModel model(cfg);
+      model.load_state_dict(lm.model->state_dict());
+      model.eval();
+      const nn::NamedTensors before = model.state_dict();
+      model.to(DType::BFloat16);
+      // Every parameter and floating buffer converted in place, each rounded once; names and
+      // order kept (model.to(torch.bfloat16)).
+      const nn::NamedTensors after = model.state_dict();
+      REQUIRE(after.size() == before.size());
+      for (size_t i = 0; i < after.size(); ++i) {
+        CHECK(after[i].first == before[i].first);
+        if (!is_floating(before[i].second.dtype())) continue;
+        CHECK_MESSAGE(after[i].second.dtype() == DType::BFloat16, after[i].first);
+        CHECK(after[i].second.to(DType::Float32).to_vector<float>() ==
+              before[i].second.to(DType::BFloat16).to(DType::Float32).to_vector<float>());
+      }
+      // Greedy and sampled (the golden cases' settings, context crops included): the cached
+      // route's tokens are the uncached loop's.
+      for (const Case& c : g.cases) {
+        INFO("case ", c.name);
+        CHECK(run(model, c, g.prompt_ids, true) == run(model, c, g.prompt_ids, false));
+      }
+      // The cache holds bf16 keys and values: half float32's bytes per token.
+      const std::vector<float> b16 = cached_last_logits(model, g.prompt_ids);
+      const auto& blk = static_cast<const nn::TransformerBlock&>((*model.trf_blocks)[0]);
+      CHECK(blk.att->cache_k.dtype() == DType::BFloat16);
+      CHECK(blk.att->cache_v.dtype() == DType::BFloat16);
+      // Near float32's logits. Each weight and each op's output is rounded to bf16 (8 bits:
+      // relative error up to 2^-9 each); through 2 blocks that is a few dozen roundings, whose
+      // errors add up like a random walk to a few 2^-9 of the logits' scale, so 2^-5 (3%) of the
+      // largest |logit| leaves room without letting a wrong model (errors of order 1) through.
+      REQUIRE(b16.size() == f32.size());
+      double maxdiff = 0, scale = 0;
+      for (size_t i = 0; i < f32.size(); ++i) {
+        maxdiff = std::max(maxdiff, double(std::abs(b16[i] - f32[i])));
+        scale = std::max(scale, double(std::abs(f32[i])));
+      }
+      MESSAGE("bf16 logits: maxdiff " << maxdiff << " of max |logit| " << scale);
+      CHECK(maxdiff > 0);  // it did compute in bf16
+      CHECK(maxdiff <= scale / 32);
+    }
+}

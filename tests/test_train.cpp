@@ -772,6 +772,53 @@ TEST_CASE("tapegrad train and generate from the command line") {
   CHECK(sample("1") != sample("2"));
 }
 
+TEST_CASE(
+    "generate --precision bf16: cached equals --no-cache; fp32 is the default; the checkpoint "
+    "is not modified") {
+  Scratch s;
+  train_one_epoch(s, s / "out");
+  const std::string ck = s / "out/checkpoint.safetensors", before = slurp(ck);
+  const auto gen = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--checkpoint",     s / "out", "--prompt",
+                                     "The ",     "--max-new-tokens", "20"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun r = run_cli(cli::generate_main, args);
+    CHECK_MESSAGE(r.rc == 0, r.err);
+    CHECK(r.out.rfind("The ", 0) == 0);
+    return r.out;
+  };
+  // float32 stays the default, so its text is today's.
+  const std::string fp32 = gen({});
+  CHECK(gen({"--precision", "fp32"}) == fp32);
+  // bf16: greedy through the KV cache (one-row linears on gemv_rows_bf16) gives the tokens of the
+  // book's uncached loop (the GEMM over every row); sampling too; both routes' caches.
+  const std::string bf16 = gen({"--precision", "bf16"});
+  CHECK(gen({"--precision", "bf16", "--no-cache"}) == bf16);
+  const std::vector<std::string> sampled = {
+      "--precision=bf16", "--temperature", "1.2", "--top-k", "20", "--seed", "7"};
+  std::vector<std::string> uncached = sampled;
+  uncached.push_back("--no-cache");
+  CHECK(gen(sampled) == gen(uncached));
+  CHECK(slurp(ck) == before);  // converted in memory only
+  // --gpt2: the fixture's F32 and F16 weights load as bf16, its files untouched.
+  for (const char* dir : {"gpt2_hf", "gpt2_hf_f16"}) {
+    CAPTURE(dir);
+    const std::string model = kGolden + "/" + dir + "/model.safetensors", bytes = slurp(model);
+    const auto run = [&](bool no_cache) {
+      std::vector<std::string> args = {"generate",    "--gpt2", kGolden + "/" + dir,
+                                       "--precision", "bf16",   "--max-new-tokens",
+                                       "12"};
+      if (no_cache) args.push_back("--no-cache");
+      const CliRun r = run_cli(cli::generate_main, args);
+      CHECK_MESSAGE(r.rc == 0, r.err);
+      CHECK(r.out.rfind("Every effort moves you", 0) == 0);
+      return r.out;
+    };
+    CHECK(run(false) == run(true));
+    CHECK(slurp(model) == bytes);
+  }
+}
+
 TEST_CASE("generate: top-k 1 and temperature 0 are greedy; eos stops") {
   manual_seed(5);
   nn::GPTModel model(small_config());

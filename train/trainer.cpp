@@ -109,6 +109,8 @@ namespace {
 // The book's generate() step after the logits: top-k filter, then a draw from
 // softmax(logits / temperature) (torch.multinomial's draws from gen), or argmax when greedy.
 int64_t next_token(Tensor logits, double temperature, int64_t top_k, Generator& gen) {
+  // A bf16 model's logits widen exactly: the filter and the draw run in float32 on its values.
+  if (logits.dtype() == DType::BFloat16) logits = logits.to(DType::Float32);
   const int64_t V = logits.numel();
   if (top_k > 0 && top_k < V) {
     // Keep the top-k logits: everything below the k-th largest becomes -inf.

@@ -1,6 +1,6 @@
 // AVX2 + FMA kernels, compiled with -mavx2 -mfma only; dispatch.cpp calls them only after
 // cpu_x86.cpp found AVX2, FMA and OS support for the ymm state.
-// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening to float32) and the bf16
+// Contents: the sgemm micro-kernel, the bf16 GEMM's and gemv (widening to float32), the bf16
 // conversions, the vector type V for simd_generic.h, and the table.
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
@@ -230,6 +230,53 @@ void gemm_bf16_ukernel_avx2_4x16(int64_t kp, const uint16_t* a, const uint16_t* 
   _mm_setcsr(csr);
 }
 
+// ---- bf16 gemv (kernels.h: gemv_rows_bf16), 8 rows at a time, widening to float32 -----------
+// One ymm lane per row, so each lane runs its row's chain in order, with the GEMM kernel's FMAs
+// and MXCSR modes above (the same bits as gemm_bf16). Rows are read in place: 8 rows × 8 pairs
+// of k (32 bytes each) are loaded and transposed (transpose8 on the pairs' 32 bits) so that t[q]
+// holds pair q of the 8 rows; the last, short chunk is copied into a zeroed buffer first (no
+// 16-bit masked load on AVX2). Rows past the last group of 8 take the reference.
+constexpr int64_t kGemvRows = 8;
+void gemv_rows_bf16_avx2(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                         const uint16_t* x, const float* b, float* y) {
+  const int64_t full = rows / kGemvRows * kGemvRows;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kFtzDaz);
+  __asm__ volatile("" ::: "memory");  // no load of b or the operands before the mode is set
+  const __m256i high = _mm256_set1_epi32(int(0xFFFF0000u));
+  // x's pair q: its odd k (the high half) and its even k, widened; an odd cols pads a zero.
+  auto pair_step = [&](__m256 acc, int64_t k, __m256 wq) {
+    const uint32_t xp = uint32_t(x[k]) | (k + 1 < cols ? uint32_t(x[k + 1]) << 16 : 0u);
+    const __m256i xi = _mm256_set1_epi32(int(xp)), wi = _mm256_castps_si256(wq);
+    const __m256 xo = _mm256_castsi256_ps(_mm256_and_si256(xi, high));
+    const __m256 xe = _mm256_castsi256_ps(_mm256_slli_epi32(xi, 16));
+    const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(wi, high));
+    const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(wi, 16));
+    return _mm256_fmadd_ps(xe, we, _mm256_fmadd_ps(xo, wo, acc));
+  };
+  alignas(32) uint16_t tail[kGemvRows][16];
+  for (int64_t r = 0; r < full; r += kGemvRows) {
+    __m256 acc = b != nullptr ? _mm256_loadu_ps(b + r) : _mm256_setzero_ps();
+    for (int64_t p = 0; p < cols; p += 16) {
+      const int64_t len = std::min<int64_t>(16, cols - p);
+      __m256 rr[8], t[8];
+      for (int i = 0; i < 8; ++i)
+        rr[i] = _mm256_loadu_ps(
+            reinterpret_cast<const float*>(gemv_chunk(w + (r + i) * ldw + p, len, 16, tail[i])));
+      transpose8(rr, t);
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {  // unrolled: t stays in registers
+        if (2 * q >= len) break;
+        acc = pair_step(acc, p + 2 * q, t[q]);
+      }
+    }
+    _mm256_storeu_ps(y + r, acc);
+  }
+  __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
+  _mm_setcsr(csr);
+  gemv_rows_bf16_ref(rows - full, cols, w + full * ldw, ldw, x, b ? b + full : nullptr, y + full);
+}
+
 // ---- bfloat16 conversions ---------------------------------------------------------------------
 // float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
 void f32_to_bf16_avx2(int64_t n, const float* x, uint16_t* out) {
@@ -349,6 +396,7 @@ const KernelTable* avx2_table() {
       .bf16_to_f32 = bf16_to_f32_avx2,
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx2_4x16,
+      .gemv_rows_bf16 = gemv_rows_bf16_avx2,
       .bf16_probe = nullptr,
   };
   return &t;

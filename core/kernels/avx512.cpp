@@ -1,6 +1,6 @@
 // AVX-512 kernels (F, DQ, BW, VL), compiled with -mavx512f -mavx512dq -mavx512bw -mavx512vl
 // -mavx2 -mfma only; dispatch.cpp calls them only after cpu_x86.cpp found those features.
-// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening to float32) and the bf16
+// Contents: the sgemm micro-kernel, the bf16 GEMM's and gemv (widening to float32), the bf16
 // conversions, the vector type V for simd_generic.h, and the table (avx512_bf16.cpp copies it).
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <immintrin.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/kernels/avx512_shared.h"
 #include "core/kernels/table.h"
 
 namespace tg::kernels {
@@ -131,41 +132,6 @@ void sgemm_ukernel_avx512_12x32_cola(int64_t kc, const float* a, int64_t lda, co
   sgemm_ukernel_avx512_t<kMR, kColA>(kc, a, lda, b, ldb, c, ldc, m, n, accumulate);
 }
 
-// Transposes the 16×16 block r[0..15] (row i in r[i]) in place: unpacks interleave row pairs,
-// then row quads, within each 128-bit lane; two rounds of lane shuffles gather the four lanes.
-// 64 shuffles per 256 floats, against 16 scattered loads per 16 floats for a gather.
-inline void transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  // u[4g + q], lane L: rows 4g..4g+3 of column 4L + q.
-  __m512 u[16];
-#pragma GCC unroll 4
-  for (int g = 0; g < 16; g += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
-    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  // Row 4L + q of the result is lane L of u[q], u[4 + q], u[8 + q], u[12 + q].
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    const __m512 v01 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);  // lanes 0,1 of each
-    const __m512 v23 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);  // lanes 2,3 of each
-    const __m512 w01 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
-    const __m512 w23 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-    r[q] = _mm512_shuffle_f32x4(v01, w01, 0x88);
-    r[4 + q] = _mm512_shuffle_f32x4(v01, w01, 0xDD);
-    r[8 + q] = _mm512_shuffle_f32x4(v23, w23, 0x88);
-    r[12 + q] = _mm512_shuffle_f32x4(v23, w23, 0xDD);
-  }
-}
-
 // Loads `rows` source rows of 16 consecutive floats (row i at src + i·stride; only the first
 // `len` floats of each, the rest and rows ≥ `rows` read as zero), transposes them, and stores
 // result row q (q < len) as `rows` floats at out + q·ostride.
@@ -250,6 +216,28 @@ void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t
   }
   __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
   _mm_setcsr(csr);
+}
+
+// ---- bf16 gemv (kernels.h: gemv_rows_bf16), widening to float32 ------------------------------
+// avx512_shared.h's loop with the GEMM kernel's step above: two FMAs per pair (odd k first) under
+// DAZ and FTZ, set for the call; the rows past the last group of 16 take the reference.
+void gemv_rows_bf16_avx512(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                           const uint16_t* x, const float* b, float* y) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kFtzDaz);
+  __asm__ volatile("" ::: "memory");  // no load of b or the operands before the mode is set
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  const int64_t done =
+      gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, [high](__m512 acc, __m512i xi, __m512i wi) {
+        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(xi, high));
+        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(xi, 16));
+        const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(wi, high));
+        const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(wi, 16));
+        return _mm512_fmadd_ps(xe, we, _mm512_fmadd_ps(xo, wo, acc));
+      });
+  __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
+  _mm_setcsr(csr);
+  gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
 }
 
 // ---- bfloat16 conversions ---------------------------------------------------------------------
@@ -350,6 +338,7 @@ const KernelTable* avx512_table() {
       .bf16_to_f32 = bf16_to_f32_avx512,
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx512_8x32,
+      .gemv_rows_bf16 = gemv_rows_bf16_avx512,
       .bf16_probe = nullptr,
   };
   return &t;

@@ -1,7 +1,7 @@
 // AVX512-BF16 kernels, compiled with the avx512 flags plus -mavx512bf16 only; dispatch.cpp calls
 // them only after cpu_x86.cpp found AVX512_BF16 (cpuid 7.1 EAX bit 5) beside AVX-512 F/DQ/BW/VL.
-// Contents: the bf16 GEMM micro-kernel on vdpbf16ps, the bf16 probe, and the avx512_bf16 table
-// (avx512.cpp's, with these bf16 entries).
+// Contents: the bf16 GEMM micro-kernel and the bf16 gemv on vdpbf16ps, the bf16 probe, and the
+// avx512_bf16 table (avx512.cpp's, with these bf16 entries).
 // Shape legend: see kernels.h; packed panel layout: see table.h (GemmBf16Ukernel).
 //
 // What vdpbf16ps computes, measured on this project's AMD EPYC (Zen 5, family 26 model 2) with
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/kernels/avx512_shared.h"
 #include "core/kernels/table.h"
 
 namespace tg::kernels {
@@ -117,6 +118,18 @@ double bf16_probe_avx512bf16(int64_t iters) {
   return double(iters) * kChains * 16 * 2 * 2;
 }
 
+// The bf16 gemv (kernels.h: gemv_rows_bf16) on the unit: avx512_shared.h's loop, one vdpbf16ps
+// per pair of k (the unit's own chain, so the GEMM's bits); rows past the last group of 16 take
+// the reference.
+void gemv_rows_bf16_avx512bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                               const uint16_t* x, const float* b, float* y) {
+  const int64_t done =
+      gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, [](__m512 acc, __m512i xi, __m512i wi) {
+        return _mm512_dpbf16_ps(acc, as_bh(xi), as_bh(wi));
+      });
+  gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
+}
+
 }  // namespace
 
 // avx512.cpp's table (its float kernels, its conversions) with the bf16 unit's GEMM. Blocking
@@ -128,6 +141,7 @@ const KernelTable* avx512_bf16_table() {
     k.name = "avx512_bf16";
     k.gemm_bf16_blocking = {kMR, kNR, 240, 256, 1024};
     k.gemm_bf16_ukernel = gemm_bf16_ukernel_avx512bf16_12x32;
+    k.gemv_rows_bf16 = gemv_rows_bf16_avx512bf16;
     k.bf16_probe = bf16_probe_avx512bf16;
     return k;
   }();

@@ -196,6 +196,15 @@ void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const fl
     t.gemv_rows(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
   });
 }
+// Groups of 16 rows stay whole (the widest path's group), so no path computes a group's rows
+// through its scalar tail because of where a thread's share ended.
+void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
+                    const float* b, float* y) {
+  const KernelTable& t = active_table();
+  split(rows, min_rows(cols), 16, [&](int64_t lo, int64_t hi) {
+    t.gemv_rows_bf16(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
+  });
+}
 void max_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   const KernelTable& t = active_table();
   split(rows, min_rows(cols), 1,

@@ -85,6 +85,16 @@ void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uin
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                        int64_t strideC, int64_t ldc);
 
+// One row through a bf16 Linear (each step of bf16 KV-cache generation): y = x · wᵀ (+ b), with
+// x [cols] and w [rows, cols] (row r at w + r*ldw) in bfloat16 and y [rows] in float32. Each y[r]
+// is gemm_bf16's element for M = 1, i.e. gemm_bf16(1, rows, cols, x, cols, 1, w, 1, ldw,
+// b ? 1 : 0, C, rows) with C = b beforehand: the chain above over the pairs of x and row r, from
+// b[r] (read as the unit reads C: a denormal as zero of its sign) or +0. So a bf16 linear gives
+// the same bits through this kernel or the GEMM, on every path, for any thread count (the threads
+// split the rows). Unlike the GEMM, w is read once in place, unpacked: half of gemv_rows' bytes.
+void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
+                    const float* b, float* y);
+
 enum class BinOp { add, sub, mul, div };
 
 // ---- the vector kernels: each one's contract is its entry in vector_kernels.def ---------------
@@ -117,6 +127,8 @@ void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const
                            int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
                            int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                            int64_t strideC, int64_t ldc);
+void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                        const uint16_t* x, const float* b, float* y);
 
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with

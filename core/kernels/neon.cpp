@@ -1,10 +1,11 @@
 // NEON (Advanced SIMD) kernels for aarch64, where NEON is part of the baseline: no extra flags.
-// Contents: the sgemm micro-kernel, the bf16 GEMM's (widening) and the bf16 conversions, the
-// vector type V for simd_generic.h, and the table.
+// Contents: the sgemm micro-kernel, the bf16 GEMM's and gemv (widening), the bf16 conversions,
+// the vector type V for simd_generic.h, and the table.
 // Tested under qemu-aarch64 (make test-neon).
 // Shape legend: see kernels.h; packed panel layout: see table.h.
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -133,6 +134,52 @@ void gemm_bf16_ukernel_neon_4x8(int64_t kp, const uint16_t* a, const uint16_t* b
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = tile[i * kBf16NR + j];
 }
 
+// ---- bf16 gemv (kernels.h: gemv_rows_bf16), 4 rows at a time, widening -----------------------
+// One lane per row, each running its row's chain with the GEMM kernel's bf16_step above (odd k
+// first). Per chunk of 4 pairs of k, the 4 rows' 16 bytes are loaded and transposed on the
+// pairs' 32 bits (t[q]: pair q of each row); the last, short chunk is copied into a zeroed
+// buffer first. Rows past the last group of 4 take the reference.
+constexpr int64_t kGemvRows = 4;
+inline void transpose4(const uint32x4_t r[4], uint32x4_t t[4]) {
+  const uint32x4x2_t a = vtrnq_u32(r[0], r[1]), b = vtrnq_u32(r[2], r[3]);
+  t[0] = vcombine_u32(vget_low_u32(a.val[0]), vget_low_u32(b.val[0]));
+  t[1] = vcombine_u32(vget_low_u32(a.val[1]), vget_low_u32(b.val[1]));
+  t[2] = vcombine_u32(vget_high_u32(a.val[0]), vget_high_u32(b.val[0]));
+  t[3] = vcombine_u32(vget_high_u32(a.val[1]), vget_high_u32(b.val[1]));
+}
+void gemv_rows_bf16_neon(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                         const uint16_t* x, const float* b, float* y) {
+  const int64_t full = rows / kGemvRows * kGemvRows;
+  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  uint16_t tail[kGemvRows][8];
+  for (int64_t r = 0; r < full; r += kGemvRows) {
+    float32x4_t acc = b != nullptr ? vld1q_f32(b + r) : vdupq_n_f32(0.f);
+    if (cols > 0) acc = daz(acc);  // cols == 0: y = b, unflushed, as the GEMM's K == 0
+    for (int64_t p = 0; p < cols; p += 8) {
+      const int64_t len = std::min<int64_t>(8, cols - p);
+      uint32x4_t rr[4], t[4];
+      for (int i = 0; i < 4; ++i)
+        rr[i] =
+            vreinterpretq_u32_u16(vld1q_u16(gemv_chunk(w + (r + i) * ldw + p, len, 8, tail[i])));
+      transpose4(rr, t);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        if (2 * q >= len) break;
+        const int64_t k = p + 2 * q;
+        const uint32_t xp = uint32_t(x[k]) | (k + 1 < cols ? uint32_t(x[k + 1]) << 16 : 0u);
+        const uint32x4_t xi = vdupq_n_u32(xp);
+        const float32x4_t xo = daz(vreinterpretq_f32_u32(vandq_u32(xi, high)));
+        const float32x4_t xe = daz(vreinterpretq_f32_u32(vshlq_n_u32(xi, 16)));
+        const float32x4_t wo = daz(vreinterpretq_f32_u32(vandq_u32(t[q], high)));
+        const float32x4_t we = daz(vreinterpretq_f32_u32(vshlq_n_u32(t[q], 16)));
+        acc = bf16_step(bf16_step(acc, xo, wo), xe, we);
+      }
+    }
+    vst1q_f32(y + r, acc);
+  }
+  gemv_rows_bf16_ref(rows - full, cols, w + full * ldw, ldw, x, b ? b + full : nullptr, y + full);
+}
+
 // ---- bfloat16 conversions ---------------------------------------------------------------------
 // float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
 void f32_to_bf16_neon(int64_t n, const float* x, uint16_t* out) {
@@ -237,6 +284,7 @@ const KernelTable* neon_table() {
       .bf16_to_f32 = bf16_to_f32_neon,
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 256, 256, 768},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_neon_4x8,
+      .gemv_rows_bf16 = gemv_rows_bf16_neon,
       .bf16_probe = nullptr,
   };
   return &t;

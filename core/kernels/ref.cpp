@@ -350,6 +350,13 @@ void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const
                       C + b * strideC, ldc);
 }
 
+// The M = 1 GEMM itself (kernels.h): C = b, then the chain from it (beta 1), or from +0.
+void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                        const uint16_t* x, const float* b, float* y) {
+  if (b != nullptr) std::copy_n(b, rows, y);
+  gemm_bf16_ref_one(1, rows, cols, x, cols, 1, w, 1, ldw, b != nullptr ? 1.f : 0.f, y, rows);
+}
+
 // ---- float / double references ------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
@@ -450,6 +457,7 @@ extern const KernelTable kScalarTable = {
     // KC of 64 pairs: K blocks are crossed by small tests too.
     .gemm_bf16_blocking = {kRefBf16MR, kRefBf16NR, 64, 64, 256},
     .gemm_bf16_ukernel = gemm_bf16_ukernel_ref_4x8,
+    .gemv_rows_bf16 = gemv_rows_bf16_ref,
     .bf16_probe = nullptr,
 };
 

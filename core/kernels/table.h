@@ -8,6 +8,7 @@
 // to m ≤ MR rows and n ≤ NR columns (AVX-512 computes just 4 or 8 rows when m allows).
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "core/kernels/cache_info.h"
@@ -37,6 +38,16 @@ using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, c
 // result does not depend on KC.
 using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
                                  int64_t ldc, int64_t m, int64_t n, bool accumulate);
+
+// One row's chunk for a bf16 gemv (kernels.h: gemv_rows_bf16) on an ISA without 16-bit masked
+// loads: src itself when the chunk is whole (len == width), else its len values copied into tail
+// (width long) with zeros after them, so a short last chunk reads nothing past the row.
+inline const uint16_t* gemv_chunk(const uint16_t* src, int64_t len, int64_t width, uint16_t* tail) {
+  if (len == width) return src;
+  std::memset(tail, 0, sizeof(uint16_t) * size_t(width));
+  std::memcpy(tail, src, sizeof(uint16_t) * size_t(len));
+  return tail;
+}
 
 // A table's own values are the fallback when the caches are unknown; sgemm derives its blocks
 // from the caches (gemm_blocking_for).
@@ -105,6 +116,7 @@ struct KernelTable {
   decltype(&bf16_to_f32_ref) bf16_to_f32;
   GemmBlocking gemm_bf16_blocking;  // KC counted in pairs of k
   GemmBf16Ukernel gemm_bf16_ukernel;
+  decltype(&gemv_rows_bf16_ref) gemv_rows_bf16;
   // The bf16 unit's peak, as fma_probe (flops: 2 per bf16 multiply-add); nullptr where the bf16
   // GEMM widens to float32 (fma_probe is its bound).
   double (*bf16_probe)(int64_t iters);

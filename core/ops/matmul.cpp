@@ -190,13 +190,22 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   // beta = 0 below without b. bfloat16: float32 sums (the bias first), rounded once at the end.
   const bool bf16 = x.dtype() == DType::BFloat16;
   Tensor y = detail::empty_for("linear", out_shape, bf16 ? DType::Float32 : x.dtype());
-  if (x2.shape()[0] == 1 && x.dtype() == DType::Float32 && w.strides()[1] == 1 &&
-      (!b.defined() || b.is_contiguous())) {
+  const bool one_row =
+      x2.shape()[0] == 1 && w.strides()[1] == 1 && (!b.defined() || b.is_contiguous());
+  if (one_row && x.dtype() == DType::Float32) {
     // One row (each step of KV-cache generation): W·x + b, which streams W once instead of
     // packing it as a GEMM operand.
     const Tensor xc = x2.contiguous();
     kernels::gemv_rows(outf, w.shape()[1], w.data<float>(), w.strides()[0], xc.data<float>(),
                        b.defined() ? b.data<float>() : nullptr, y.data<float>());
+  } else if (one_row && bf16) {
+    // The same in bf16, half the bytes of W per token: gemv_rows_bf16 gives the GEMM's bits
+    // (its chain from the bias), so which route a row takes changes nothing.
+    const Tensor xc = x2.contiguous(), bf = b.defined() ? b.to(DType::Float32) : Tensor();
+    kernels::gemv_rows_bf16(outf, w.shape()[1],
+                            reinterpret_cast<const uint16_t*>(w.data<bfloat16>()), w.strides()[0],
+                            reinterpret_cast<const uint16_t*>(xc.data<bfloat16>()),
+                            b.defined() ? bf.data<float>() : nullptr, y.data<float>());
   } else {
     if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
     Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows

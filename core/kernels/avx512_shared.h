@@ -1,0 +1,129 @@
+// What avx512.cpp and avx512_bf16.cpp both compile: the 16×16 transpose and the bf16 gemv's loop
+// (kernels.h: gemv_rows_bf16), whose step is the only difference between the two paths (float32
+// FMAs under DAZ/FTZ, or vdpbf16ps). Include only from files built with the AVX-512 flags. The
+// anonymous namespace gives each file its own copy, compiled with its own flags (one shared
+// inline definition could be taken from the avx512_bf16 file by a CPU without that unit).
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/kernels/kernels.h"
+
+namespace tg::kernels {
+namespace {
+
+// Transposes the 16×16 block r[0..15] (row i in r[i]) in place: unpacks interleave row pairs,
+// then row quads, within each 128-bit lane; two rounds of lane shuffles gather the four lanes.
+// 64 shuffles per 256 floats, against 16 scattered loads per 16 floats for a gather.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4g + q], lane L: rows 4g..4g+3 of column 4L + q.
+  __m512 u[16];
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  // Row 4L + q of the result is lane L of u[q], u[4 + q], u[8 + q], u[12 + q].
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v01 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);  // lanes 0,1 of each
+    const __m512 v23 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);  // lanes 2,3 of each
+    const __m512 w01 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+    const __m512 w23 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_f32x4(v01, w01, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(v01, w01, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(v23, w23, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(v23, w23, 0xDD);
+  }
+}
+
+// ---- bf16 gemv, 16 rows per lane group -----------------------------------------------------
+// One zmm lane per row, so each lane runs its row's chain in order. Per chunk of 16 pairs of k,
+// a group's 16 rows' 64 bytes are loaded (masked past cols: zeros, nothing read beyond the row)
+// and transposed on the pairs' 32 bits, so t[q] holds pair q of every row; step(acc, x's pair q
+// broadcast, t[q]) is one link of the chain (both halves of the pair, odd k first). Exactly
+// (cols + 1) / 2 links run: a zero pair more would turn an acc of -0 into +0.
+
+// The links of one chunk (len values from column p) into acc.
+template <class Step>
+inline __m512 gemv_links(__m512 acc, const __m512 t[16], const uint16_t* x, int64_t p, int64_t len,
+                         int64_t cols, Step step) {
+  if (len == 32) {  // whole pairs: x's pair q read as one 32-bit word
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q) {
+      int32_t xp;
+      std::memcpy(&xp, x + p + 2 * q, 4);
+      acc = step(acc, _mm512_set1_epi32(xp), _mm512_castps_si512(t[q]));
+    }
+    return acc;
+  }
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; ++q) {  // the last chunk; an odd cols pads x's last pair with a zero
+    if (2 * q >= len) break;
+    const int64_t k = p + 2 * q;
+    const uint32_t xp = uint32_t(x[k]) | (k + 1 < cols ? uint32_t(x[k + 1]) << 16 : 0u);
+    acc = step(acc, _mm512_set1_epi32(int(xp)), _mm512_castps_si512(t[q]));
+  }
+  return acc;
+}
+
+// Rows [0, 16·G) of w into y: G groups of 16 side by side, so G chains are in flight (with one
+// group, GPT-2's out_head from memory ran 2.5× slower on Zen 5: the loads waited on one chain).
+// Each group's chunk also prefetches 1 KiB of the next block, in memory order, into L2 (its 16·G
+// rows are as many streams, too many for the hardware prefetchers; ~10% on out_head). In cache
+// the 16×16 transposes, 4 shuffles a link, bound the kernel; a prefetch past the matrix is
+// harmless.
+template <int G, class Step>
+void gemv_block(int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x, const float* b,
+                float* y, Step step) {
+  __m512 acc[G];
+  for (int j = 0; j < G; ++j)
+    acc[j] = b != nullptr ? _mm512_loadu_ps(b + 16 * j) : _mm512_setzero_ps();
+  const char* next = reinterpret_cast<const char*>(w + 16 * G * ldw);
+  for (int64_t p = 0; p < cols; p += 32) {
+    const int64_t len = std::min<int64_t>(32, cols - p);
+    const __mmask32 mask = len >= 32 ? ~__mmask32(0) : __mmask32((1u << len) - 1u);
+#pragma GCC unroll 4
+    for (int j = 0; j < G; ++j) {
+      const uint16_t* wj = w + 16 * j * ldw + p;
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        _mm_prefetch(next + (((p / 32) * G + j) * 16 + i) * 64, _MM_HINT_T1);
+        t[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, wj + i * ldw));
+      }
+      transpose16x16(t);
+      acc[j] = gemv_links(acc[j], t, x, p, len, cols, step);
+    }
+  }
+  for (int j = 0; j < G; ++j) _mm512_storeu_ps(y + 16 * j, acc[j]);
+}
+
+// Blocks of 64 rows, then of 16; returns the rows done (whole groups of 16), the caller computes
+// the rest.
+template <class Step>
+int64_t gemv_rows_bf16_x16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                           const uint16_t* x, const float* b, float* y, Step step) {
+  int64_t r = 0;
+  for (; r + 64 <= rows; r += 64)
+    gemv_block<4>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
+  for (; r + 16 <= rows; r += 16)
+    gemv_block<1>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
+  return r;
+}
+
+}  // namespace
+}  // namespace tg::kernels
