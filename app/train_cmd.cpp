@@ -91,6 +91,24 @@ int train_main(int argc, char** argv) {
   }
 }
 
+// --logits: the prompt's logits (1, T, vocab) for tools/interop_check.py, with the ids in
+// metadata. Generation keeps the prompt's last context_length tokens; these logits cannot.
+static void write_prompt_logits(const GenerateOptions& g, const train::LoadedModel& lm,
+                                const std::vector<int64_t>& ids) {
+  if (int64_t(ids.size()) > lm.cfg.context_length)
+    throw train::UsageError("--prompt is " + std::to_string(ids.size()) +
+                            " tokens, more than the model's context length " +
+                            std::to_string(lm.cfg.context_length) +
+                            "; --logits needs the whole prompt in one context (shorten "
+                            "--prompt)");
+  NoGradGuard no_grad;
+  // float32 always (a bf16 model's logits widened exactly), so the file's format stays one.
+  const Tensor logits = (*lm.model)(from_vector(ids, {1, int64_t(ids.size())})).to(DType::Float32);
+  std::string id_list;
+  for (int64_t id : ids) id_list += std::to_string(id) + " ";
+  tg::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
+}
+
 int generate_main(int argc, char** argv) {
   try {
     const GenerateOptions g = parse_generate_args(argc, argv);
@@ -117,23 +135,7 @@ int generate_main(int argc, char** argv) {
     if (g.eos)
       for (const auto& [name, id] : lm.tokenizer->specials())
         if (name == "<|endoftext|>") eos_id = id;
-    if (!g.logits.empty()) {
-      // The prompt's logits (1, T, vocab) for tools/interop_check.py, with the ids in metadata.
-      // Generation keeps the prompt's last context_length tokens; these logits cannot.
-      if (int64_t(ids.size()) > lm.cfg.context_length)
-        throw train::UsageError("--prompt is " + std::to_string(ids.size()) +
-                                " tokens, more than the model's context length " +
-                                std::to_string(lm.cfg.context_length) +
-                                "; --logits needs the whole prompt in one context (shorten "
-                                "--prompt)");
-      NoGradGuard no_grad;
-      // float32 always (a bf16 model's logits widened exactly), so the file's format stays one.
-      const Tensor logits =
-          (*lm.model)(from_vector(ids, {1, int64_t(ids.size())})).to(DType::Float32);
-      std::string id_list;
-      for (int64_t id : ids) id_list += std::to_string(id) + " ";
-      tg::save_safetensors(g.logits, {{"logits", logits}}, {{"token_ids", id_list}});
-    }
+    if (!g.logits.empty()) write_prompt_logits(g, lm, ids);
     manual_seed(uint64_t(g.seed));
     // --stream: the prompt, then the tokens' bytes as they come. A character split over two
     // tokens waits for its second part (utf8_incomplete_tail), so the stream is the printed
