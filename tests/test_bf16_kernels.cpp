@@ -397,3 +397,28 @@ TEST_CASE("bf16 gemv: the unit's arithmetic on crafted rows, on every path") {
     }
   });
 }
+
+TEST_CASE("adamw_bf16: every path as the reference, bit for bit, at 1 and 3 threads") {
+  std::mt19937 g(36);
+  const int64_t n = 70001;  // many vectors and pieces, and a ragged tail
+  std::vector<uint16_t> p = rand_bf16(g, n, false), grad = rand_bf16(g, n, true),
+                        m = rand_bf16(g, n, false);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = uint16_t(g() & 0x7FFF);  // v >= 0: any bf16 of sign +, NaN and inf too
+  grad[5] = 0, grad[6] = 0x7FC0, p[7] = 0x8000;  // a zero gradient, a NaN, -0
+  const k::AdamWBf16 s{0.99996f, 0.1f, 0.999f, 0.001f, 0.0316069f, 1e-8f, -0.004f};
+  std::vector<uint16_t> want_p = p, want_m = m, want_v = v;
+  k::adamw_bf16_ref(n, want_p.data(), grad.data(), want_m.data(), want_v.data(), s);
+  const int before = tg::num_threads();
+  for (int threads : {1, 3}) {
+    tg::set_num_threads(threads);
+    for_each_isa([&](const std::string&) {
+      std::vector<uint16_t> pp = p, mm = m, vv = v;
+      k::adamw_bf16(n, pp.data(), grad.data(), mm.data(), vv.data(), s);
+      CHECK(pp == want_p);
+      CHECK(mm == want_m);
+      CHECK(vv == want_v);
+    });
+  }
+  tg::set_num_threads(before);
+}

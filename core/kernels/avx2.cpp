@@ -318,6 +318,26 @@ struct V {
   static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   static T div(T a, T b) { return _mm256_div_ps(a, b); }
   static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  // bf16 (kernels.h's rounding): 8 widened exactly; rounded to nearest even with NaN as 0x7FC0,
+  // kept as float32; and a rounded vector's top halves stored.
+  static T load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static T round_bf16(T v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r =
+        _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)),
+                         _mm256_set1_epi32(int(0xFFFF0000u)));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
+  }
+  static void store_bf16(uint16_t* p, T v) {
+    const __m256i s = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(s, s), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
   static T sqrt(T a) { return _mm256_sqrt_ps(a); }
   static T min(T a, T b) { return _mm256_min_ps(a, b); }
   static T max(T a, T b) { return _mm256_max_ps(a, b); }

@@ -278,6 +278,25 @@ struct V {
   static T div(T a, T b) { return _mm512_div_ps(a, b); }
   static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   static T sqrt(T a) { return _mm512_sqrt_ps(a); }
+  // bf16 (kernels.h's rounding): 16 widened exactly; rounded to nearest even with NaN as
+  // 0x7FC0, kept as float32; and a rounded vector's top halves stored.
+  static T load_bf16(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static T round_bf16(T v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r =
+        _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)),
+                         _mm512_set1_epi32(int(0xFFFF0000u)));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
+                                                       _mm512_set1_epi32(0x7FC00000)));
+  }
+  static void store_bf16(uint16_t* p, T v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  }
   static T min(T a, T b) { return _mm512_min_ps(a, b); }
   static T max(T a, T b) { return _mm512_max_ps(a, b); }
   static T round_nearest(T a) {

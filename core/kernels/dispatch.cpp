@@ -221,6 +221,13 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
   });
 }
 
+void adamw_bf16(int64_t n, uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
+                const AdamWBf16& s) {
+  const KernelTable& t = active_table();
+  split(n, kMinPerTask, 64,
+        [&](int64_t lo, int64_t hi) { t.adamw_bf16(hi - lo, p + lo, g + lo, m + lo, v + lo, s); });
+}
+
 void f32_to_bf16(int64_t n, const float* x, uint16_t* out) {
   const KernelTable& t = active_table();
   split(n, kMinPerTask, 64,

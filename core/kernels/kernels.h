@@ -97,6 +97,13 @@ void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, 
 
 enum class BinOp { add, sub, mul, div };
 
+// The float32 scalars of one bf16 AdamW step (vector_kernels.def: adamw_bf16), as ATen receives
+// them from torch.optim.AdamW: decay = 1 - lr*wd, w1 = 1 - beta1, b2 = beta2, w2 = 1 - beta2,
+// bc2_sqrt = sqrt(1 - beta2^step), eps, step_size = -lr / (1 - beta1^step).
+struct AdamWBf16 {
+  float decay, w1, b2, w2, bc2_sqrt, eps, step_size;
+};
+
 // ---- the vector kernels: each one's contract is its entry in vector_kernels.def ---------------
 // Declared from that list: the float entry (the active path), its scalar twin name_ref with the
 // same signature, and for the TG_KERNEL entries a float64 overload (always the reference).

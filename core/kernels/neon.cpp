@@ -214,6 +214,21 @@ struct V {
   static T mul(T a, T b) { return vmulq_f32(a, b); }
   static T div(T a, T b) { return vdivq_f32(a, b); }
   static T fma(T a, T b, T c) { return vfmaq_f32(c, a, b); }
+  // bf16 (kernels.h's rounding): 4 widened exactly; rounded to nearest even with NaN as 0x7FC0,
+  // kept as float32; and a rounded vector's top halves stored.
+  static T load_bf16(const uint16_t* p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+  }
+  static T round_bf16(T v) {
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t r =
+        vandq_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), lsb)), vdupq_n_u32(0xFFFF0000u));
+    return vreinterpretq_f32_u32(vbslq_u32(vceqq_f32(v, v), r, vdupq_n_u32(0x7FC00000)));
+  }
+  static void store_bf16(uint16_t* p, T v) {
+    vst1_u16(p, vshrn_n_u32(vreinterpretq_u32_f32(v), 16));
+  }
   static T sqrt(T a) { return vsqrtq_f32(a); }
   static T min(T a, T b) { return vminq_f32(a, b); }  // NaN in either lane propagates
   static T max(T a, T b) { return vmaxq_f32(a, b); }

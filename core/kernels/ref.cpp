@@ -410,6 +410,35 @@ void adamw_ref(int64_t n, float* p, const float* g, float* m, float* v, float lr
   }
 }
 
+// bf16 AdamW (vector_kernels.def), one rounding per op in ATen's order.
+namespace {
+float r16(float x) {
+  uint16_t h;
+  f32_to_bf16_ref(1, &x, &h);
+  float y;
+  bf16_to_f32_ref(1, &h, &y);
+  return y;
+}
+}  // namespace
+void adamw_bf16_ref(int64_t n, uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
+                    const AdamWBf16& s) {
+  for (int64_t i = 0; i < n; ++i) {
+    float pf, gf, mf, vf;
+    bf16_to_f32_ref(1, p + i, &pf);
+    bf16_to_f32_ref(1, g + i, &gf);
+    bf16_to_f32_ref(1, m + i, &mf);
+    bf16_to_f32_ref(1, v + i, &vf);
+    pf = r16(pf * s.decay);                     // param.mul_(1 - lr*wd)
+    mf = r16(std::fma(s.w1, gf - mf, mf));      // exp_avg.lerp_(grad, 1 - beta1)
+    vf = r16(r16(vf * s.b2) + s.w2 * gf * gf);  // .mul_(beta2).addcmul_(g, g, 1 - beta2)
+    const float d = r16(r16(r16(std::sqrt(vf)) / s.bc2_sqrt) + s.eps);  // sqrt() / bc2_sqrt + eps
+    pf = r16(pf + s.step_size * mf / d);  // param.addcdiv_(exp_avg, d, -step_size)
+    f32_to_bf16_ref(1, &pf, p + i);
+    f32_to_bf16_ref(1, &mf, m + i);
+    f32_to_bf16_ref(1, &vf, v + i);
+  }
+}
+
 // ---- float64 GEMM: always the reference -------------------------------------------------------
 void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_t csA,
            const double* B, int64_t rsB, int64_t csB, double beta, double* C, int64_t ldc) {

@@ -435,6 +435,29 @@ void adamw_simd(int64_t n, float* p, const float* g, float* m, float* v, float l
   });
 }
 
+// ---- AdamW on bf16 ------------------------------------------------------------------------
+// adamw_bf16_ref's operations in its order (V::fma where it has std::fma); whole vectors here,
+// the tail through the reference.
+void adamw_bf16_simd(int64_t n, uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
+                     const AdamWBf16& s) {
+  const V::T decay = V::set1(s.decay), w1 = V::set1(s.w1), b2 = V::set1(s.b2);
+  const V::T w2 = V::set1(s.w2), bc2_sqrt = V::set1(s.bc2_sqrt), eps = V::set1(s.eps);
+  const V::T step_size = V::set1(s.step_size);
+  const auto r = [](V::T x) { return V::round_bf16(x); };
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const V::T gi = V::load_bf16(g + i), m0 = V::load_bf16(m + i);
+    const V::T pi = r(V::mul(V::load_bf16(p + i), decay));
+    const V::T mi = r(V::fma(w1, V::sub(gi, m0), m0));
+    const V::T vi = r(V::add(r(V::mul(V::load_bf16(v + i), b2)), V::mul(V::mul(w2, gi), gi)));
+    const V::T d = r(V::add(r(V::div(r(V::sqrt(vi)), bc2_sqrt)), eps));
+    V::store_bf16(p + i, r(V::add(pi, V::div(V::mul(step_size, mi), d))));
+    V::store_bf16(m + i, mi);
+    V::store_bf16(v + i, vi);
+  }
+  adamw_bf16_ref(n - i, p + i, g + i, m + i, v + i, s);
+}
+
 // ---- MT19937 and Bernoulli draws ------------------------------------------------------------
 // Plain integer loops (no V): the compiler vectorizes them with this ISA's flags.
 inline uint32_t mt_mix(uint32_t u, uint32_t v) {
