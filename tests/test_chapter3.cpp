@@ -30,8 +30,12 @@
 #include "nn/sdpa_attention.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
+#include "tests/golden_cases.h"
 
 using namespace tg;
+using tg::testing::check_tensor;
+using tg::testing::GoldenCase;
+using tg::testing::load_goldens;
 
 namespace {
 
@@ -166,84 +170,6 @@ TEST_CASE("§3.5.3 / §3.6 notebook: CausalAttention, the wrapper and MultiHeadA
 // ---- 2. goldens from PyTorch 1.13.1 ----
 
 namespace {
-
-struct GoldenCase {
-  std::string name;
-  uint64_t seed = 0;
-  std::vector<std::pair<std::string, Tensor>> tensors;  // file order
-  std::map<std::string, int> flags;                     // "flag <name> <0|1>" lines
-  const Tensor& at(const std::string& key) const {
-    for (const auto& [k, t] : tensors)
-      if (k == key) return t;
-    throw std::runtime_error("golden case " + name + " has no tensor '" + key + "'");
-  }
-};
-
-constexpr int kGoldenVersion = 1;
-
-// file: ch03_torch113.txt (kind ch03, gen_ch03.py) or sdpa_torch2.txt (kind sdpa, gen_sdpa.py).
-std::vector<GoldenCase> load_goldens(const std::string& file, const std::string& want_kind,
-                                     const std::string& script) {
-  const std::string path = std::string(TG_GOLDEN_DIR) + "/" + file;
-  const std::string hint = "; HINT: see " + script + " (how to run it is in its header)";
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot open " + path + hint);
-  std::string magic, kind;
-  int version = 0;
-  f >> magic >> kind >> version;
-  if (magic != "tapegrad-golden" || kind != want_kind || version != kGoldenVersion)
-    throw std::runtime_error(path + ": expected header 'tapegrad-golden " + want_kind + " " +
-                             std::to_string(kGoldenVersion) + "'" + hint);
-  std::vector<GoldenCase> cases;
-  std::string line;
-  while (std::getline(f, line)) {
-    std::istringstream is(line);
-    std::string word;
-    if (!(is >> word) || word[0] == '#') continue;
-    if (word == "case") {
-      cases.emplace_back();
-      is >> cases.back().name >> cases.back().seed;
-    } else if (word == "tensor") {
-      std::string key;
-      int64_t nd = 0;
-      is >> key >> nd;
-      Shape shape(static_cast<size_t>(nd));
-      for (auto& d : shape) is >> d;
-      std::vector<float> v;
-      std::string x;  // strtof, unlike >>, reads the "-inf" of an additive mask
-      while (is >> x) v.push_back(std::strtof(x.c_str(), nullptr));
-      cases.back().tensors.emplace_back(key, from_vector(v, shape));
-    } else if (word == "flag") {
-      std::string key;
-      is >> key >> cases.back().flags[key];
-    }
-  }
-  return cases;
-}
-
-// llm.c's check_tensor: the first pairs and the max difference, in the failure message.
-bool check_tensor(const std::string& what, const Tensor& got, const Tensor& want, double atol,
-                  double rtol) {
-  if (got.shape() != want.shape()) {
-    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << " vs golden "
-                    << shape_str(want.shape()));
-    return false;
-  }
-  const auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  double maxdiff = 0;
-  bool ok = true;
-  std::ostringstream os;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double d = std::abs(g[i] - w[i]);
-    maxdiff = std::max(maxdiff, d);
-    const bool good = d <= atol + rtol * std::abs(w[i]);
-    ok = ok && good;
-    if (i < 5) os << "  " << (good ? "OK " : "NOT OK ") << g[i] << " " << w[i] << "\n";
-  }
-  INFO(what << " maxdiff " << maxdiff << "\n" << os.str());
-  CHECK(ok);
-  return ok;
-}
 
 std::unique_ptr<nn::Module> make(const std::string& name) {
   if (name == "SelfAttention_v1") return std::make_unique<nn::SelfAttention_v1>(3, 2);
