@@ -25,6 +25,7 @@
 #include "nn/gelu.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/mha_einsum.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
@@ -191,6 +192,11 @@ std::unique_ptr<nn::Module> make(const std::string& name) {
     return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 4, 2, 6, 0.0);
   if (name == "MHAPyTorchScaledDotProduct_bias")
     return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 6, 3, 8, 0.0, true);
+  if (name == "MHAEinsum") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.0, 2);
+  if (name == "MHAEinsum_bias") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.0, 2, true);
+  if (name == "MHAEinsum_d_in_ne_d_out")
+    return std::make_unique<nn::MHAEinsum>(5, 8, 7, 0.0, 4, true);
+  if (name == "MHAEinsum_dropout") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.5, 2, true);
   if (name == "LayerNorm") return std::make_unique<nn::LayerNorm>(3);
   if (name == "GELU") return std::make_unique<nn::GELU>();
   if (name == "Sequential") {
@@ -272,4 +278,12 @@ TEST_CASE(
     check_tensor(c.name + " grad.k", k.grad(), c.at("grad.k"), 1e-6, 1e-5);
     check_tensor(c.name + " grad.v", v.grad(), c.at("grad.v"), 1e-6, 1e-5);
   }
+}
+TEST_CASE(
+    "goldens (PyTorch 2.6): the bonus notebook's MHAEinsum, drawn by randn then "
+    "reset_parameters") {
+  const std::vector<GoldenCase> cases =
+      load_goldens("mha_einsum_torch2.txt", "mha_einsum", "tests/golden/gen_mha_einsum.py");
+  CHECK(cases.size() == 4);
+  check_module_goldens(cases);
 }
