@@ -81,6 +81,19 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x·wᵀ + b with w stored (out_features, in_features), as torch.nn.functional.linear.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
+// --- einsum (ops/einsum.cpp) ---
+// torch.einsum(equation, *operands) without opt_einsum: subscripts [a-zA-Z], "..." for broadcast
+// dims, spaces ignored; an explicit output after "->", else ellipsis dims then the labels seen
+// once, uppercase before lowercase. A label repeated in one operand takes its diagonal; size-1
+// dims broadcast. Operands are contracted left to right, each pair as one batched matmul, in
+// PyTorch's order of permutes and sums. Built from differentiable ops, so its backward is theirs.
+// Floating operands of one dtype; a bad equation is std::invalid_argument naming einsum, the
+// equation and the operand.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// torch.diagonal (ops/view.cpp): the elements (i, i + offset) of dims dim1 and dim2 as a new last
+// dim, a view; differentiable.
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+
 // --- softmax family (ops/softmax.cpp) ---
 Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);

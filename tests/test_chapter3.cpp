@@ -25,13 +25,18 @@
 #include "nn/gelu.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/mha_einsum.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
+#include "tests/golden_cases.h"
 
 using namespace tg;
+using tg::testing::check_tensor;
+using tg::testing::GoldenCase;
+using tg::testing::load_goldens;
 
 namespace {
 
@@ -167,84 +172,6 @@ TEST_CASE("§3.5.3 / §3.6 notebook: CausalAttention, the wrapper and MultiHeadA
 
 namespace {
 
-struct GoldenCase {
-  std::string name;
-  uint64_t seed = 0;
-  std::vector<std::pair<std::string, Tensor>> tensors;  // file order
-  std::map<std::string, int> flags;                     // "flag <name> <0|1>" lines
-  const Tensor& at(const std::string& key) const {
-    for (const auto& [k, t] : tensors)
-      if (k == key) return t;
-    throw std::runtime_error("golden case " + name + " has no tensor '" + key + "'");
-  }
-};
-
-constexpr int kGoldenVersion = 1;
-
-// file: ch03_torch113.txt (kind ch03, gen_ch03.py) or sdpa_torch2.txt (kind sdpa, gen_sdpa.py).
-std::vector<GoldenCase> load_goldens(const std::string& file, const std::string& want_kind,
-                                     const std::string& script) {
-  const std::string path = std::string(TG_GOLDEN_DIR) + "/" + file;
-  const std::string hint = "; HINT: see " + script + " (how to run it is in its header)";
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot open " + path + hint);
-  std::string magic, kind;
-  int version = 0;
-  f >> magic >> kind >> version;
-  if (magic != "tapegrad-golden" || kind != want_kind || version != kGoldenVersion)
-    throw std::runtime_error(path + ": expected header 'tapegrad-golden " + want_kind + " " +
-                             std::to_string(kGoldenVersion) + "'" + hint);
-  std::vector<GoldenCase> cases;
-  std::string line;
-  while (std::getline(f, line)) {
-    std::istringstream is(line);
-    std::string word;
-    if (!(is >> word) || word[0] == '#') continue;
-    if (word == "case") {
-      cases.emplace_back();
-      is >> cases.back().name >> cases.back().seed;
-    } else if (word == "tensor") {
-      std::string key;
-      int64_t nd = 0;
-      is >> key >> nd;
-      Shape shape(static_cast<size_t>(nd));
-      for (auto& d : shape) is >> d;
-      std::vector<float> v;
-      std::string x;  // strtof, unlike >>, reads the "-inf" of an additive mask
-      while (is >> x) v.push_back(std::strtof(x.c_str(), nullptr));
-      cases.back().tensors.emplace_back(key, from_vector(v, shape));
-    } else if (word == "flag") {
-      std::string key;
-      is >> key >> cases.back().flags[key];
-    }
-  }
-  return cases;
-}
-
-// llm.c's check_tensor: the first pairs and the max difference, in the failure message.
-bool check_tensor(const std::string& what, const Tensor& got, const Tensor& want, double atol,
-                  double rtol) {
-  if (got.shape() != want.shape()) {
-    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << " vs golden "
-                    << shape_str(want.shape()));
-    return false;
-  }
-  const auto g = got.to_vector<double>(), w = want.to_vector<double>();
-  double maxdiff = 0;
-  bool ok = true;
-  std::ostringstream os;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double d = std::abs(g[i] - w[i]);
-    maxdiff = std::max(maxdiff, d);
-    const bool good = d <= atol + rtol * std::abs(w[i]);
-    ok = ok && good;
-    if (i < 5) os << "  " << (good ? "OK " : "NOT OK ") << g[i] << " " << w[i] << "\n";
-  }
-  INFO(what << " maxdiff " << maxdiff << "\n" << os.str());
-  CHECK(ok);
-  return ok;
-}
-
 std::unique_ptr<nn::Module> make(const std::string& name) {
   if (name == "SelfAttention_v1") return std::make_unique<nn::SelfAttention_v1>(3, 2);
   if (name == "SelfAttention_v2") return std::make_unique<nn::SelfAttention_v2>(3, 2);
@@ -265,6 +192,11 @@ std::unique_ptr<nn::Module> make(const std::string& name) {
     return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 4, 2, 6, 0.0);
   if (name == "MHAPyTorchScaledDotProduct_bias")
     return std::make_unique<nn::MHAPyTorchScaledDotProduct>(3, 6, 3, 8, 0.0, true);
+  if (name == "MHAEinsum") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.0, 2);
+  if (name == "MHAEinsum_bias") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.0, 2, true);
+  if (name == "MHAEinsum_d_in_ne_d_out")
+    return std::make_unique<nn::MHAEinsum>(5, 8, 7, 0.0, 4, true);
+  if (name == "MHAEinsum_dropout") return std::make_unique<nn::MHAEinsum>(8, 8, 6, 0.5, 2, true);
   if (name == "LayerNorm") return std::make_unique<nn::LayerNorm>(3);
   if (name == "GELU") return std::make_unique<nn::GELU>();
   if (name == "Sequential") {
@@ -346,4 +278,12 @@ TEST_CASE(
     check_tensor(c.name + " grad.k", k.grad(), c.at("grad.k"), 1e-6, 1e-5);
     check_tensor(c.name + " grad.v", v.grad(), c.at("grad.v"), 1e-6, 1e-5);
   }
+}
+TEST_CASE(
+    "goldens (PyTorch 2.6): the bonus notebook's MHAEinsum, drawn by randn then "
+    "reset_parameters") {
+  const std::vector<GoldenCase> cases =
+      load_goldens("mha_einsum_torch2.txt", "mha_einsum", "tests/golden/gen_mha_einsum.py");
+  CHECK(cases.size() == 4);
+  check_module_goldens(cases);
 }

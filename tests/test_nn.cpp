@@ -22,6 +22,7 @@
 #include "nn/gelu.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/mha_einsum.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
@@ -443,6 +444,42 @@ TEST_CASE(
   CHECK(rel_diff(sdpa(x.slice(1, 0, 4)), mha(x.slice(1, 0, 4))) < 1e-5);  // fewer tokens
 }
 
+// The book's tests/test_mha_implementations.py (test_mha_einsum_matches_ch03): Ch03_MHA (the
+// chapter's MultiHeadAttention) and MHAEinsum agree once MHAEinsum holds W_query.weight.T (and
+// the rest), at the test's own sizes and seeds.
+TEST_CASE("MHAEinsum equals MultiHeadAttention with copied weights (the book's test)") {
+  struct Row {
+    int64_t d_in, d_out, batch, seq_len, num_heads;
+    uint64_t seed;
+  };
+  for (const Row& r : {Row{768, 768, 2, 4, 12, 123}, Row{768, 1536, 2, 4, 12, 456},
+                       Row{1024, 512, 2, 4, 8, 789}}) {
+    INFO("d_in " << r.d_in << ", d_out " << r.d_out << ", num_heads " << r.num_heads);
+    manual_seed(r.seed);
+    const Tensor x = randn({r.batch, r.seq_len, r.d_in});
+    nn::MultiHeadAttention mha_linear(r.d_in, r.d_out, r.seq_len, 0.0, r.num_heads);
+    nn::MHAEinsum mha_einsum(r.d_in, r.d_out, r.seq_len, 0.0, r.num_heads);
+    mha_linear.eval();
+    mha_einsum.eval();
+    {
+      NoGradGuard ng;
+      mha_einsum.W_query.copy_(mha_linear.W_query->weight.T());
+      mha_einsum.W_key.copy_(mha_linear.W_key->weight.T());
+      mha_einsum.W_value.copy_(mha_linear.W_value->weight.T());
+      mha_einsum.out_proj->weight.copy_(mha_linear.out_proj->weight);
+      mha_einsum.out_proj->bias.copy_(mha_linear.out_proj->bias);
+    }
+    const Tensor out_linear = mha_linear(x), out_einsum = mha_einsum(x);
+    REQUIRE(out_einsum.shape() == Shape{r.batch, r.seq_len, r.d_out});
+    REQUIRE(out_linear.shape() == out_einsum.shape());
+    const auto a = out_linear.to_vector<float>(), b = out_einsum.to_vector<float>();
+    double maxdiff = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      maxdiff = std::max(maxdiff, double(std::abs(a[i] - b[i])));
+    CHECK(maxdiff <= 1e-5);  // torch.allclose(out_linear, out_einsum, atol=1e-5)
+  }
+}
+
 // ---- float64 gradient checks: every module, input and parameters ----
 
 TEST_CASE("gradcheck: Linear, Embedding, LayerNorm, GELU, Sequential") {
@@ -506,6 +543,16 @@ TEST_CASE("gradcheck: MultiHeadAttentionSDPA and MHAPyTorchScaledDotProduct, als
   gradcheck_module(sd, rand64({2, 5, 3}, 15), [&] { g.manual_seed(5); });
 }
 
+TEST_CASE("gradcheck: MHAEinsum, with and without qkv_bias, also with dropout") {
+  nn::MHAEinsum plain(3, 4, 5, 0.0, 2);
+  gradcheck_module(plain, rand64({2, 5, 3}, 16));
+  nn::MHAEinsum biased(4, 6, 6, 0.0, 3, true);
+  gradcheck_module(biased, rand64({2, 4, 4}, 17));  // fewer tokens than context_length
+  Generator g(0);
+  nn::MHAEinsum dropped(3, 4, 5, 0.5, 2, true, &g);
+  gradcheck_module(dropped, rand64({2, 5, 3}, 18), [&] { g.manual_seed(11); });
+}
+
 // ---- errors: the book's assert and clear shape messages ----
 
 TEST_CASE("errors name the module, the expectation and the shape") {
@@ -529,6 +576,17 @@ TEST_CASE("errors name the module, the expectation and the shape") {
                     "num_heads=2)");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, 6, 1.5),
                     "MHAPyTorchScaledDotProduct: dropout must be in [0, 1], got 1.500000");
+  CHECK_THROWS_WITH(nn::MHAEinsum(3, 3, 6, 0.0, 2),
+                    "MHAEinsum: d_out must be divisible by num_heads (d_out=3, num_heads=2)");
+  CHECK_THROWS_WITH(nn::MHAEinsum(3, 4, 0, 0.0, 2),
+                    "MHAEinsum: context_length must be >= 1, got 0");
+  nn::MHAEinsum me(3, 4, 6, 0.0, 2);
+  CHECK_THROWS_WITH(me(zeros({2, 6, 4})),
+                    "MHAEinsum: input (b, num_tokens, d_in) of shape [2, 6, 4] has d_in = 4, but "
+                    "the module was built with d_in = 3");
+  CHECK_THROWS_WITH(me(zeros({2, 7, 3})),
+                    "MHAEinsum: input (b, num_tokens, d_in) of shape [2, 7, 3] has num_tokens = "
+                    "7, more than context_length = 6 (the causal mask is 6x6)");
   nn::MHAPyTorchScaledDotProduct sd(3, 4, 2, 6);
   CHECK_THROWS_WITH(sd(zeros({2, 7, 3})),
                     "MHAPyTorchScaledDotProduct: input (b, num_tokens, d_in) of shape [2, 7, 3] "

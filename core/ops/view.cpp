@@ -304,6 +304,46 @@ Tensor Tensor::expand(const Shape& shape_in) const {
                    });
 }
 
+namespace {
+// Where torch.diagonal's view sits in a tensor of shape s and strides st: dims d1 and d2 dropped,
+// one last dim of the elements (i, i + offset) whose stride is the sum of theirs, and its first
+// element's offset (0 when the diagonal is empty, as PyTorch keeps it in range).
+struct DiagonalGeometry {
+  Shape shape, strides;
+  int64_t start = 0;
+};
+DiagonalGeometry diagonal_geometry(const Shape& s, const Shape& st, int64_t offset, int64_t d1,
+                                   int64_t d2) {
+  const int64_t n = offset >= 0 ? std::min(s[d1], s[d2] - offset) : std::min(s[d1] + offset, s[d2]);
+  const int64_t size = std::max<int64_t>(n, 0);
+  DiagonalGeometry geo{s, st, 0};
+  if (size > 0) geo.start = offset >= 0 ? offset * st[d2] : -offset * st[d1];
+  for (int64_t d : {std::max(d1, d2), std::min(d1, d2)}) {
+    geo.shape.erase(geo.shape.begin() + d);
+    geo.strides.erase(geo.strides.begin() + d);
+  }
+  geo.shape.push_back(size);
+  geo.strides.push_back(st[d1] + st[d2]);
+  return geo;
+}
+}  // namespace
+
+// A view of t's elements; its adjoint writes g onto the same diagonal of zeros (never overlaps).
+Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
+  detail::check_defined("diagonal", t);
+  const int64_t d1 = wrap_dim("diagonal", dim1, t.dim()), d2 = wrap_dim("diagonal", dim2, t.dim());
+  if (d1 == d2)
+    fail("diagonal", "dim1 and dim2 are both dim ", d1, " (shape ", shape_str(t.shape()), ")");
+  const DiagonalGeometry geo = diagonal_geometry(t.shape(), t.strides(), offset, d1, d2);
+  return make_view(
+      t, geo.shape, geo.strides, t.offset() + geo.start, "DiagonalBackward0",
+      [from = t.shape(), offset, d1, d2](Node&, const Tensor& g) -> std::vector<Tensor> {
+        const DiagonalGeometry back =
+            diagonal_geometry(from, contiguous_strides(from), offset, d1, d2);
+        return {scatter_into_zeros(g, from, back.shape, back.strides, back.start)};
+      });
+}
+
 // --- copies ---
 Tensor Tensor::clone() const {
   detail::check_defined("clone", *this);
