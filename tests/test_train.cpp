@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 #include <bit>
+#include <functional>
 
 #include <algorithm>
 #include <chrono>
@@ -326,6 +327,21 @@ static std::vector<double> joined(const train::TrainResult& first,
   return all;
 }
 
+// The step losses of a run of small_options (tweaked by `set`) stopped after 10 steps, then of
+// the run that resumed it with no option given.
+static std::vector<double> stopped_and_resumed(
+    const Scratch& s, const std::function<void(train::TrainOptions&)>& set) {
+  std::ostringstream out, err;
+  train::TrainOptions a = small_options(s);
+  set(a);
+  a.max_steps = 10;
+  const train::TrainResult first = train::run_training(a, out, err);
+  train::TrainOptions b = small_options(s);
+  b.config.reset();
+  b.resume_dir = s / "out";
+  return joined(first, train::run_training(b, out, err));
+}
+
 TEST_CASE("--resume continues to exactly the losses of an uninterrupted run") {
   Scratch s;
   std::ostringstream out, err;
@@ -397,15 +413,7 @@ TEST_CASE("--attention: both routes train alike; --resume keeps the checkpoint's
   for (size_t i = 0; i < losses[0].size(); ++i)  // the same model: rounding apart
     CHECK_MESSAGE(std::abs(losses[0][i] - losses[1][i]) <= 1e-5, "step " << i);
   // Stopped on the book's route, resumed without --attention: still the book's, bit for bit.
-  train::TrainOptions a = small_options(s);
-  a.attention = "book";
-  a.max_steps = 10;
-  const train::TrainResult first = train::run_training(a, out, err);
-  train::TrainOptions b = small_options(s);
-  b.config.reset();
-  b.resume_dir = s / "out";
-  const train::TrainResult second = train::run_training(b, out, err);
-  CHECK(joined(first, second) == losses[0]);  // bit for bit
+  CHECK(stopped_and_resumed(s, [](train::TrainOptions& o) { o.attention = "book"; }) == losses[0]);
 }
 
 TEST_CASE("--precision bf16: autocast's losses follow float32's; the checkpoint stays float32") {
@@ -461,15 +469,8 @@ TEST_CASE("--precision bf16-pure: the model in bf16, losses near float32's, resu
       off += (std::bit_cast<uint32_t>(c.data<float>()[i]) & 0xFFFFu) != 0;
     CHECK(off == 0);
   }
-  train::TrainOptions a = small_options(s);
-  a.precision = "bf16-pure";
-  a.max_steps = 10;
-  const train::TrainResult first = train::run_training(a, out, err);
-  train::TrainOptions b = small_options(s);
-  b.config.reset();
-  b.resume_dir = s / "out";
-  const train::TrainResult second = train::run_training(b, out, err);
-  CHECK(joined(first, second) == whole.step_losses);  // bit for bit
+  CHECK(stopped_and_resumed(s, [](train::TrainOptions& o) { o.precision = "bf16-pure"; }) ==
+        whole.step_losses);  // bit for bit
   // One process, one micro-batch: the micro-batch exchange is float32.
   check_one_line_error(
       run_cli(cli::train_main, {"train", "--text", kGolden + "/train_text.txt", "--precision",
