@@ -50,13 +50,18 @@ def attention_rows(out):
     return out.get("speedups", [])
 
 
+def train_configs(out):
+    """bench_train --json is {"configs": [...], ...}; a transcribed table kept the list alone."""
+    return out["configs"] if isinstance(out, dict) else out
+
+
 def train_rows(out):
-    return [dict(side, config=c["config"]) for c in out for side in c["sides"]]
+    return [dict(side, config=c["config"]) for c in train_configs(out) for side in c["sides"]]
 
 
 def train_notes(out):
     """The bound lines a transcribed table printed below its rows."""
-    return [f"{c['config']}: {b}" for c in out for b in c.get("bounds", [])]
+    return [f"{c['config']}: {b}" for c in train_configs(out) for b in c.get("bounds", [])]
 
 
 def generate_rows(out):
@@ -193,6 +198,13 @@ def first_field(out, key):
     return next((i[key] for i in items if isinstance(i, dict) and key in i), "")
 
 
+def run_load(out):
+    """The load the benchmark printed at its start and end, else the load now (after the run)."""
+    if isinstance(out, dict) and "load_average_start" in out:
+        return f"{out['load_average_start']} at the start, {out.get('load_average_end', '?')} at the end"
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) + " when recorded"
+
+
 def add(args):
     out = json.load(sys.stdin)
     machine = (json.load(open(args.results, encoding="utf-8")) if os.path.exists(args.results)
@@ -200,7 +212,7 @@ def add(args):
     run = {"bench": args.bench, "title": args.title,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
            "isa": first_field(out, "isa"), "command": args.command,
-           "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+           "load_average": run_load(out)}
     if args.notes:
         run["notes"] = args.notes
     run["output"] = out
