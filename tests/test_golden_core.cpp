@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/ops.h"
+#include "tests/golden_cases.h"
 
 using namespace tg;
 
@@ -64,27 +65,12 @@ Tensor leaf(const Shape& shape, int seed, double lo = -1, double hi = 1) {
   return det(shape, seed, lo, hi).requires_grad_();
 }
 
-// llm.c's check_tensor: the first few pairs and the largest difference.
+// The golden tensor `name` against ours, with golden_cases.h's llm.c-style check.
 void check_tensor(const std::map<std::string, Tensor>& golden, const std::string& name,
                   const Tensor& ours, double atol = 1e-5, double rtol = 1e-4) {
-  INFO("golden tensor " << name);
   REQUIRE(golden.count(name) == 1);
-  const Tensor& want = golden.at(name);
   REQUIRE(ours.defined());
-  REQUIRE(ours.shape() == want.shape());
-  const auto a = ours.to_vector<double>(), b = want.to_vector<double>();
-  double maxdiff = 0;
-  bool ok = true;
-  std::ostringstream pairs;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::abs(a[i] - b[i]);
-    maxdiff = std::max(maxdiff, d);
-    const bool good = d <= atol + rtol * std::abs(b[i]);
-    ok = ok && good;
-    if (i < 5) pairs << (good ? "OK " : "NOT OK ") << a[i] << " " << b[i] << "\n";
-  }
-  INFO(pairs.str() << "maxdiff " << maxdiff);
-  CHECK(ok);
+  tg::testing::check_tensor("golden tensor " + name, ours, golden.at(name), atol, rtol);
 }
 
 }  // namespace
