@@ -457,6 +457,12 @@ TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other op
   CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 5e-4, rank 0 has 4e-4; every "
                               "rank must run with the same options\n") == 0);
   CHECK_FALSE(fs::exists(d / "y"));
+  // bf16-pure's gradients are bf16; the exchange between ranks is float32.
+  CHECK(run(kMpirun + "-np 2 " + kExe + kTiny + " --precision bf16-pure --out " + (d / "z") +
+            " > /dev/null 2> " + (d / "err")) == 2);
+  CHECK(slurp(d / "err").find("tapegrad train: --precision bf16-pure runs one micro-batch in one "
+                              "process, not under mpirun -np 2\n") == 0);
+  CHECK_FALSE(fs::exists(d / "z"));
 }
 
 namespace {
