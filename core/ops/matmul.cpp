@@ -90,10 +90,10 @@ Tensor mm_bf16_widened(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// A gradient computed as float32 and rounded to bf16 precision, in the dtype of its input: kept
-// as float32 for a float32 input (the cast's ToCopyBackward0 would widen it), bf16 otherwise.
-Tensor as_input_dtype(const Tensor& widened, const Tensor& input) {
-  return input.dtype() == DType::Float32 ? widened : widened.to(input.dtype());
+// A gradient computed as float32 and rounded to bf16 precision, in its input's dtype: kept as
+// float32 for a float32 input (the cast's ToCopyBackward0 would widen it), bf16 otherwise.
+Tensor as_input_dtype(const Tensor& widened, DType input) {
+  return input == DType::Float32 ? widened : widened.to(input);
 }
 
 Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b);
@@ -257,19 +257,22 @@ Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
                                   : (b.defined() ? "ViewBackward0" : "UnsafeViewBackward0");
   record(name, {x, w, b}, {save_for(w, x16), save_for(x, w16)},
-         [sx = x.shape(), x, w, b](Node& n, const Tensor& g) -> std::vector<Tensor> {
+         // The inputs' dtypes only: holding x itself would keep its float32 activation alive.
+         [sx = x.shape(), xd = x.dtype(), wd = w.dtype(),
+          bd = b.defined() ? b.dtype() : DType::Float32](Node& n,
+                                                         const Tensor& g) -> std::vector<Tensor> {
            const Tensor g2 = as_rows(g);
            Tensor gx, gw, gb;
            if (n.needs(0))
-             gx = as_input_dtype(mm_bf16_widened(g2, n.saved_tensor(1)), x).reshape(sx);
+             gx = as_input_dtype(mm_bf16_widened(g2, n.saved_tensor(1)), xd).reshape(sx);
            if (n.needs(1))
-             gw = as_input_dtype(mm_bf16_widened(g2.T(), as_rows(n.saved_tensor(0))), w);
+             gw = as_input_dtype(mm_bf16_widened(g2.T(), as_rows(n.saved_tensor(0))), wd);
            if (n.needs(2)) {  // Σ over rows in float32, rounded once
              const Tensor gc = detail::widen(g2).contiguous();
              gb = empty({gc.shape()[1]}, DType::Float32);
              kernels::sum_cols(gc.shape()[0], gc.shape()[1], gc.data<float>(), gb.data<float>());
              kernels::bf16_round(gb.numel(), gb.data<float>(), gb.data<float>());
-             gb = as_input_dtype(gb, b);
+             gb = as_input_dtype(gb, bd);
            }
            return {gx, gw, gb};
          },
