@@ -9,13 +9,9 @@ require_engine
 run_mpi "$WORK/ref" 2 --epochs 4 || fail "the uninterrupted run failed: $(tail -3 "$WORK/ref/stderr.txt")"
 
 dir=$WORK/killed
-start_mpi_job "$dir" 2 --epochs 4
-victim=$(pid_of_rank 1)
-[ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
-kill -KILL "$victim"
-t0=$(date +%s)
+signal_rank1 "$dir" KILL --epochs 4
 wait_job 20
-echo "killed rank 1: the job ended after $(($(date +%s) - t0)) s with exit status $JOB_RC"
+echo "killed rank 1: the job ended after $(($(date +%s) - T0)) s with exit status $JOB_RC"
 [ "$JOB_RC" != 0 ] || fail "the job exited 0 after a rank was killed"
 grep -E 'rank 1\b' "$dir/stderr.txt" >/dev/null ||
   fail "no line names rank 1: $(tail -5 "$dir/stderr.txt")"

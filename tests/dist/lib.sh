@@ -138,6 +138,17 @@ pid_of_rank() {
   rank_pids "$MPIRUN" | awk -v r="$1" '$1 == r {print $2}'
 }
 
+# start_mpi_job with 2 ranks in DIR (options follow), then signal SIG to rank 1: its pid in
+# VICTIM, the time the signal left in T0.
+signal_rank1() {
+  local dir=$1 sig=$2; shift 2
+  start_mpi_job "$dir" 2 "$@"
+  VICTIM=$(pid_of_rank 1)
+  [ -n "$VICTIM" ] || fail "rank 1 not found among mpirun's children"
+  kill -"$sig" "$VICTIM"
+  T0=$(date +%s)
+}
+
 # Where each rank of the job is: its state and, with gdb, every thread's innermost frames.
 show_stuck_ranks() {
   local r p

@@ -9,14 +9,10 @@ require_engine
 
 export TAPEGRAD_DIST_TIMEOUT=3
 dir=$WORK/stopped
-start_mpi_job "$dir" 2 --epochs 4
-victim=$(pid_of_rank 1)
-[ -n "$victim" ] || fail "rank 1 not found among mpirun's children"
-kill -STOP "$victim"
-t0=$(date +%s)
+signal_rank1 "$dir" STOP --epochs 4
 wait_job 30
-kill -KILL "$victim" 2>/dev/null
-echo "stopped rank 1: the job ended after $(($(date +%s) - t0)) s with exit status $JOB_RC"
+kill -KILL "$VICTIM" 2>/dev/null
+echo "stopped rank 1: the job ended after $(($(date +%s) - T0)) s with exit status $JOB_RC"
 [ "$JOB_RC" != 0 ] || fail "the job exited 0 after a rank was stopped"
 lines=$(grep -c '^tapegrad' "$dir/stderr.txt")
 [ "$lines" = 1 ] || fail "$lines lines from tapegrad, not 1: $(grep '^tapegrad' "$dir/stderr.txt")"
