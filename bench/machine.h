@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "core/kernels/cache_info.h"
+
 namespace bench {
 
 // "AMD EPYC 7B13 (family 25, model 1)": the first "model name" line, plus the x86 family and
@@ -33,8 +35,9 @@ inline std::string cpu_model() {
   return name;
 }
 
-// "L1d 32K, L2 512K, L3 32768K" for cpu0 (each level once, instruction caches left out), or
-// "caches unknown".
+// "L1d 32K, L2 512K, L3 32768K" for cpu0 (each level once, instruction caches left out); without
+// sysfs's cache folder (some VMs), what CPUID told the GEMM's blocking (kernels::describe), which
+// may also be "caches unknown".
 inline std::string cache_sizes() {
   std::ostringstream os;
   for (int i = 0; i < 8; ++i) {
@@ -45,7 +48,7 @@ inline std::string cache_sizes() {
     if (t == "Instruction") continue;
     os << (os.tellp() > 0 ? ", " : "") << "L" << l << (t == "Data" ? "d" : "") << " " << s;
   }
-  return os.tellp() > 0 ? os.str() : "caches unknown";
+  return os.tellp() > 0 ? os.str() : tg::kernels::describe(tg::kernels::cache_info());
 }
 
 // Whether /proc/cpuinfo's first "flags" line lists `flag` ("avx512_bf16", "amx_bf16").
