@@ -19,6 +19,10 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   uint64_t version = 0;
+  // A form of these bytes derived for a kernel and kept while they stay as they were (version):
+  // the packed panels of a bf16 weight that generation reads one row at a time (ops/matmul.cpp).
+  std::shared_ptr<Storage> derived;
+  uint64_t derived_version = 0;
 };
 
 struct TensorImpl {

@@ -374,3 +374,34 @@ TEST_CASE("adamw_bf16_: torch.optim.AdamW on a bfloat16 parameter, bit for bit (
                        "torch.float32 [3] beside the parameter's [3]",
                        std::invalid_argument);
 }
+
+// A bf16 Linear read one row at a time off the tape packs its weight once (ops/matmul.cpp); the
+// panels must follow the weight through every in-place change (its storage's version), or a
+// generation after an optimizer step (the per-epoch sample of a bf16-pure run) would read the old
+// weight. Each row must equal the GEMM's row (two rows at once) on the same weight.
+TEST_CASE("bf16 linear, one row off the tape: the GEMM's bits, and a changed weight is read anew") {
+  manual_seed(11);
+  Tensor w = randn({37, 24}).to(DType::BFloat16), b = randn({37}).to(DType::BFloat16);
+  const Tensor x = randn({2, 24}).to(DType::BFloat16);
+  const auto check_rows = [&](const std::string& when) {
+    CAPTURE(when);
+    NoGradGuard no_grad;
+    const Tensor both = linear(x, w, b);  // the GEMM
+    for (int64_t r = 0; r < 2; ++r) {
+      const Tensor one = linear(x.narrow(0, r, 1), w, b);  // the gemv, packed where it can be
+      for (int64_t j = 0; j < 37; ++j) CHECK(bits_of(one, j) == bits_of(both, r * 37 + j));
+    }
+  };
+  check_rows("first read");
+  check_rows("second read, from the panels");
+  const Tensor before = linear(x.narrow(0, 0, 1), w, b);
+  Tensor m = zeros(w.shape(), DType::BFloat16), v = zeros(w.shape(), DType::BFloat16);
+  adamw_bf16_(w, ones(w.shape(), DType::BFloat16), m, v, {0.1, 0.9, 0.999, 1e-8, 0.0, 1});
+  check_rows("after adamw_bf16_");
+  const Tensor after = linear(x.narrow(0, 0, 1), w, b);
+  int changed = 0;
+  for (int64_t j = 0; j < 37; ++j) changed += bits_of(before, j) != bits_of(after, j);
+  CHECK(changed > 0);
+  w.copy_(randn({37, 24}).to(DType::BFloat16));
+  check_rows("after copy_");
+}

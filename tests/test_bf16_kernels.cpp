@@ -344,6 +344,18 @@ void run_gemv(std::mt19937& g, int64_t rows, int64_t cols, bool bias, bool wild)
   INFO("rows=" << rows << " cols=" << cols << " bias=" << bias << " wild=" << wild);
   check_same(y, r, "gemv_rows_bf16 vs its reference");
   check_same(y, c, "gemv_rows_bf16 vs gemm_bf16 (M = 1)");
+  // The packed route, on the paths that have it: its reference and its kernel, the same bits.
+  std::vector<uint32_t> panels(size_t(k::gemv_bf16_panel_words(rows, cols)), 0xDEADBEEFu);
+  k::pack_gemv_bf16(rows, cols, w.data(), ldw, panels.data());
+  std::vector<float> pr(size_t(rows), std::nanf(""));
+  k::gemv_packed_bf16_ref(rows, cols, panels.data(), x.data(), pb, pr.data());
+  check_same(pr, r, "gemv_packed_bf16_ref vs gemv_rows_bf16_ref");
+  if (!k::gemv_packed_bf16_available()) return;
+  std::vector<float> py(size_t(rows) + 16, std::nanf(""));  // 16 more: nothing written past rows
+  k::gemv_packed_bf16(rows, cols, panels.data(), x.data(), pb, py.data());
+  for (size_t i = size_t(rows); i < py.size(); ++i) CHECK(std::isnan(py[i]));
+  py.resize(size_t(rows));
+  check_same(py, r, "gemv_packed_bf16 vs the reference");
 }
 
 }  // namespace

@@ -417,6 +417,7 @@ const KernelTable* avx2_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx2_4x16,
       .gemv_rows_bf16 = gemv_rows_bf16_avx2,
+      .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,
   };
   return &t;

@@ -221,23 +221,38 @@ void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t
 // ---- bf16 gemv (kernels.h: gemv_rows_bf16), widening to float32 ------------------------------
 // avx512_shared.h's loop with the GEMM kernel's step above: two FMAs per pair (odd k first) under
 // DAZ and FTZ, set for the call; the rows past the last group of 16 take the reference.
-void gemv_rows_bf16_avx512(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
-                           const uint16_t* x, const float* b, float* y) {
+struct WidenStep {
+  __m512 operator()(__m512 acc, __m512i xi, __m512i wi) const {
+    const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+    const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(xi, high));
+    const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(xi, 16));
+    const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(wi, high));
+    const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(wi, 16));
+    return _mm512_fmadd_ps(xe, we, _mm512_fmadd_ps(xo, wo, acc));
+  }
+};
+
+// Runs body under DAZ and FTZ, the unit's reading of denormals.
+template <class F>
+void with_ftz_daz(F body) {
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | kFtzDaz);
   __asm__ volatile("" ::: "memory");  // no load of b or the operands before the mode is set
-  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
-  const int64_t done =
-      gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, [high](__m512 acc, __m512i xi, __m512i wi) {
-        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(xi, high));
-        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(xi, 16));
-        const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(wi, high));
-        const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(wi, 16));
-        return _mm512_fmadd_ps(xe, we, _mm512_fmadd_ps(xo, wo, acc));
-      });
+  body();
   __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
   _mm_setcsr(csr);
+}
+
+void gemv_rows_bf16_avx512(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                           const uint16_t* x, const float* b, float* y) {
+  int64_t done = 0;
+  with_ftz_daz([&] { done = gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, WidenStep{}); });
   gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
+}
+
+void gemv_packed_bf16_avx512(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
+                             const float* b, float* y) {
+  with_ftz_daz([&] { gemv_packed_x16(rows, cols, panels, x, b, y, WidenStep{}); });
 }
 
 // ---- bfloat16 conversions ---------------------------------------------------------------------
@@ -358,6 +373,7 @@ const KernelTable* avx512_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx512_8x32,
       .gemv_rows_bf16 = gemv_rows_bf16_avx512,
+      .gemv_packed_bf16 = gemv_packed_bf16_avx512,
       .bf16_probe = nullptr,
   };
   return &t;

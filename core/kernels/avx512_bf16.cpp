@@ -130,6 +130,13 @@ void gemv_rows_bf16_avx512bf16(int64_t rows, int64_t cols, const uint16_t* w, in
   gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
 }
 
+void gemv_packed_bf16_avx512bf16(int64_t rows, int64_t cols, const uint32_t* panels,
+                                 const uint16_t* x, const float* b, float* y) {
+  gemv_packed_x16(rows, cols, panels, x, b, y, [](__m512 acc, __m512i xi, __m512i wi) {
+    return _mm512_dpbf16_ps(acc, as_bh(xi), as_bh(wi));
+  });
+}
+
 }  // namespace
 
 // avx512.cpp's table (its float kernels, its conversions) with the bf16 unit's GEMM. Blocking
@@ -142,6 +149,7 @@ const KernelTable* avx512_bf16_table() {
     k.gemm_bf16_blocking = {kMR, kNR, 240, 256, 1024};
     k.gemm_bf16_ukernel = gemm_bf16_ukernel_avx512bf16_12x32;
     k.gemv_rows_bf16 = gemv_rows_bf16_avx512bf16;
+    k.gemv_packed_bf16 = gemv_packed_bf16_avx512bf16;
     k.bf16_probe = bf16_probe_avx512bf16;
     return k;
   }();

@@ -125,5 +125,49 @@ int64_t gemv_rows_bf16_x16(int64_t rows, int64_t cols, const uint16_t* w, int64_
   return r;
 }
 
+// ---- the packed bf16 gemv (kernels.h: gemv_packed_bf16) ---------------------------------------
+// The panels already hold t[q] of the loop above, so a link is one 64-byte load and the step: G
+// groups' chains side by side again, each group a stream the prefetchers follow. rows (≤ 16·G)
+// masks the last group's padding rows out of b and y.
+template <int G, class Step>
+void gemv_packed_groups(int64_t rows, int64_t cols, const uint32_t* p, const uint16_t* x,
+                        const float* b, float* y, Step step) {
+  const int64_t pairs = (cols + 1) / 2, whole = cols / 2;
+  __m512 acc[G];
+  __mmask16 mask[G];
+  for (int j = 0; j < G; ++j) {
+    const int64_t n = std::clamp<int64_t>(rows - 16 * j, 0, 16);
+    mask[j] = __mmask16((1u << n) - 1u);
+    acc[j] = b != nullptr ? _mm512_maskz_loadu_ps(mask[j], b + 16 * j) : _mm512_setzero_ps();
+  }
+  for (int64_t q = 0; q < whole; ++q) {
+    int32_t xp;
+    std::memcpy(&xp, x + 2 * q, 4);
+    const __m512i xi = _mm512_set1_epi32(xp);
+#pragma GCC unroll 4
+    for (int j = 0; j < G; ++j)
+      acc[j] = step(acc[j], xi, _mm512_loadu_si512(p + (j * pairs + q) * 16));
+  }
+  if (whole < pairs) {  // an odd cols: x's last pair padded with a zero, as in the panels
+    const __m512i xi = _mm512_set1_epi32(int(x[cols - 1]));
+    for (int j = 0; j < G; ++j)
+      acc[j] = step(acc[j], xi, _mm512_loadu_si512(p + (j * pairs + whole) * 16));
+  }
+  for (int j = 0; j < G; ++j) _mm512_mask_storeu_ps(y + 16 * j, mask[j], acc[j]);
+}
+
+// Blocks of 64 rows, then groups of 16, the last one partial.
+template <class Step>
+void gemv_packed_x16(int64_t rows, int64_t cols, const uint32_t* p, const uint16_t* x,
+                     const float* b, float* y, Step step) {
+  const int64_t pairs = (cols + 1) / 2;  // group r / 16 starts at word r · pairs
+  int64_t r = 0;
+  for (; r + 64 <= rows; r += 64)
+    gemv_packed_groups<4>(64, cols, p + r * pairs, x, b ? b + r : nullptr, y + r, step);
+  for (; r < rows; r += 16)
+    gemv_packed_groups<1>(std::min<int64_t>(16, rows - r), cols, p + r * pairs, x,
+                          b ? b + r : nullptr, y + r, step);
+}
+
 }  // namespace
 }  // namespace tg::kernels

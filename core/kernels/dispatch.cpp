@@ -205,6 +205,15 @@ void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, 
     t.gemv_rows_bf16(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
   });
 }
+bool gemv_packed_bf16_available() { return active_table().gemv_packed_bf16 != nullptr; }
+void gemv_packed_bf16(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
+                      const float* b, float* y) {
+  const KernelTable& t = active_table();
+  const int64_t pairs = (cols + 1) / 2;
+  split(rows, min_rows(cols), 16, [&](int64_t lo, int64_t hi) {  // lo: a whole group's first row
+    t.gemv_packed_bf16(hi - lo, cols, panels + lo * pairs, x, b ? b + lo : nullptr, y + lo);
+  });
+}
 void max_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   const KernelTable& t = active_table();
   split(rows, min_rows(cols), 1,

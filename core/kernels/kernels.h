@@ -95,6 +95,18 @@ void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uin
 void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
                     const float* b, float* y);
 
+// The same y from w packed once into panels (a weight that many tokens read): each group of 16
+// rows (the last padded with zero rows) holds its (cols + 1) / 2 pairs of k in order, a pair as
+// 16 32-bit words, word i row i's two bf16 (k even low, k odd high; an odd cols pads a zero). The
+// gemv then loads what the unit multiplies, 64 bytes at a time, with no transposes. Same bits as
+// gemv_rows_bf16. Only the paths with gemv_packed_bf16_available() have the kernel; the others
+// keep gemv_rows_bf16, which does not need panels.
+int64_t gemv_bf16_panel_words(int64_t rows, int64_t cols);
+void pack_gemv_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, uint32_t* panels);
+bool gemv_packed_bf16_available();
+void gemv_packed_bf16(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
+                      const float* b, float* y);
+
 enum class BinOp { add, sub, mul, div };
 
 // The float32 scalars of one bf16 AdamW step (vector_kernels.def: adamw_bf16), as ATen receives
@@ -136,6 +148,8 @@ void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const
                            int64_t strideC, int64_t ldc);
 void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
                         const uint16_t* x, const float* b, float* y);
+void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
+                          const float* b, float* y);
 
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with

@@ -300,6 +300,7 @@ const KernelTable* neon_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 256, 256, 768},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_neon_4x8,
       .gemv_rows_bf16 = gemv_rows_bf16_neon,
+      .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,
   };
   return &t;

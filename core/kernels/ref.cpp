@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/kernels/table.h"
 
@@ -357,6 +358,39 @@ void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t l
   gemm_bf16_ref_one(1, rows, cols, x, cols, 1, w, 1, ldw, b != nullptr ? 1.f : 0.f, y, rows);
 }
 
+// kernels.h's panel layout: group g, pair q, row i of the group at word (g·pairs + q)·16 + i.
+int64_t gemv_bf16_panel_words(int64_t rows, int64_t cols) {
+  return (rows + 15) / 16 * ((cols + 1) / 2) * 16;
+}
+void pack_gemv_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, uint32_t* panels) {
+  const int64_t pairs = (cols + 1) / 2;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g)
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int64_t i = 0; i < 16; ++i) {
+        const int64_t r = 16 * g + i, k = 2 * q;
+        uint32_t word = 0;
+        if (r < rows)
+          word =
+              uint32_t(w[r * ldw + k]) | (k + 1 < cols ? uint32_t(w[r * ldw + k + 1]) << 16 : 0u);
+        panels[(g * pairs + q) * 16 + i] = word;
+      }
+}
+
+// Each group unpacked back into rows, then the unpacked reference.
+void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
+                          const float* b, float* y) {
+  const int64_t pairs = (cols + 1) / 2;
+  std::vector<uint16_t> w(size_t(16 * std::max<int64_t>(cols, 1)));
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t n = std::min<int64_t>(16, rows - r0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < cols; ++k)
+        w[size_t(i * cols + k)] =
+            uint16_t(panels[(r0 / 16 * pairs + k / 2) * 16 + i] >> (16 * (k & 1)));
+    gemv_rows_bf16_ref(n, cols, w.data(), cols, x, b ? b + r0 : nullptr, y + r0);
+  }
+}
+
 // ---- float / double references ------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
@@ -487,6 +521,7 @@ extern const KernelTable kScalarTable = {
     .gemm_bf16_blocking = {kRefBf16MR, kRefBf16NR, 64, 64, 256},
     .gemm_bf16_ukernel = gemm_bf16_ukernel_ref_4x8,
     .gemv_rows_bf16 = gemv_rows_bf16_ref,
+    .gemv_packed_bf16 = nullptr,
     .bf16_probe = nullptr,
 };
 

@@ -117,6 +117,8 @@ struct KernelTable {
   GemmBlocking gemm_bf16_blocking;  // KC counted in pairs of k
   GemmBf16Ukernel gemm_bf16_ukernel;
   decltype(&gemv_rows_bf16_ref) gemv_rows_bf16;
+  // nullptr where the path has no packed gemv (gemv_rows_bf16 serves, from the unpacked rows).
+  decltype(&gemv_packed_bf16_ref) gemv_packed_bf16;
   // The bf16 unit's peak, as fma_probe (flops: 2 per bf16 multiply-add); nullptr where the bf16
   // GEMM widens to float32 (fma_probe is its bound).
   double (*bf16_probe)(int64_t iters);

@@ -165,6 +165,29 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// The packed panels (kernels.h: gemv_packed_bf16) of a bf16 weight that a Linear reads one row at
+// a time off the tape, as each token of generation does: packed on the first such read, kept with
+// the weight's storage and packed again only once the weight has changed (its version). Null when
+// the path has no packed kernel, the step is taped, or w is not its storage's whole contiguous
+// tensor (the panels are the storage's).
+static const uint32_t* gemv_panels(const Tensor& w, const Tensor& x, const Tensor& b) {
+  if (!kernels::gemv_packed_bf16_available() || any_requires_grad({&x, &w, &b}) ||
+      !w.is_contiguous() || w.offset() != 0)
+    return nullptr;
+  Storage& s = *w.impl()->storage;
+  const int64_t rows = w.shape()[0], cols = w.shape()[1];
+  if (s.nbytes != size_t(w.numel()) * sizeof(bfloat16)) return nullptr;
+  if (!s.derived || s.derived_version != s.version) {
+    const int64_t words = kernels::gemv_bf16_panel_words(rows, cols);
+    auto panels = std::make_shared<Storage>(size_t(words) * sizeof(uint32_t));
+    kernels::pack_gemv_bf16(rows, cols, reinterpret_cast<const uint16_t*>(w.data<bfloat16>()), cols,
+                            static_cast<uint32_t*>(panels->data));
+    s.derived = std::move(panels);
+    s.derived_version = s.version;
+  }
+  return static_cast<const uint32_t*>(s.derived->data);
+}
+
 // --- linear: y = x · wᵀ + b, x (..., in), w (out, in), b (out) ---
 //   backward: gx = g · w,  gw = gᵀ · x (over all leading dims),  gb = Σ g
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -202,10 +225,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     // The same in bf16, half the bytes of W per token: gemv_rows_bf16 gives the GEMM's bits
     // (its chain from the bias), so which route a row takes changes nothing.
     const Tensor xc = x2.contiguous(), bf = b.defined() ? b.to(DType::Float32) : Tensor();
-    kernels::gemv_rows_bf16(outf, w.shape()[1],
-                            reinterpret_cast<const uint16_t*>(w.data<bfloat16>()), w.strides()[0],
-                            reinterpret_cast<const uint16_t*>(xc.data<bfloat16>()),
-                            b.defined() ? bf.data<float>() : nullptr, y.data<float>());
+    const auto* xb = reinterpret_cast<const uint16_t*>(xc.data<bfloat16>());
+    const float* pb = b.defined() ? bf.data<float>() : nullptr;
+    if (const uint32_t* panels = gemv_panels(w, x, b))
+      kernels::gemv_packed_bf16(outf, w.shape()[1], panels, xb, pb, y.data<float>());
+    else
+      kernels::gemv_rows_bf16(outf, w.shape()[1],
+                              reinterpret_cast<const uint16_t*>(w.data<bfloat16>()), w.strides()[0],
+                              xb, pb, y.data<float>());
   } else {
     if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
     Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows

@@ -26,6 +26,8 @@ void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, con
   const Tensor gc = g.contiguous();
   adamw_span(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
              exp_avg_sq.data<float>(), s);
+  for (const Tensor* t : {&std::as_const(p), &std::as_const(exp_avg), &std::as_const(exp_avg_sq)})
+    detail::bump_version(*t);
 }
 
 void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
@@ -55,6 +57,8 @@ void adamw_bf16_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq
                              float(-(s.lr / bc1))};
   const auto bits = [](const Tensor& t) { return reinterpret_cast<uint16_t*>(t.data<bfloat16>()); };
   kernels::adamw_bf16(p.numel(), bits(p), bits(g), bits(exp_avg), bits(exp_avg_sq), k);
+  for (const Tensor* t : {&std::as_const(p), &std::as_const(exp_avg), &std::as_const(exp_avg_sq)})
+    detail::bump_version(*t);
 }
 
 std::string kernel_path() { return kernels::active_isa(); }
