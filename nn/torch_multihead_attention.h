@@ -39,6 +39,13 @@
 // paths: PyTorch 2.6's CPU scaled_dot_product_attention with dropout runs its math path, which
 // calls F.dropout on the same (N, H, L, S') weights, and so does the fused kernel here.
 //
+// Checks run before anything is computed, so two differ from PyTorch's: a key_padding_mask of the
+// wrong shape is reported against (N, S) before add_bias_kv / add_zero_attn pad it (PyTorch
+// reports the padded sizes), and attn_mask's shape is checked even where the is_causal hint
+// drops it (the fused path without a padding mask), where PyTorch ignores it. Key and value
+// feature sizes, and query/key batch sizes, get a message of their own (PyTorch fails in a
+// linear or a view there).
+//
 // Not here: the inference fast path (torch._native_multi_head_attention; same values, different
 // rounding), static_k / static_v, nested tensors, device/dtype arguments.
 #pragma once

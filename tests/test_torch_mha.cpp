@@ -141,6 +141,8 @@ TEST_CASE("MultiheadAttention: a bool mask's True means not allowed, as -inf in 
   const auto [out_bool, w_bool] = m.forward(x, x, x, Tensor(), true, banned);
   const auto [out_float, w_float] = m.forward(x, x, x, Tensor(), true, additive);
   check_tensor("bool vs float mask", out_bool, out_float, 0, 0);
+  // forward(x) is self-attention without masks.
+  check_tensor("forward(x)", m(x), m.forward(x, x, x).first, 0, 0);
   // Causal: every weight above the diagonal is 0, and the fused path and the hint agree.
   const Tensor allowed = eq(ones({5, 5}).triu(1), 0.0);
   CHECK(max(w_bool.masked_fill(allowed, 0.0)).item() == 0.0);
