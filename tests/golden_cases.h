@@ -1,10 +1,10 @@
 // The golden files PyTorch writes for the tests (tests/golden/gen_ch03.py's format, shared by
-// gen_sdpa.py, gen_einsum.py, gen_mha_einsum.py), and llm.c's check_tensor to compare with them.
-// Text, one tensor per line, floats as %.9g so float32 round-trips exactly:
+// gen_sdpa.py, gen_einsum.py, gen_mha_einsum.py, gen_torch_mha.py), and llm.c's check_tensor to
+// compare with them. Text, one tensor per line, floats as %.9g so float32 round-trips exactly:
 //     tapegrad-golden <kind> <version>
 //     case <name> <seed>
 //     tensor <key> <ndim> <dims...> <values...>
-//     flag <name> <0|1>
+//     flag <name> <integer>          (a switch 0/1, or a size: gen_torch_mha.py)
 //     end
 #pragma once
 #include <doctest/doctest.h>
@@ -28,7 +28,7 @@ struct GoldenCase {
   std::string name;
   uint64_t seed = 0;
   std::vector<std::pair<std::string, Tensor>> tensors;  // file order
-  std::map<std::string, int> flags;                     // "flag <name> <0|1>" lines
+  std::map<std::string, int> flags;                     // "flag <name> <integer>" lines
   const Tensor& at(const std::string& key) const {
     for (const auto& [k, t] : tensors)
       if (k == key) return t;
