@@ -18,6 +18,10 @@
 //     attn_bwd_tile: P = exp(scale·S + mask − lse_i),  dS = scale · P ∘ (dP∘keep − D);
 //                    S → P∘keep, dP → dS (the same buffers)
 //     dv_j += (P∘keep)ᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
+// Flex attention (an AttnScoreMod, kernels.h): tiles it calls empty are skipped; a partial tile
+// (every tile, with a score_mod) has S rewritten by the hook into final scores x before the tile
+// step, which then reads them with scale 1 and no mask; the backward's tile step then leaves dx,
+// and dS = dx ∘ dx/dS (from the hook). The ISA tile steps are the same for both.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -179,6 +183,17 @@ AttnTile make_tile(const AttnProblem<float>& p, int64_t n, int64_t i0, int64_t j
   return tl;
 }
 
+// Flex attention (AttnScoreMod): whether the tile of query block i0 by key block j0 is skipped
+// (empty), and whether its scores are rewritten before the tile step.
+struct FlexTile {
+  bool skip = false, rewrite = false;
+};
+FlexTile flex_tile(const AttnProblem<float>& p, Blocks bl, int64_t n, int64_t i0, int64_t j0) {
+  if (p.mod == nullptr) return {};
+  const TileKind k = p.mod->kind(n, i0 / bl.br, j0 / bl.bc);
+  return {k == TileKind::empty, k == TileKind::partial || p.mod->rewrites_full};
+}
+
 // Keys a causal query block [i0, i0 + rows) can see: [0, min(S, i0 + rows)).
 int64_t keys_seen(const AttnProblem<float>& p, int64_t i0, int64_t rows) {
   return p.causal ? std::min(p.S, i0 + rows) : p.S;
@@ -202,13 +217,17 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
+    const FlexTile fx = flex_tile(p, bl, n, i0, j0);
+    if (fx.skip) continue;
     const int64_t cols = std::min(bl.bc, p.S - j0);
     const TileMatrix kt_j = packed_panels(kt + j0 / NR * p.E * NR, p.E, cols);
     const TileMatrix v_j = rows_of(p.v, n, j0, cols, p.Ev);
     const CausalSkips skip = causal_skips(p, i0, j0, cols);
     // S = q_i · k_jᵀ
     tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
-    t.attn_fwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, m, l, alpha);
+    AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
+    if (fx.rewrite) p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, nullptr), tl.scale = 1;
+    t.attn_fwd_tile(tl, s, m, l, alpha);
     const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
     for (int64_t r = 0; r < rows; ++r)
       if (alpha[r] != 1.f)
@@ -263,12 +282,13 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
                       MatrixBatch<float> dq, MatrixBatch<float> dk, MatrixBatch<float> dv,
                       int64_t n) {
   thread_local TileScratch sc;
-  thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf;
+  thread_local Scratch s_buf, dp_buf, kt_buf, vt_buf, d_buf, keep_buf, g_buf;
   const int64_t NR = t.sgemm_blocking.nr;
   const int64_t panels = (bl.bc + NR - 1) / NR * NR;
   // S = q_i · k_jᵀ and dP = dout_i · v_jᵀ, which attn_bwd_tile turns into P∘keep and dS in place.
   float* const s = s_buf.get(bl.br * bl.bc);
   float* const dp = dp_buf.get(bl.br * bl.bc);
+  float* const g = g_buf.get(p.mod != nullptr ? bl.br * bl.bc : 1);  // dx/dS of a rewritten tile
   float* const kt = kt_buf.get(panels * std::max<int64_t>(p.E, 1));
   float* const vt = vt_buf.get(panels * std::max<int64_t>(p.Ev, 1));
   float* const D = d_buf.get(std::max<int64_t>(p.L, 1));
@@ -287,6 +307,8 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
     const TileOut dk_j = add_to(dk.at(n, j0), dk.ld), dv_j = add_to(dv.at(n, j0), dv.ld);
     // Causal: query blocks wholly above key j0 see none of this block.
     for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br) {
+      const FlexTile fx = flex_tile(p, bl, n, i0, j0);
+      if (fx.skip) continue;
       const int64_t rows = std::min(bl.br, p.L - i0);
       const CausalSkips skip = causal_skips(p, i0, j0, cols);
       const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
@@ -295,8 +317,12 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
       // S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ
       tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
       tile_gemm(t, sc, {.c = into(dp, bl.bc), .a = dout_i, .b = vt_j, .causal = skip.cols});
-      t.attn_bwd_tile(make_tile(p, n, i0, j0, rows, cols, bl.bc, keep), s, dp, lse + n * p.L + i0,
-                      D + i0);
+      AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
+      if (fx.rewrite) p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, g), tl.scale = 1;
+      t.attn_bwd_tile(tl, s, dp, lse + n * p.L + i0, D + i0);
+      // rewritten: the tile step left dx in dp; dS = dx ∘ dx/dS
+      for (int64_t r = 0; r < rows && fx.rewrite; ++r)
+        for (int64_t c = 0; c < cols; ++c) dp[r * bl.bc + c] *= g[r * bl.bc + c];
       const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
       const TileMatrix ds = row_major(dp, rows, cols, bl.bc);
       // dv_j += (P∘keep)ᵀ · dout_i,  dk_j += dSᵀ · q_i,  dq_i += dS · k_j
@@ -308,6 +334,11 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
 }
 
 }  // namespace
+
+AttnTileSize sdpa_tile_size() {
+  const Blocks bl = blocks_for(active_table());
+  return {bl.br, bl.bc};
+}
 
 void sdpa_forward(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse) {
   forward(active_table(), p, out, lse);

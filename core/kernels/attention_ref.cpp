@@ -24,10 +24,12 @@ double keep_factor(const AttnProblem<T>& p, int64_t n, int64_t i, int64_t j) {
   return kept(p.keep_bits, (n * p.L + i) * p.S + j) ? double(p.keep_scale) : 0.0;
 }
 
-// x[j] = scale · q[i]·k[j] + mask[i, j] for every key j, -inf past the diagonal when causal.
+// x[j] = scale · q[i]·k[j] + mask[i, j] for every key j, -inf past the diagonal when causal, or
+// with a flex hook x[j] = mod(scale · q[i]·k[j]) and dx[j] = dx/d(q[i]·k[j]) (scale without one).
 // Returns max_j x[j] (NaN if any x is NaN).
 template <class T>
-double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<double>& x) {
+double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<double>& x,
+                  std::vector<double>& dx) {
   const T* q = p.q.at(n, i);
   double mx = kNegInf;
   for (int64_t j = 0; j < p.S; ++j) {
@@ -38,8 +40,10 @@ double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<dou
     const T* k = p.k.at(n, j);
     double dot = 0;
     for (int64_t e = 0; e < p.E; ++e) dot += double(q[e]) * double(k[e]);
-    double v = double(p.scale) * dot;
+    double v = double(p.scale) * dot, g = 1;
     if (p.mask.base != nullptr) v += double(p.mask.at(n, i)[j * p.mask_cs]);
+    if (p.mod != nullptr) v = p.mod->element(n, i, j, v, &g);
+    dx[size_t(j)] = double(p.scale) * g;
     x[size_t(j)] = v;
     mx = std::isnan(v) || std::isnan(mx) ? std::numeric_limits<double>::quiet_NaN()
                                          : std::max(mx, v);
@@ -49,11 +53,11 @@ double scores_row(const AttnProblem<T>& p, int64_t n, int64_t i, std::vector<dou
 
 template <class T>
 void forward_t(const AttnProblem<T>& p, MatrixBatch<T> out, T* lse) {
-  std::vector<double> x(size_t(p.S)), acc(size_t(p.Ev));
+  std::vector<double> x(size_t(p.S)), dx(size_t(p.S)), acc(size_t(p.Ev));
   for (int64_t n = 0; n < p.batch; ++n)
     for (int64_t i = 0; i < p.L; ++i) {
       T* o = out.at(n, i);
-      const double mx = scores_row(p, n, i, x);
+      const double mx = scores_row(p, n, i, x, dx);
       if (mx == kNegInf) {  // no key reaches this row
         std::fill(o, o + p.Ev, T(0));
         lse[n * p.L + i] = T(kNegInf);
@@ -75,12 +79,12 @@ void forward_t(const AttnProblem<T>& p, MatrixBatch<T> out, T* lse) {
 }
 
 // Per row i, with P[j] = exp(x[j] − lse[i]) and D = dout[i]·out[i]:
-//   dv[j] += P[j]·keep · dout[i];  dS = scale · P[j] · (dout[i]·v[j] · keep − D)
+//   dv[j] += P[j]·keep · dout[i];  dS = dx[j] · P[j] · (dout[i]·v[j] · keep − D)
 //   dq[i] += dS · k[j];  dk[j] += dS · q[i]
 template <class T>
 void backward_t(const AttnProblem<T>& p, MatrixBatch<const T> out, MatrixBatch<const T> dout,
                 const T* lse, MatrixBatch<T> dq, MatrixBatch<T> dk, MatrixBatch<T> dv) {
-  std::vector<double> x(size_t(p.S)), dqi(size_t(p.E));
+  std::vector<double> x(size_t(p.S)), dx(size_t(p.S)), dqi(size_t(p.E));
   std::vector<double> dks(size_t(p.S * p.E)), dvs(size_t(p.S * p.Ev));
   for (int64_t n = 0; n < p.batch; ++n) {
     std::fill(dks.begin(), dks.end(), 0.0);
@@ -91,7 +95,7 @@ void backward_t(const AttnProblem<T>& p, MatrixBatch<const T> out, MatrixBatch<c
       const T* go = dout.at(n, i);
       const T* q = p.q.at(n, i);
       if (l != kNegInf) {
-        scores_row(p, n, i, x);
+        scores_row(p, n, i, x, dx);
         const T* o = out.at(n, i);
         double D = 0;
         for (int64_t e = 0; e < p.Ev; ++e) D += double(go[e]) * double(o[e]);
@@ -105,7 +109,7 @@ void backward_t(const AttnProblem<T>& p, MatrixBatch<const T> out, MatrixBatch<c
             dvs[size_t(j * p.Ev + e)] += P * kf * double(go[e]);
             dpv += double(go[e]) * double(v[e]);
           }
-          const double ds = double(p.scale) * P * (dpv * kf - D);
+          const double ds = dx[size_t(j)] * P * (dpv * kf - D);
           for (int64_t e = 0; e < p.E; ++e) {
             dqi[size_t(e)] += ds * double(k[e]);
             dks[size_t(j * p.E + e)] += ds * double(q[e]);

@@ -180,6 +180,26 @@ struct MatrixBatch {
   const int64_t* off = nullptr;  // one offset per matrix
   T* at(int64_t n, int64_t row) const { return base + off[n] + row * ld; }
 };
+// Flex attention's hook (core/ops/flex_attention.cpp): which keys of each tile take part and what
+// becomes of their scores. The kernel asks kind() per (problem n, query block ib, key block jb) of
+// its own tile grid (sdpa_tile_size()): an empty tile is skipped, a full one runs as plain
+// attention unless rewrites_full (a score_mod), and the scores of any other tile go through
+// rewrite() before the tile step, which then reads them as final scores x (scale 1, no mask).
+enum class TileKind : uint8_t { empty = 0, partial = 1, full = 2 };
+struct AttnScoreMod {
+  virtual ~AttnScoreMod() = default;
+  bool rewrites_full = false;
+  virtual TileKind kind(int64_t n, int64_t ib, int64_t jb) const = 0;
+  // s holds S = q·kᵀ of the tile at rows [i0, i0 + rows), keys [j0, j0 + cols), rows ld apart;
+  // leaves x = score_mod(scale·S) there, or -inf where the key does not take part. grad, when
+  // not null (the backward), receives dx/dS (0 where removed), with the same layout.
+  virtual void rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale,
+                       float* s, int64_t ld, float* grad) const = 0;
+  // The same for one element, for the reference: x from the scaled score `scaled`, dx/dscaled in
+  // *grad.
+  virtual double element(int64_t n, int64_t i, int64_t j, double scaled, double* grad) const = 0;
+};
+
 template <class T>
 struct AttnProblem {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
@@ -192,7 +212,13 @@ struct AttnProblem {
   // bit) set = kept, as the composite's mask drawn over a [batch, L, S] tensor; nullptr: none.
   const uint64_t* keep_bits = nullptr;
   T keep_scale = 1;
+  const AttnScoreMod* mod = nullptr;  // flex attention (not with causal); nullptr: none
 };
+// The fused kernel's tile (query rows br × keys bc) on the active path: the grid of TileKind.
+struct AttnTileSize {
+  int64_t br, bc;
+};
+AttnTileSize sdpa_tile_size();
 // Writes out [L, Ev] per problem and lse[n·L + i].
 void sdpa_forward(const AttnProblem<float>& p, MatrixBatch<float> out, float* lse);
 void sdpa_forward(const AttnProblem<double>& p, MatrixBatch<double> out, double* lse);
