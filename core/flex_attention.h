@@ -1,9 +1,11 @@
 // flex_attention: PyTorch's torch.nn.attention.flex_attention (2.5+) on tapegrad's fused
 // attention kernel (core/kernels/attention.cpp). The mask is code, not a tensor: a mask_mod says
-// whether key kv_idx takes part for query q_idx of batch b, head h; create_block_mask sorts the
-// kernel's tiles by it once (full, partial, empty), and the kernel skips the empty tiles, runs the
-// full ones as plain attention and calls mask_mod per element only on the partial ones. Nothing of
-// size L × S is built: causal, sliding-window and document masks cost what their tiles cost.
+// whether key kv_idx takes part for query q_idx of batch b, head h; create_block_mask asks it once
+// per element and sorts the kernel's tiles by the answers (full, partial, empty), keeping the
+// answers of the partial tiles only, as bits. The kernel skips the empty tiles, runs the full ones
+// as plain attention and masks the partial ones by their bits (and, as for is_causal, skips their
+// micro-tiles past the furthest kept diagonal). Nothing of size L × S is built: causal,
+// sliding-window and document masks cost what their tiles cost.
 //
 // Python reference: torch/nn/attention/flex_attention.py (PyTorch 2.6), names and argument order
 // kept: mask_mod(b, h, q_idx, kv_idx) -> bool, score_mod(score, b, h, q_idx, kv_idx) -> score,
@@ -69,7 +71,10 @@ MaskMod or_masks(MaskMod a, MaskMod b);
 enum class BlockKind : uint8_t { empty = 0, partial = 1, full = 2 };
 
 // create_block_mask's result: the kind of every (b, h, query block, key block) at the fused
-// kernel's tile size, and the mask_mod for the partial ones. Memory: one byte per block.
+// kernel's tile size and, for the partial blocks only, mask_mod's answers (one bit per element)
+// and the furthest diagonal a kept key reaches. Memory: 9 bytes per block, plus Q_BLOCK_SIZE ×
+// KV_BLOCK_SIZE bits per partial block (a causal or sliding-window mask has O(L) of those; a mask
+// with every block partial would have L·S bits, 1/32 of a float mask, never L × S floats).
 struct BlockMask {
   MaskMod mask_mod;
   int64_t B = 1, H = 1;  // 1 where create_block_mask was given none: broadcast over all
@@ -77,11 +82,25 @@ struct BlockMask {
   int64_t Q_BLOCK_SIZE = 0, KV_BLOCK_SIZE = 0;  // the kernel's tile, rows × keys
   std::string isa;                              // the path whose tile it was made for
   std::vector<BlockKind> kinds;                 // [B, H, q_blocks, kv_blocks]
+  std::vector<int64_t> partial_slot;            // the same blocks: index among the partial, or -1
+  // Per partial block (by slot): Q_BLOCK_SIZE rows of words_per_row() words, bit c of row r set
+  // when key c takes part for query r (counted from the block's corner); and diag: kept (r, c)
+  // only where c - r <= diag.
+  std::vector<uint64_t> bits;
+  std::vector<int64_t> diag;
 
   int64_t q_blocks() const { return (Q_LEN + Q_BLOCK_SIZE - 1) / Q_BLOCK_SIZE; }
   int64_t kv_blocks() const { return (KV_LEN + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE; }
+  int64_t words_per_row() const { return (KV_BLOCK_SIZE + 63) / 64; }
+  size_t block_index(int64_t b, int64_t h, int64_t qb, int64_t kvb) const {
+    return size_t(((b * H + h) * q_blocks() + qb) * kv_blocks() + kvb);
+  }
   BlockKind kind(int64_t b, int64_t h, int64_t qb, int64_t kvb) const {
-    return kinds[size_t(((b * H + h) * q_blocks() + qb) * kv_blocks() + kvb)];
+    return kinds[block_index(b, h, qb, kvb)];
+  }
+  // Row r (from the block's corner) of a partial block's bits.
+  const uint64_t* row_bits(int64_t slot, int64_t r) const {
+    return bits.data() + size_t((slot * Q_BLOCK_SIZE + r) * words_per_row());
   }
   struct Counts {
     int64_t full = 0, partial = 0, empty = 0;
@@ -92,8 +111,9 @@ struct BlockMask {
 };
 
 // Evaluates mask_mod on every (b, h, q_idx, kv_idx) once, block by block (b = 0 when B is none,
-// h = 0 when H is none), and keeps each block's kind. Q_LEN, KV_LEN >= 0; B, H >= 1. Throws
-// std::invalid_argument naming create_block_mask.
+// h = 0 when H is none), and keeps each block's kind and the partial blocks' answers: the kernel
+// masks with those, so a mask_mod that depends on b (or h) needs B (or H) given. Q_LEN,
+// KV_LEN >= 0; B, H >= 1. Throws std::invalid_argument naming create_block_mask.
 BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B,
                             std::optional<int64_t> H, int64_t Q_LEN, int64_t KV_LEN);
 

@@ -219,6 +219,14 @@ TEST_CASE("create_block_mask: full, partial and empty blocks of known masks") {
         (k == BlockKind::full ? want.full : k == BlockKind::empty ? want.empty : want.partial)++;
         CHECK(causal.kind(0, h, qb, kb) == k);
       }
+  // The partial blocks' answers, one bit each, and their diagonals (the causal one: q0 - k0).
+  CHECK(causal.bits.size() == size_t(want.partial * t.br * causal.words_per_row()));
+  for (int64_t qb = 0; qb < nq; ++qb)
+    for (int64_t kb = 0; kb < nk; ++kb) {
+      const int64_t slot = causal.partial_slot[causal.block_index(0, 1, qb, kb)];
+      CHECK((slot >= 0) == (causal.kind(0, 1, qb, kb) == BlockKind::partial));
+      if (slot >= 0) CHECK(causal.diag[size_t(slot)] == qb * t.br - kb * t.bc);
+    }
   CHECK(causal.counts().full == want.full);
   CHECK(causal.counts().partial == want.partial);
   CHECK(causal.counts().empty == want.empty);

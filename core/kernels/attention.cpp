@@ -80,9 +80,10 @@ struct Causal {
 struct CausalSkips {
   Causal cols, k_upto, k_from;
 };
-CausalSkips causal_skips(const AttnProblem<float>& p, int64_t i0, int64_t j0, int64_t cols) {
-  const bool crossing = p.causal && j0 + cols - 1 > i0;
-  const auto skip = [&](Causal::Kind k) { return Causal{crossing ? k : Causal::none, i0 - j0}; };
+// (A flex tile's diagonal comes from its TileInfo, see FlexTile.)
+CausalSkips causal_skips(bool causal, int64_t diag, int64_t cols) {
+  const bool crossing = causal && cols - 1 > diag;
+  const auto skip = [&](Causal::Kind k) { return Causal{crossing ? k : Causal::none, diag}; };
   return {skip(Causal::cols), skip(Causal::k_upto), skip(Causal::k_from)};
 }
 
@@ -184,14 +185,19 @@ AttnTile make_tile(const AttnProblem<float>& p, int64_t n, int64_t i0, int64_t j
 }
 
 // Flex attention (AttnScoreMod): whether the tile of query block i0 by key block j0 is skipped
-// (empty), and whether its scores are rewritten before the tile step.
+// (empty), whether its scores are rewritten before the tile step, and the micro-tiles its GEMMs
+// skip: past the causal diagonal, or past a partial flex tile's own.
 struct FlexTile {
   bool skip = false, rewrite = false;
+  CausalSkips skips;
 };
-FlexTile flex_tile(const AttnProblem<float>& p, Blocks bl, int64_t n, int64_t i0, int64_t j0) {
-  if (p.mod == nullptr) return {};
-  const TileKind k = p.mod->kind(n, i0 / bl.br, j0 / bl.bc);
-  return {k == TileKind::empty, k == TileKind::partial || p.mod->rewrites_full};
+FlexTile flex_tile(const AttnProblem<float>& p, Blocks bl, int64_t n, int64_t i0, int64_t j0,
+                   int64_t cols) {
+  if (p.mod == nullptr) return {false, false, causal_skips(p.causal, i0 - j0, cols)};
+  const TileInfo ti = p.mod->tile(n, i0 / bl.br, j0 / bl.bc);
+  const bool partial = ti.kind == TileKind::partial;
+  return {ti.kind == TileKind::empty, partial || p.mod->rewrites_full,
+          causal_skips(partial, ti.diag, cols)};
 }
 
 // Keys a causal query block [i0, i0 + rows) can see: [0, min(S, i0 + rows)).
@@ -217,12 +223,12 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
-    const FlexTile fx = flex_tile(p, bl, n, i0, j0);
-    if (fx.skip) continue;
     const int64_t cols = std::min(bl.bc, p.S - j0);
+    const FlexTile fx = flex_tile(p, bl, n, i0, j0, cols);
+    if (fx.skip) continue;
+    const CausalSkips& skip = fx.skips;
     const TileMatrix kt_j = packed_panels(kt + j0 / NR * p.E * NR, p.E, cols);
     const TileMatrix v_j = rows_of(p.v, n, j0, cols, p.Ev);
-    const CausalSkips skip = causal_skips(p, i0, j0, cols);
     // S = q_i · k_jᵀ
     tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
     AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
@@ -307,10 +313,10 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
     const TileOut dk_j = add_to(dk.at(n, j0), dk.ld), dv_j = add_to(dv.at(n, j0), dv.ld);
     // Causal: query blocks wholly above key j0 see none of this block.
     for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br) {
-      const FlexTile fx = flex_tile(p, bl, n, i0, j0);
+      const FlexTile fx = flex_tile(p, bl, n, i0, j0, cols);
       if (fx.skip) continue;
+      const CausalSkips& skip = fx.skips;
       const int64_t rows = std::min(bl.br, p.L - i0);
-      const CausalSkips skip = causal_skips(p, i0, j0, cols);
       const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
       const TileMatrix dout_i = rows_of(dout, n, i0, rows, p.Ev);
       const TileOut dq_i = add_to(dq.at(n, i0), dq.ld);

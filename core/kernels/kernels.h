@@ -181,15 +181,22 @@ struct MatrixBatch {
   T* at(int64_t n, int64_t row) const { return base + off[n] + row * ld; }
 };
 // Flex attention's hook (core/ops/flex_attention.cpp): which keys of each tile take part and what
-// becomes of their scores. The kernel asks kind() per (problem n, query block ib, key block jb) of
+// becomes of their scores. The kernel asks tile() per (problem n, query block ib, key block jb) of
 // its own tile grid (sdpa_tile_size()): an empty tile is skipped, a full one runs as plain
 // attention unless rewrites_full (a score_mod), and the scores of any other tile go through
 // rewrite() before the tile step, which then reads them as final scores x (scale 1, no mask).
+// A partial tile's diag bounds its kept keys as a causal tile's diagonal does (kept (r, c) only
+// where c <= r + diag, r and c counted from the tile's corner), so the kernel skips the
+// micro-tiles past it as it does for is_causal.
 enum class TileKind : uint8_t { empty = 0, partial = 1, full = 2 };
+struct TileInfo {
+  TileKind kind = TileKind::full;
+  int64_t diag = 0;  // partial tiles only
+};
 struct AttnScoreMod {
   virtual ~AttnScoreMod() = default;
   bool rewrites_full = false;
-  virtual TileKind kind(int64_t n, int64_t ib, int64_t jb) const = 0;
+  virtual TileInfo tile(int64_t n, int64_t ib, int64_t jb) const = 0;
   // s holds S = q·kᵀ of the tile at rows [i0, i0 + rows), keys [j0, j0 + cols), rows ld apart;
   // leaves x = score_mod(scale·S) there, or -inf where the key does not take part. grad, when
   // not null (the backward), receives dx/dS (0 where removed), with the same layout.

@@ -1,11 +1,13 @@
 // flex_attention (core/flex_attention.h): the block mask, the standard mask_mods, and the op,
 // which hands the fused kernel a hook (kernels::AttnScoreMod) instead of a mask tensor.
 //
-// How the kernel masks a partial tile: after its S = q·kᵀ tile product, it calls the hook's
-// rewrite(), which writes the final scores in place, x = score_mod(scale·S) where mask_mod keeps
-// the key and -inf where it does not; the tile step (the ISA's attn_fwd_tile / attn_bwd_tile,
-// unchanged) then reads x with scale 1 and no mask. Full tiles without a score_mod take the
-// kernel's plain path, empty ones are never computed.
+// How the kernel masks a partial tile: after its S = q·kᵀ tile product (which, as for is_causal,
+// skips the micro-tiles past the tile's furthest kept diagonal, BlockMask::diag), it calls the
+// hook's rewrite(), which writes the final scores in place, x = score_mod(scale·S) where the block
+// mask's bit (mask_mod's answer, asked once by create_block_mask) keeps the key and -inf where it
+// does not; the tile step (the ISA's attn_fwd_tile / attn_bwd_tile, unchanged) then reads x with
+// scale 1 and no mask. Full tiles without a score_mod take the kernel's plain path, empty ones are
+// never computed.
 // Backward (the kernel's, see core/ops/attention.cpp): with x = score_mod(scale·S),
 //   in the forward: P = softmax(x)  so  dx = P ∘ (dP − D)           (the tile step, scale 1)
 //   in the forward: x = score_mod(scale·S)  so  dS = dx ∘ scale · score_mod′(scale·S)
@@ -127,6 +129,23 @@ BlockKind classify(const MaskMod& mask_mod, int64_t b, int64_t h, int64_t q0, in
   return all ? BlockKind::full : any ? BlockKind::partial : BlockKind::empty;
 }
 
+// A partial block's answers, one bit per element, and the furthest diagonal a kept key reaches.
+void fill_partial(BlockMask& bm, int64_t block, int64_t slot) {
+  const int64_t nq = bm.q_blocks(), nk = bm.kv_blocks();
+  const int64_t b = block / (bm.H * nq * nk), h = block / (nq * nk) % bm.H;
+  const int64_t q0 = block / nk % nq * bm.Q_BLOCK_SIZE, k0 = block % nk * bm.KV_BLOCK_SIZE;
+  const int64_t rows = std::min(bm.Q_LEN - q0, bm.Q_BLOCK_SIZE);
+  const int64_t cols = std::min(bm.KV_LEN - k0, bm.KV_BLOCK_SIZE);
+  int64_t diag = std::numeric_limits<int64_t>::min();
+  for (int64_t r = 0; r < rows; ++r) {
+    uint64_t* const w = bm.bits.data() + (slot * bm.Q_BLOCK_SIZE + r) * bm.words_per_row();
+    for (int64_t c = 0; c < cols; ++c)
+      if (bm.mask_mod(b, h, q0 + r, k0 + c))
+        w[c / 64] |= uint64_t{1} << (c % 64), diag = std::max(diag, c - r);
+  }
+  bm.diag[size_t(slot)] = diag;
+}
+
 }  // namespace
 
 BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B,
@@ -151,6 +170,16 @@ BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B,
       bm.kinds[size_t(task * nk + kb)] =
           classify(mask_mod, b, h, q0, q1, kb * tile.bc, std::min(KV_LEN, (kb + 1) * tile.bc));
   });
+  // The partial blocks' answers, in slots numbered in block order.
+  std::vector<int64_t> partial;
+  bm.partial_slot.assign(bm.kinds.size(), -1);
+  for (size_t i = 0; i < bm.kinds.size(); ++i)
+    if (bm.kinds[i] == BlockKind::partial)
+      bm.partial_slot[i] = int64_t(partial.size()), partial.push_back(int64_t(i));
+  bm.bits.assign(partial.size() * size_t(tile.br * bm.words_per_row()), 0);
+  bm.diag.assign(partial.size(), 0);
+  parallel_for(int64_t(partial.size()),
+               [&](int64_t slot) { fill_partial(bm, partial[size_t(slot)], slot); });
   return bm;
 }
 
@@ -166,51 +195,69 @@ BlockMask all_full(int64_t L, int64_t S) {
   const kernels::AttnTileSize tile = kernels::sdpa_tile_size();
   bm.Q_BLOCK_SIZE = tile.br, bm.KV_BLOCK_SIZE = tile.bc, bm.isa = kernels::active_isa();
   bm.kinds.assign(size_t(bm.q_blocks() * bm.kv_blocks()), BlockKind::full);
+  bm.partial_slot.assign(bm.kinds.size(), -1);
   return bm;
 }
 
-// The kernel's hook: problem n is (b, h) = (n / H, n % H) of the query.
+// The kernel's hook: problem n is (b, h) = (n / H, n % H) of the query. Partial tiles are masked
+// by the block mask's bits (mask_mod's answers at the block mask's b and h).
 class FlexMod final : public kernels::AttnScoreMod {
  public:
   FlexMod(std::shared_ptr<const BlockMask> bm, ScoreMod score_mod, int64_t H)
       : bm_(std::move(bm)), score_mod_(std::move(score_mod)), H_(H) {
     rewrites_full = bool(score_mod_);
   }
-  kernels::TileKind kind(int64_t n, int64_t ib, int64_t jb) const override {
-    const int64_t b = bm_->B == 1 ? 0 : n / H_, h = bm_->H == 1 ? 0 : n % H_;
-    return kernels::TileKind(uint8_t(bm_->kind(b, h, ib, jb)));
+  // The block's index in the block mask (its b, h broadcast).
+  size_t block(int64_t n, int64_t ib, int64_t jb) const {
+    return bm_->block_index(bm_->B == 1 ? 0 : n / H_, bm_->H == 1 ? 0 : n % H_, ib, jb);
+  }
+  kernels::TileInfo tile(int64_t n, int64_t ib, int64_t jb) const override {
+    const size_t i = block(n, ib, jb);
+    const int64_t slot = bm_->partial_slot[i];
+    return {kernels::TileKind(uint8_t(bm_->kinds[i])), slot < 0 ? 0 : bm_->diag[size_t(slot)]};
   }
   void rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale, float* s,
                int64_t ld, float* grad) const override {
-    const bool partial =
-        kind(n, i0 / bm_->Q_BLOCK_SIZE, j0 / bm_->KV_BLOCK_SIZE) == kernels::TileKind::partial;
+    const int64_t slot =
+        bm_->partial_slot[block(n, i0 / bm_->Q_BLOCK_SIZE, j0 / bm_->KV_BLOCK_SIZE)];
     const int64_t b = n / H_, h = n % H_;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        float& x = s[r * ld + c];
-        float g = scale;
-        if (partial && !bm_->mask_mod(b, h, i0 + r, j0 + c)) {
-          x = -std::numeric_limits<float>::infinity(), g = 0.f;
-        } else if (score_mod_) {
-          const Score y = score_mod_(Score(double(scale * x), 1.0), b, h, i0 + r, j0 + c);
-          x = float(y.value), g = float(double(scale) * y.grad);
-        } else {
-          x = scale * x;
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint64_t* keep = slot < 0 ? nullptr : bm_->row_bits(slot, r);
+      float* x = s + r * ld;
+      float* g = grad != nullptr ? grad + r * ld : nullptr;
+      if (!score_mod_) {  // partial, no score_mod: scale or -inf, 64 keys a word
+        for (int64_t c0 = 0; c0 < cols; c0 += 64) {
+          const uint64_t w = keep[c0 >> 6];
+          const int64_t m = std::min<int64_t>(64, cols - c0);
+          for (int64_t c = 0; c < m; ++c) x[c0 + c] = (w >> c) & 1u ? scale * x[c0 + c] : ninf;
+          for (int64_t c = 0; c < m && g != nullptr; ++c) g[c0 + c] = (w >> c) & 1u ? scale : 0.f;
         }
-        if (grad != nullptr) grad[r * ld + c] = g;
+        continue;
       }
+      for (int64_t c = 0; c < cols; ++c) {
+        if (keep != nullptr && !((keep[c >> 6] >> (c & 63)) & 1u)) {
+          x[c] = ninf;
+          if (g != nullptr) g[c] = 0.f;
+          continue;
+        }
+        const Score y = score_mod_(Score(double(scale * x[c]), 1.0), b, h, i0 + r, j0 + c);
+        x[c] = float(y.value);
+        if (g != nullptr) g[c] = float(double(scale) * y.grad);
+      }
+    }
   }
   double element(int64_t n, int64_t i, int64_t j, double scaled, double* grad) const override {
-    const kernels::TileKind k = kind(n, i / bm_->Q_BLOCK_SIZE, j / bm_->KV_BLOCK_SIZE);
-    const int64_t b = n / H_, h = n % H_;
-    *grad = 1;
-    if (k == kernels::TileKind::empty ||
-        (k == kernels::TileKind::partial && !bm_->mask_mod(b, h, i, j))) {
-      *grad = 0;
-      return -std::numeric_limits<double>::infinity();
-    }
+    const int64_t ib = i / bm_->Q_BLOCK_SIZE, jb = j / bm_->KV_BLOCK_SIZE;
+    const size_t blk = block(n, ib, jb);
+    const int64_t slot = bm_->partial_slot[blk], c = j - jb * bm_->KV_BLOCK_SIZE;
+    const bool kept =
+        bm_->kinds[blk] == BlockKind::full ||
+        (slot >= 0 && (bm_->row_bits(slot, i - ib * bm_->Q_BLOCK_SIZE)[c >> 6] >> (c & 63)) & 1u);
+    *grad = kept ? 1 : 0;
+    if (!kept) return -std::numeric_limits<double>::infinity();
     if (!score_mod_) return scaled;
-    const Score y = score_mod_(Score(scaled, 1.0), b, h, i, j);
+    const Score y = score_mod_(Score(scaled, 1.0), n / H_, n % H_, i, j);
     *grad = y.grad;
     return y.value;
   }
@@ -254,12 +301,16 @@ void check_block_mask(const BlockMask& bm, const Tensor& q, const Tensor& k, con
     fail(kOp, "block_mask of shape (", bm.B, ", ", bm.H, ", ", bm.Q_LEN, ", ", bm.KV_LEN,
          ") does not fit ", shapes, " (B and H must be 1 or the query's, Q_LEN = L, KV_LEN = S)");
   const kernels::AttnTileSize tile = kernels::sdpa_tile_size();
-  if (bm.Q_BLOCK_SIZE != tile.br || bm.KV_BLOCK_SIZE != tile.bc ||
-      bm.kinds.size() != size_t(bm.B * bm.H * bm.q_blocks() * bm.kv_blocks()))
+  if (bm.Q_BLOCK_SIZE != tile.br || bm.KV_BLOCK_SIZE != tile.bc)
     fail(kOp, "block_mask was made for tiles of ", bm.Q_BLOCK_SIZE, "x", bm.KV_BLOCK_SIZE, " (",
          bm.isa, "), the active kernel's are ", tile.br, "x", tile.bc, " (", kernels::active_isa(),
          "): call create_block_mask again after set_isa");
-  if (!bm.mask_mod && bm.counts().partial > 0) fail(kOp, "block_mask has no mask_mod");
+  const size_t partial = size_t(bm.counts().partial);
+  if (bm.kinds.size() != size_t(bm.B * bm.H * bm.q_blocks() * bm.kv_blocks()) ||
+      bm.partial_slot.size() != bm.kinds.size() || bm.diag.size() != partial ||
+      bm.bits.size() != partial * size_t(bm.Q_BLOCK_SIZE * bm.words_per_row()))
+    fail(kOp, "block_mask's blocks do not add up (", bm.to_string(),
+         "): make it with create_block_mask");
 }
 
 // A 4-D tensor as the kernel reads it: matrix n = (b, h) = (n / H, n % H), rows (dim 2) ld apart,
