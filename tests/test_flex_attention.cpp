@@ -72,7 +72,8 @@ std::vector<MaskCase> mask_cases() {
           {"window per head", per_head_window, nullptr, false, true},
           {"per batch row", per_batch, nullptr, true, false},
           {"causal + ALiBi score_mod", causal_mask(), alibi(), false, false},
-          {"everything + ALiBi (no mask)", nullptr, alibi(), false, false}};
+          {"everything + ALiBi (no mask)", nullptr, alibi(), false, false},
+          {"everything (no mask, no score_mod)", nullptr, nullptr, false, false}};
 }
 
 struct Operands {
@@ -155,7 +156,10 @@ TEST_CASE("flex_attention equals sdpa with the dense mask: every mask, every ISA
 TEST_CASE("flex_attention with a scale, and a score_mod that is not a bias (soft-capping)") {
   const Operands o = operands(2, 2, 130, 97, 8, 11);
   const MaskCase window{"sliding window 20", sliding_window_mask(20), nullptr, false, false};
-  check_close("scale 0.3", run_flex(o, window, 0.3), run_dense(o, window, 0.3), 2e-5);
+  // A scale <= 0 takes the hook's other path on partial tiles (final scores, not -inf in S).
+  for (double scale : {0.3, -0.4, 0.0})
+    check_close("scale " + std::to_string(scale), run_flex(o, window, scale),
+                run_dense(o, window, scale), 2e-5);
   // cap · tanh(score / cap): its float32 fused forward and backward against the float64
   // reference on the same numbers (the derivative comes from Score, not from a bias).
   const ScoreMod softcap = [](Score s, int64_t, int64_t, int64_t, int64_t) {

@@ -21,7 +21,8 @@
 // Flex attention (an AttnScoreMod, kernels.h): tiles it calls empty are skipped; a partial tile
 // (every tile, with a score_mod) has S rewritten by the hook into final scores x before the tile
 // step, which then reads them with scale 1 and no mask; the backward's tile step then leaves dx,
-// and dS = dx ∘ dx/dS (from the hook). The ISA tile steps are the same for both.
+// and dS = dx ∘ dx/dS (from the hook). A partial tile without a score_mod only has its removed
+// keys' S set to -inf (scale > 0), and runs as any other. The ISA tile steps are the same for all.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -232,7 +233,8 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
     // S = q_i · k_jᵀ
     tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
     AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
-    if (fx.rewrite) p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, nullptr), tl.scale = 1;
+    if (fx.rewrite && p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, nullptr))
+      tl.scale = 1;
     t.attn_fwd_tile(tl, s, m, l, alpha);
     const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
     for (int64_t r = 0; r < rows; ++r)
@@ -324,10 +326,11 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
       tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
       tile_gemm(t, sc, {.c = into(dp, bl.bc), .a = dout_i, .b = vt_j, .causal = skip.cols});
       AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
-      if (fx.rewrite) p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, g), tl.scale = 1;
+      const bool final = fx.rewrite && p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, g);
+      if (final) tl.scale = 1;
       t.attn_bwd_tile(tl, s, dp, lse + n * p.L + i0, D + i0);
-      // rewritten: the tile step left dx in dp; dS = dx ∘ dx/dS
-      for (int64_t r = 0; r < rows && fx.rewrite; ++r)
+      // final scores x: the tile step left dx in dp; dS = dx ∘ dx/dS
+      for (int64_t r = 0; r < rows && final; ++r)
         for (int64_t c = 0; c < cols; ++c) dp[r * bl.bc + c] *= g[r * bl.bc + c];
       const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
       const TileMatrix ds = row_major(dp, rows, cols, bl.bc);

@@ -184,7 +184,8 @@ struct MatrixBatch {
 // becomes of their scores. The kernel asks tile() per (problem n, query block ib, key block jb) of
 // its own tile grid (sdpa_tile_size()): an empty tile is skipped, a full one runs as plain
 // attention unless rewrites_full (a score_mod), and the scores of any other tile go through
-// rewrite() before the tile step, which then reads them as final scores x (scale 1, no mask).
+// rewrite() before the tile step, which then reads them as final scores x (scale 1, no mask), or,
+// when rewrite() only removed keys, as S with the tile's scale.
 // A partial tile's diag bounds its kept keys as a causal tile's diagonal does (kept (r, c) only
 // where c <= r + diag, r and c counted from the tile's corner), so the kernel skips the
 // micro-tiles past it as it does for is_causal.
@@ -198,9 +199,11 @@ struct AttnScoreMod {
   bool rewrites_full = false;
   virtual TileInfo tile(int64_t n, int64_t ib, int64_t jb) const = 0;
   // s holds S = q·kᵀ of the tile at rows [i0, i0 + rows), keys [j0, j0 + cols), rows ld apart;
-  // leaves x = score_mod(scale·S) there, or -inf where the key does not take part. grad, when
-  // not null (the backward), receives dx/dS (0 where removed), with the same layout.
-  virtual void rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale,
+  // leaves x = score_mod(scale·S) there, or -inf where the key does not take part, and returns
+  // true; grad, when not null (the backward), then receives dx/dS (0 where removed), with the same
+  // layout. Or (no score_mod, scale > 0) only sets the removed keys' S to -inf and returns false:
+  // the tile step then runs with the scale as usual, and grad is not written.
+  virtual bool rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale,
                        float* s, int64_t ld, float* grad) const = 0;
   // The same for one element, for the reference: x from the scaled score `scaled`, dx/dscaled in
   // *grad.

@@ -139,9 +139,16 @@ void fill_partial(BlockMask& bm, int64_t block, int64_t slot) {
   int64_t diag = std::numeric_limits<int64_t>::min();
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t* const w = bm.bits.data() + (slot * bm.Q_BLOCK_SIZE + r) * bm.words_per_row();
+    int64_t lo = -1, hi = -1, kept = 0;
     for (int64_t c = 0; c < cols; ++c)
-      if (bm.mask_mod(b, h, q0 + r, k0 + c))
+      if (bm.mask_mod(b, h, q0 + r, k0 + c)) {
         w[c / 64] |= uint64_t{1} << (c % 64), diag = std::max(diag, c - r);
+        lo = lo < 0 ? c : lo, hi = c + 1, ++kept;
+      }
+    const bool span = kept == hi - lo;  // one run of keys (none: lo = hi = -1 also reads so)
+    int32_t* const sp = bm.spans.data() + 2 * (slot * bm.Q_BLOCK_SIZE + r);
+    sp[0] = int32_t(span ? std::max<int64_t>(lo, 0) : -1),
+    sp[1] = int32_t(span ? std::max<int64_t>(hi, 0) : -1);
   }
   bm.diag[size_t(slot)] = diag;
 }
@@ -178,6 +185,7 @@ BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B,
       bm.partial_slot[i] = int64_t(partial.size()), partial.push_back(int64_t(i));
   bm.bits.assign(partial.size() * size_t(tile.br * bm.words_per_row()), 0);
   bm.diag.assign(partial.size(), 0);
+  bm.spans.assign(partial.size() * size_t(2 * tile.br), 0);
   parallel_for(int64_t(partial.size()),
                [&](int64_t slot) { fill_partial(bm, partial[size_t(slot)], slot); });
   return bm;
@@ -216,29 +224,41 @@ class FlexMod final : public kernels::AttnScoreMod {
     const int64_t slot = bm_->partial_slot[i];
     return {kernels::TileKind(uint8_t(bm_->kinds[i])), slot < 0 ? 0 : bm_->diag[size_t(slot)]};
   }
-  void rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale, float* s,
+  bool rewrite(int64_t n, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float scale, float* s,
                int64_t ld, float* grad) const override {
     const int64_t slot =
         bm_->partial_slot[block(n, i0 / bm_->Q_BLOCK_SIZE, j0 / bm_->KV_BLOCK_SIZE)];
     const int64_t b = n / H_, h = n % H_;
     const float ninf = -std::numeric_limits<float>::infinity();
+    // Partial, no score_mod, scale > 0: the removed keys' S set to -inf (scale · -inf = -inf),
+    // the tile step does the rest. 64 keys a word.
+    const bool only_mask = !score_mod_ && scale > 0;
     for (int64_t r = 0; r < rows; ++r) {
       const uint64_t* keep = slot < 0 ? nullptr : bm_->row_bits(slot, r);
       float* x = s + r * ld;
       float* g = grad != nullptr ? grad + r * ld : nullptr;
-      if (!score_mod_) {  // partial, no score_mod: scale or -inf, 64 keys a word
-        for (int64_t c0 = 0; c0 < cols; c0 += 64) {
-          const uint64_t w = keep[c0 >> 6];
-          const int64_t m = std::min<int64_t>(64, cols - c0);
-          for (int64_t c = 0; c < m; ++c) x[c0 + c] = (w >> c) & 1u ? scale * x[c0 + c] : ninf;
-          for (int64_t c = 0; c < m && g != nullptr; ++c) g[c0 + c] = (w >> c) & 1u ? scale : 0.f;
-        }
+      const int32_t* span =
+          only_mask ? bm_->spans.data() + 2 * (slot * bm_->Q_BLOCK_SIZE + r) : nullptr;
+      if (only_mask && span[0] >= 0) {  // one run of keys [lo, hi): -inf either side
+        std::fill(x, x + std::min<int64_t>(span[0], cols), ninf);
+        if (span[1] < cols) std::fill(x + span[1], x + cols, ninf);
         continue;
       }
+      for (int64_t c0 = 0; c0 < cols && only_mask; c0 += 64) {
+        const uint64_t w = keep[c0 >> 6];
+        const int64_t m = std::min<int64_t>(64, cols - c0);
+        for (int64_t c = 0; c < m; ++c) x[c0 + c] = (w >> c) & 1u ? x[c0 + c] : ninf;
+      }
+      if (only_mask) continue;
       for (int64_t c = 0; c < cols; ++c) {
         if (keep != nullptr && !((keep[c >> 6] >> (c & 63)) & 1u)) {
           x[c] = ninf;
           if (g != nullptr) g[c] = 0.f;
+          continue;
+        }
+        if (!score_mod_) {  // scale <= 0
+          x[c] = scale * x[c];
+          if (g != nullptr) g[c] = scale;
           continue;
         }
         const Score y = score_mod_(Score(double(scale * x[c]), 1.0), b, h, i0 + r, j0 + c);
@@ -246,6 +266,7 @@ class FlexMod final : public kernels::AttnScoreMod {
         if (g != nullptr) g[c] = float(double(scale) * y.grad);
       }
     }
+    return !only_mask;
   }
   double element(int64_t n, int64_t i, int64_t j, double scaled, double* grad) const override {
     const int64_t ib = i / bm_->Q_BLOCK_SIZE, jb = j / bm_->KV_BLOCK_SIZE;
@@ -308,6 +329,7 @@ void check_block_mask(const BlockMask& bm, const Tensor& q, const Tensor& k, con
   const size_t partial = size_t(bm.counts().partial);
   if (bm.kinds.size() != size_t(bm.B * bm.H * bm.q_blocks() * bm.kv_blocks()) ||
       bm.partial_slot.size() != bm.kinds.size() || bm.diag.size() != partial ||
+      bm.spans.size() != partial * size_t(2 * bm.Q_BLOCK_SIZE) ||
       bm.bits.size() != partial * size_t(bm.Q_BLOCK_SIZE * bm.words_per_row()))
     fail(kOp, "block_mask's blocks do not add up (", bm.to_string(),
          "): make it with create_block_mask");
