@@ -72,10 +72,12 @@ enum class BlockKind : uint8_t { empty = 0, partial = 1, full = 2 };
 
 // create_block_mask's result: the kind of every (b, h, query block, key block) at the fused
 // kernel's tile size and, for the partial blocks only, mask_mod's answers (one bit per element)
-// and the furthest diagonal a kept key reaches. Memory: 9 bytes per block, plus Q_BLOCK_SIZE ×
-// KV_BLOCK_SIZE bits and 8 bytes per row per partial block (a causal or sliding-window mask has
-// O(L) of those; a mask with every block partial would have L·S bits, 1/32 of a float mask, never L
-// × S floats).
+// and the furthest diagonal a kept key reaches. Memory: 9 bytes per block, plus, per partial
+// block only, Q_BLOCK_SIZE × KV_BLOCK_SIZE bits and 8 bytes a row. A causal or sliding-window
+// mask has O(L) partial blocks; a mask with every block partial would keep L·S bits (1/32 of a
+// float mask), never L × S floats.
+// A partial block's rows are also kept as spans [lo, hi) when the row keeps one run of keys (a
+// causal, sliding-window or document row): the kernel masks those by span, the others by bit.
 struct BlockMask {
   MaskMod mask_mod;
   int64_t B = 1, H = 1;  // 1 where create_block_mask was given none: broadcast over all
@@ -86,8 +88,8 @@ struct BlockMask {
   std::vector<int64_t> partial_slot;            // the same blocks: index among the partial, or -1
   // Per partial block (by slot): Q_BLOCK_SIZE rows of words_per_row() words, bit c of row r set
   // when key c takes part for query r (counted from the block's corner); diag: kept (r, c) only
-  // where c - r <= diag; and per row the keys [lo, hi) when they are all it keeps (a causal,
-  // sliding-window or document row), else lo = hi = -1: the kernel then masks by span, not bit.
+  // where c - r <= diag; and per row the keys [lo, hi) when they are all it keeps, else
+  // lo = hi = -1.
   std::vector<uint64_t> bits;
   std::vector<int64_t> diag;
   std::vector<int32_t> spans;  // per partial block, Q_BLOCK_SIZE (lo, hi) pairs
