@@ -257,6 +257,12 @@ TEST_CASE("flex_attention: rows that no key reaches give 0 and zero gradients") 
       for (int64_t e = 0; e < 8; ++e) CHECK(out[size_t(((h * (t.br + 100)) + r) * 8 + e)] == 0.f);
   const BlockMask bm = create_block_mask(c.mask_mod, std::nullopt, std::nullopt, t.br + 100, 90);
   CHECK(bm.kind(0, 0, 0, 0) == BlockKind::empty);
+  // No key at all (S = 0): every row is 0; no query (L = 0): an empty result.
+  const Tensor none = flex_attention(ones({1, 2, 5, 4}), zeros({1, 2, 0, 4}), zeros({1, 2, 0, 3}),
+                                     nullptr, create_block_mask(causal_mask(), {}, {}, 5, 0));
+  CHECK(none.shape() == Shape{1, 2, 5, 3});
+  for (float x : none.contiguous().to_vector<float>()) CHECK(x == 0.f);
+  CHECK(flex_attention(zeros({1, 2, 0, 4}), ones({1, 2, 3, 4}), ones({1, 2, 3, 3})).numel() == 0);
 }
 
 TEST_CASE("flex_attention is bit-identical for 1 and 3 threads") {
