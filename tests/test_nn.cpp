@@ -572,7 +572,7 @@ TEST_CASE("errors name the module, the expectation and the shape") {
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, -1),
                     "MHAPyTorchScaledDotProduct: context_length must be >= 1, got -1");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 3, 2, 6),
-                    "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=3, "
+                    "MHAPyTorchScaledDotProduct: d_out is indivisible by num_heads (d_out=3, "
                     "num_heads=2)");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, 6, 1.5),
                     "MHAPyTorchScaledDotProduct: dropout must be in [0, 1], got 1.500000");
