@@ -8,8 +8,8 @@
 // Note the book's convention here: d_out is each head's width, so the output is num_heads * d_out
 // wide (MultiHeadAttention's d_out is the total).
 //
-// Not here: an output projection (the multihead-attention notebook's variant adds one; see
-// docs/chapter3.md).
+// Not here: an output projection (the bonus notebook's variant, Ch03_MHA_Wrapper in
+// nn/notebook_ch03_mha.h, adds one).
 #pragma once
 #include "nn/causal_attention.h"
 #include "nn/containers.h"
