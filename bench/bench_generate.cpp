@@ -180,25 +180,8 @@ Options parse_options(int argc, char** argv) {
 // interpreter (without torch: a bad option), else PyTorch 2 where torch_peer.h finds it, else
 // PyTorch 1.13; none (an empty version) with --no-torch or when neither answers, with a note.
 Peer choose_peer(const Options& o, std::vector<std::string>& notes) {
-  const std::string isa = kernels::active_isa();
-  if (o.no_torch) {
-    notes.push_back("no PyTorch peer (--no-torch)");
-    return {};
-  }
-  if (!o.torch_python.empty()) {
-    Peer p = bench::find_peer(o.torch_python, "--torch-python", isa);
-    if (p.torch.version.empty()) bench::bad_option(kProg, p.torch.why_not);
-    return p;
-  }
-  const std::pair<std::string, std::string> where[] = {
-      {bench::torch2_python(TAPEGRAD_SOURCE_ROOT), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"},
-      {"/usr/bin/python3", "PyTorch 1.13"}};
-  for (const auto& [launcher, what] : where) {
-    Peer p = bench::find_peer(launcher, what, isa);
-    if (!p.torch.version.empty()) return p;
-    notes.push_back("skipped " + p.torch.why_not);
-  }
-  return {};
+  return bench::choose_peer(kProg, TAPEGRAD_SOURCE_ROOT, o.no_torch, o.torch_python,
+                            kernels::active_isa(), notes);
 }
 
 void print_header(const Options& o, const Peer& peer, const std::vector<std::string>& notes,

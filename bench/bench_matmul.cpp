@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -48,6 +49,7 @@
 #include "bench/peer_env.h"
 #include "bench/probes.h"
 #include "bench/settings.h"
+#include "bench/torch_peer.h"
 #include "core/json.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
@@ -320,6 +322,7 @@ Options parse(int argc, char** argv) {
 // One row's rates: ours, OpenBLAS's, oneDNN's and the probe's, GFLOP/s (0: no such peer).
 struct Rates {
   double ours = 0, blas = 0, dnnl = 0, peak = 0;
+  double torch = 0;  // PyTorch's torch.matmul, measured by the parent (0: none)
 };
 
 // Times shape s beside the peers and the probe, each checked against sgemm_ref first; false
@@ -497,6 +500,7 @@ struct PathResult {
   long long mr = 0, nr = 0, mc = 0, kc = 0, nc = 0;
   std::vector<std::pair<size_t, Rates>> rows;  // shape index, rates
   std::vector<std::string> notes;
+  std::string torch;  // "torch 2.6.0: ATen AVX512, ..." or empty: no PyTorch column
 };
 
 bool parse_path_output(const std::string& out, size_t n_shapes, PathResult& p) {
@@ -558,6 +562,39 @@ PathResult run_path(const Options& o, const std::string& self, const std::string
 
 bool is_bf16(const PathResult& p) { return p.dtype == "bf16"; }
 
+// PyTorch's rate on each of p's rows (tools/torch_matmul.py, its text run with `python -c`), in a
+// child with the peer's environment for p's path; a failure leaves the column empty, with a note.
+void add_torch_rates(const Options& o, const bench::Peer& peer, const std::vector<Shape>& shapes,
+                     PathResult& p) {
+  static const std::string source =
+      bench::source_text("bench_matmul", TAPEGRAD_SOURCE_ROOT, "tools/torch_matmul.py");
+  std::string spec;
+  for (const auto& [i, r] : p.rows) {
+    const Shape& s = shapes[i];
+    spec += (spec.empty() ? "" : ";") + std::to_string(s.M) + "," + std::to_string(s.N) + "," +
+            std::to_string(s.K) + "," + (s.transA ? "1" : "0") + "," + (s.transB ? "1" : "0");
+  }
+  std::vector<std::string> args = peer.torch.launcher;
+  args.insert(args.end(), {"-c", source, "--dtype", p.dtype, "--threads", std::to_string(p.threads),
+                           "--reps", std::to_string(o.reps), "--shapes", spec});
+  std::string out, err;
+  long rss = 0;
+  std::vector<double> rates;
+  if (bench::run_child(args, p.threads, out, rss, err, peer.env.changes)) try {
+      const tg::json::Value v = tg::json::parse(bench::last_line(out));
+      if (const tg::json::Value* g = v.find("gflops"); g && g->kind == tg::json::Value::Kind::Array)
+        for (const tg::json::Value& x : g->items) rates.push_back(x.num);
+    } catch (const std::exception&) {
+    }
+  if (rates.size() != p.rows.size()) {
+    p.notes.push_back("PyTorch failed (" + (err.empty() ? "unreadable output" : err) + ")");
+    return;
+  }
+  for (size_t k = 0; k < rates.size(); ++k) p.rows[k].second.torch = rates[k];
+  p.torch = peer.torch.version + ": " + peer.kernels;
+  for (const std::string& n : peer.env.notes) p.notes.push_back("PyTorch: " + n);
+}
+
 std::string peers_line(const PathResult& p) {
   const std::string dnnl =
       std::string(is_bf16(p) ? "oneDNN (dnnl_gemm_bf16bf16f32) " : "oneDNN ") +
@@ -583,6 +620,8 @@ void print_path_header(const PathResult& p) {
         p.isa.c_str(), p.dtype.c_str(), p.threads, probe_name(p).c_str(), p.peak0, p.l1);
   std::printf("# %s %s peers' kernels: %s\n", p.isa.c_str(), p.dtype.c_str(),
               peers_line(p).c_str());
+  if (!p.torch.empty())
+    std::printf("# %s %s PyTorch: %s\n", p.isa.c_str(), p.dtype.c_str(), p.torch.c_str());
   for (const std::string& n : p.notes) std::printf("# %s peers: %s\n", p.isa.c_str(), n.c_str());
 }
 
@@ -595,14 +634,16 @@ void print_row(const PathResult& p, const Shape& s, const Rates& r) {
     if (have) std::snprintf(b, sizeof b, "%9.1f", v);
     return std::string(b);
   };
-  char probe[16] = "      -", frac[16] = "      -", ratio[16] = "      -";
+  char probe[16] = "      -", frac[16] = "      -", ratio[16] = "      -", xt[16] = "      -";
+  if (r.torch > 0) std::snprintf(xt, sizeof xt, "%7.2f", r.ours / r.torch);
   if (p.isa != "scalar") std::snprintf(probe, sizeof probe, "%7.1f", r.peak);
   if (p.isa != "scalar") std::snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * r.ours / r.peak);
   if (best_peer(r) > 0) std::snprintf(ratio, sizeof ratio, "%7.2f", r.ours / best_peer(r));
-  std::printf("%-11s %-5s %3d %-20s %6lld %6lld %6lld %9.1f %s %s %s %s %s\n", p.isa.c_str(),
+  std::printf("%-11s %-5s %3d %-20s %6lld %6lld %6lld %9.1f %s %s %s %s %s %s %s\n", p.isa.c_str(),
               p.dtype.c_str(), p.threads, s.name.c_str(), (long long)s.M, (long long)s.N,
               (long long)s.K, r.ours, rate(kHaveOpenBlas && !is_bf16(p), r.blas).c_str(),
-              rate(kHaveOneDnn, r.dnnl).c_str(), ratio, probe, frac);
+              rate(kHaveOneDnn, r.dnnl).c_str(), ratio, rate(r.torch > 0, r.torch).c_str(), xt,
+              probe, frac);
 }
 
 std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const std::string& cpu,
@@ -617,6 +658,9 @@ std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const 
          ", \"openblas_gflops\": " + num(kHaveOpenBlas && !is_bf16(p), r.blas) +
          ", \"onednn_gflops\": " + num(kHaveOneDnn, r.dnnl) +
          ", \"ratio\": " + num(best_peer(r) > 0, r.ours / best_peer(r)) +
+         ", \"torch_gflops\": " + num(r.torch > 0, r.torch) +
+         ", \"torch_ratio\": " + num(r.torch > 0, r.ours / r.torch) +
+         ", \"torch\": " + tg::json::quote(p.torch) +
          ", \"peak_gflops\": " + num(p.isa != "scalar", r.peak) +
          ", \"probe\": " + tg::json::quote(probe_name(p)) +
          ", \"ukernel_l1_gflops\": " + num(p.isa != "scalar", p.l1) +
@@ -638,13 +682,14 @@ void write_svg(const Options& o, const std::vector<PathResult>& paths,
     panel.title =
         p.isa + " " + p.dtype + ", " + std::to_string(p.threads) + " thread(s): " + peers_line(p);
     panel.y_label = "GFLOP/s";
-    panel.bars = {{"tapegrad", {}}, {"OpenBLAS", {}}, {"oneDNN", {}}};
+    panel.bars = {{"tapegrad", {}}, {"OpenBLAS", {}}, {"oneDNN", {}}, {"PyTorch", {}}};
     if (p.isa != "scalar") panel.line.name = probe_name(p);
     for (const auto& [i, r] : p.rows) {
       panel.categories.push_back(shapes[i].name);
       panel.bars[0].values.push_back(r.ours);
       panel.bars[1].values.push_back(kHaveOpenBlas && !is_bf16(p) ? r.blas : NAN);
       panel.bars[2].values.push_back(kHaveOneDnn ? r.dnnl : NAN);
+      panel.bars[3].values.push_back(r.torch > 0 ? r.torch : NAN);
       panel.line.values.push_back(p.isa != "scalar" ? r.peak : NAN);
     }
     panels.push_back(panel);
@@ -670,10 +715,13 @@ std::string self_executable() {
 }
 
 void print_header(const std::string& cpu, const std::string& caches) {
-  std::printf("%-11s %-5s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %7s %7s\n", "isa", "dtype", "thr",
-              "shape", "M", "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "probe", "%peak");
+  std::printf("%-11s %-5s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %9s %7s %7s %7s\n", "isa", "dtype",
+              "thr", "shape", "M", "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "PyTorch",
+              "x torch", "probe", "%peak");
   std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
-  std::printf("# ratio: ours over the better of OpenBLAS and oneDNN on that row (bf16: oneDNN)\n");
+  std::printf(
+      "# ratio: ours over the better of OpenBLAS and oneDNN on that row (bf16: oneDNN); "
+      "x torch: ours over PyTorch's torch.matmul (bf16: its C is bf16, ours float32)\n");
   if (!kHaveOneDnn)
     std::printf("# oneDNN: not built in (libdnnl-dev was not found when meson ran): no column\n");
   if (!kHaveOpenBlas)
@@ -700,6 +748,16 @@ int run(int argc, char** argv) {
   const std::vector<Shape> shapes = make_shapes(o);
   const std::string cpu = bench::cpu_model(), caches = k::describe(k::cache_info());
   const std::string self = self_executable();
+  // PyTorch per path (its environment is the path's), found before anything is timed so that a
+  // bad --torch-python is refused at once; none for the scalar path.
+  std::map<std::string, bench::Peer> torch;
+  std::map<std::string, std::vector<std::string>> torch_notes;
+  std::vector<std::string> all_isas = f32_isas;
+  all_isas.insert(all_isas.end(), bf16_isas.begin(), bf16_isas.end());
+  for (const std::string& isa : all_isas)
+    if (isa != "scalar" && !torch.count(isa))
+      torch[isa] = bench::choose_peer("bench_matmul", TAPEGRAD_SOURCE_ROOT, o.no_torch,
+                                      o.torch_python, isa, torch_notes[isa]);
   if (!o.json) print_header(cpu, caches);
   std::vector<PathResult> paths;
   std::vector<std::string> json_rows;
@@ -707,7 +765,10 @@ int run(int argc, char** argv) {
     for (const std::string& dtype : dtypes)
       for (const std::string& isa : dtype == "f32" ? f32_isas : bf16_isas) {
         paths.push_back(run_path(o, self, isa, dtype, threads, shapes.size()));
-        const PathResult& p = paths.back();
+        PathResult& p = paths.back();
+        for (const std::string& n : torch_notes[isa]) p.notes.push_back(n);
+        if (torch.count(isa) && !torch[isa].torch.version.empty())
+          add_torch_rates(o, torch[isa], shapes, p);
         if (!o.json) print_path_header(p);
         for (const auto& [i, r] : p.rows) {
           if (o.json)

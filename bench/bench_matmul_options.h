@@ -10,8 +10,9 @@
 namespace bench_matmul {
 
 struct Options {
-  bool json = false, quick = false;
-  std::string isa;  // empty: every available path
+  bool json = false, quick = false, no_torch = false;
+  std::string torch_python;  // empty: PyTorch 2 where bench/torch_peer.h finds it, else 1.13
+  std::string isa;           // empty: every available path
   std::string threads_list = "1,2";
   std::vector<int> threads{1, 2};
   int64_t reps = 5;
@@ -27,7 +28,8 @@ inline const tg::cli::Command<Options>& command() {
       "bench_matmul [options]",
       "sgemm GFLOP/s per kernel path and thread count, beside OpenBLAS's cblas_sgemm and oneDNN's\n"
       "dnnl_sgemm (each peer on the kernels of the path it faces) and the path's FMA probe; with\n"
-      "--dtype bf16, the bf16 GEMM beside oneDNN's dnnl_gemm_bf16bf16f32 and the bf16 probe.",
+      "--dtype bf16, the bf16 GEMM beside oneDNN's dnnl_gemm_bf16bf16f32 and the bf16 probe.\n"
+      "PyTorch's torch.matmul on the same operands is a column of its own.",
       {
           cli::flag("json", &Options::json, "JSON rows instead of the table"),
           cli::flag("quick", &Options::quick, "no 2048 or 50257 shapes, and --reps 3 unless given"),
@@ -42,6 +44,9 @@ inline const tg::cli::Command<Options>& command() {
           cli::text("blocking", &Options::blocking, "MC,KC,NC",
                     "tuning: every path's cache blocking (as TAPEGRAD_GEMM_BLOCKING)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart of every row (written atomically)"),
+          cli::flag("no-torch", &Options::no_torch, "no PyTorch column"),
+          cli::path("torch-python", &Options::torch_python, "PATH", "the PyTorch peer's Python")
+              .shown_default("PyTorch 2's (TAPEGRAD_TORCH2_PYTHON), else /usr/bin/python3"),
       }};
   return c;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/child.h"
+#include "bench/cli_args.h"
 #include "bench/peer_env.h"
 #include "core/kernels/kernels.h"
 
@@ -151,6 +152,32 @@ inline Peer find_peer(const std::string& launcher, const std::string& what,
   Peer p{find_torch({launcher}, what), {}, ""};
   if (!p.torch.version.empty()) p.env = torch_setup(p.torch, isa, p.kernels);
   return p;
+}
+
+// The PyTorch peer beside our path `isa`: torch_python's interpreter when given (without torch: a
+// bad option), else PyTorch 2 where torch2_python finds it, else PyTorch 1.13; none (an empty
+// version) with no_torch or when neither answers, with a note in `notes` saying why.
+inline Peer choose_peer(const char* prog, const std::string& source_root, bool no_torch,
+                        const std::string& torch_python, const std::string& isa,
+                        std::vector<std::string>& notes) {
+  if (no_torch) {
+    notes.push_back("no PyTorch peer (--no-torch)");
+    return {};
+  }
+  if (!torch_python.empty()) {
+    Peer p = find_peer(torch_python, "--torch-python", isa);
+    if (p.torch.version.empty()) bad_option(prog, p.torch.why_not);
+    return p;
+  }
+  const std::pair<std::string, std::string> where[] = {
+      {torch2_python(source_root), "PyTorch 2 (TAPEGRAD_TORCH2_PYTHON)"},
+      {"/usr/bin/python3", "PyTorch 1.13"}};
+  for (const auto& [launcher, what] : where) {
+    Peer p = find_peer(launcher, what, isa);
+    if (!p.torch.version.empty()) return p;
+    notes.push_back("skipped " + p.torch.why_not);
+  }
+  return {};
 }
 
 // The text of a file of the source tree (a script or the book's classes), for a PyTorch peer: a

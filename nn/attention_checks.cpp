@@ -33,14 +33,15 @@ void check_attention_input(const char* module, const Tensor& x, int64_t rank, in
   }
 }
 
-int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads) {
+int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads,
+                         const char* assert_text) {
   if (num_heads < 1)
     throw std::invalid_argument(std::string(module) + ": num_heads must be >= 1, got " +
                                 std::to_string(num_heads));
   if (d_out % num_heads != 0)  // the book's assert, checked before anything is drawn
-    throw std::invalid_argument(
-        std::string(module) + ": d_out must be divisible by num_heads (d_out=" +
-        std::to_string(d_out) + ", num_heads=" + std::to_string(num_heads) + ")");
+    throw std::invalid_argument(std::string(module) + ": " + assert_text +
+                                " (d_out=" + std::to_string(d_out) +
+                                ", num_heads=" + std::to_string(num_heads) + ")");
   return d_out / num_heads;
 }
 

@@ -14,8 +14,10 @@ void check_attention_input(const char* module, const Tensor& x, int64_t rank, in
                            int64_t context_length = -1);
 
 // d_out / num_heads, after the book's assert: throws std::invalid_argument "<module>: d_out must
-// be divisible by num_heads (d_out=.., num_heads=..)", or "num_heads must be >= 1".
-int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads);
+// be divisible by num_heads (d_out=.., num_heads=..)", or "num_heads must be >= 1". The notebook's
+// SDPA-style classes word their assert "d_out is indivisible by num_heads": pass it as assert_text.
+int64_t checked_head_dim(const char* module, int64_t d_out, int64_t num_heads,
+                         const char* assert_text = "d_out must be divisible by num_heads");
 // context_length itself, or std::invalid_argument naming the module when it is below 1 (the
 // causal mask it sizes would have no row).
 int64_t checked_context_length(const char* module, int64_t context_length);

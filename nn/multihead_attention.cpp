@@ -12,16 +12,15 @@
 
 namespace tg::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length,
-                                       double dropout, int64_t num_heads, bool qkv_bias,
-                                       Generator* gen)
-    : Module("MultiHeadAttention"),
+MultiHeadAttention::MultiHeadAttention(const char* name, int64_t d_in, int64_t d_out,
+                                       int64_t context_length, double dropout, int64_t num_heads,
+                                       bool qkv_bias, Generator* gen)
+    : Module(name),
       d_in(d_in),
       d_out(d_out),
-      context_length(detail::checked_context_length("MultiHeadAttention", context_length)),
+      context_length(detail::checked_context_length(name, context_length)),
       num_heads(num_heads),
-      head_dim(detail::checked_head_dim("MultiHeadAttention", d_out,
-                                        num_heads)) {  // Reduce the projection dim per head
+      head_dim(detail::checked_head_dim(name, d_out, num_heads)) {  // Reduce the projection dim
   register_module("W_query", &W_query, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_key", &W_key, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   register_module("W_value", &W_value, std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
@@ -31,7 +30,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t cont
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
-  detail::check_attention_input("MultiHeadAttention", x, 3, d_in, context_length);
+  detail::check_attention_input(type_name().c_str(), x, 3, d_in, context_length);
   const int64_t b = x.size(0), num_tokens = x.size(1);
 
   Tensor keys = (*W_key)(x);  // (b, num_tokens, d_out)

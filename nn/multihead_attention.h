@@ -35,7 +35,9 @@ class MultiHeadAttention : public Module {
   // Throws std::invalid_argument "d_out must be divisible by num_heads" (the book's assert).
   // Draws W_query, W_key, W_value, out_proj in that order.
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                     int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr);
+                     int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr)
+      : MultiHeadAttention("MultiHeadAttention", d_in, d_out, context_length, dropout, num_heads,
+                           qkv_bias, gen) {}
   // x (b, num_tokens, d_in), num_tokens <= context_length -> (b, num_tokens, d_out)
   Tensor forward(const Tensor& x) override;
   // New (KV cache): with use_cache, x (b, num_tokens, d_in) holds the tokens at positions
@@ -57,6 +59,9 @@ class MultiHeadAttention : public Module {
   int64_t cache_len = 0;
 
  protected:
+  // The same class under another name (the notebook's Ch03_MHA), which its errors then give.
+  MultiHeadAttention(const char* name, int64_t d_in, int64_t d_out, int64_t context_length,
+                     double dropout, int64_t num_heads, bool qkv_bias, Generator* gen);
   // New (KV cache), for every route's forward(x, use_cache): x's checks and the errors above,
   void check_cache_room(const Tensor& x) const;
   // and keys_new / values_new (b, num_tokens, num_heads, head_dim) written at cache_len (the

@@ -8,8 +8,8 @@
 // Note the book's convention here: d_out is each head's width, so the output is num_heads * d_out
 // wide (MultiHeadAttention's d_out is the total).
 //
-// Not here: an output projection (the multihead-attention notebook's variant adds one; see
-// docs/chapter3.md).
+// Not here: an output projection (the bonus notebook's variant, Ch03_MHA_Wrapper in
+// nn/notebook_ch03_mha.h, adds one).
 #pragma once
 #include "nn/causal_attention.h"
 #include "nn/containers.h"
@@ -21,7 +21,9 @@ class MultiHeadAttentionWrapper : public Module {
  public:
   // Builds (and draws) head 0 completely, then head 1, ... as the Python list comprehension does.
   MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                            int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr);
+                            int64_t num_heads, bool qkv_bias = false, Generator* gen = nullptr)
+      : MultiHeadAttentionWrapper("MultiHeadAttentionWrapper", d_in, d_out, context_length, dropout,
+                                  num_heads, qkv_bias, gen) {}
   // x (b, num_tokens, d_in) -> (b, num_tokens, num_heads * d_out)
   Tensor forward(const Tensor& x) override;
 
@@ -29,6 +31,11 @@ class MultiHeadAttentionWrapper : public Module {
 
   int64_t d_in, d_out, context_length, num_heads;
   std::shared_ptr<ModuleList> heads;  // of CausalAttention
+
+ protected:
+  // The heads under another class name (the notebook's Ch03_MHA_Wrapper), which errors then give.
+  MultiHeadAttentionWrapper(const char* name, int64_t d_in, int64_t d_out, int64_t context_length,
+                            double dropout, int64_t num_heads, bool qkv_bias, Generator* gen);
 };
 
 }  // namespace tg::nn

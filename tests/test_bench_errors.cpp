@@ -201,6 +201,10 @@ std::vector<Case> option_cases() {
        {"bench_generate", "--torch-python=/nonexistent/python"},
        2,
        "bench_generate: --torch-python: /nonexistent/python not found"},
+      {{},
+       {"bench_matmul", "--torch-python=/nonexistent/python"},
+       2,
+       "bench_matmul: --torch-python: /nonexistent/python not found"},
   };
   for (const char* prog : {"bench_attention", "bench_train"})
     v.push_back({{}, {prog, "--svg", ""}, 2, std::string(prog) + ": --svg is empty"});

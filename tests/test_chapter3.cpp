@@ -32,8 +32,10 @@
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
 #include "tests/golden_cases.h"
+#include "tests/module_goldens.h"
 
 using namespace tg;
+using tg::testing::check_module_goldens;
 using tg::testing::check_tensor;
 using tg::testing::GoldenCase;
 using tg::testing::load_goldens;
@@ -211,43 +213,11 @@ std::unique_ptr<nn::Module> make(const std::string& name) {
 
 }  // namespace
 
-namespace {
-// Builds each case's module from its seed and checks weights (bit for bit), output and gradients.
-void check_module_goldens(const std::vector<GoldenCase>& cases) {
-  for (const GoldenCase& c : cases) {
-    CAPTURE(c.name);
-    manual_seed(c.seed);
-    auto m = make(c.name);
-    REQUIRE_MESSAGE(m, "no C++ constructor for golden case " << c.name);
-
-    // The same keys in PyTorch's state_dict order, and the same numbers bit for bit.
-    std::vector<std::string> golden_keys;
-    for (const auto& [k, t] : c.tensors)
-      if (k.rfind("init.", 0) == 0) golden_keys.push_back(k.substr(5));
-    std::vector<std::string> our_keys;
-    for (const auto& [k, t] : m->state_dict()) {
-      our_keys.push_back(k);
-      check_tensor(c.name + " init." + k, t, c.at("init." + k), 0, 0);
-    }
-    CHECK(our_keys == golden_keys);
-
-    Tensor x = c.at("input").clone();
-    x.requires_grad_(true);
-    const Tensor y = (*m)(x);  // dropout cases draw their masks here, after construction
-    check_tensor(c.name + " output", y, c.at("output"), 1e-6, 1e-5);
-    (y * c.at("loss_weights")).sum().backward();
-    check_tensor(c.name + " grad.input", x.grad(), c.at("grad.input"), 1e-6, 1e-5);
-    for (const auto& [k, p] : m->named_parameters())
-      check_tensor(c.name + " grad." + k, p.grad(), c.at("grad." + k), 1e-6, 1e-5);
-  }
-}
-}  // namespace
-
 TEST_CASE("goldens (PyTorch 1.13.1): weights drawn, outputs, input and weight gradients") {
   const std::vector<GoldenCase> cases =
       load_goldens("ch03_torch113.txt", "ch03", "tests/golden/gen_ch03.py");
   CHECK(cases.size() == 13);
-  check_module_goldens(cases);
+  check_module_goldens(cases, make);
 }
 
 TEST_CASE(
@@ -259,7 +229,7 @@ TEST_CASE(
   for (const GoldenCase& c : all) (c.name.rfind("F.", 0) == 0 ? functional : modules).push_back(c);
   CHECK(modules.size() == 2);
   CHECK(functional.size() == 4);
-  check_module_goldens(modules);
+  check_module_goldens(modules, make);
   for (const GoldenCase& c : functional) {
     CAPTURE(c.name);
     Tensor q = c.at("q").clone(), k = c.at("k").clone(), v = c.at("v").clone();
@@ -285,5 +255,5 @@ TEST_CASE(
   const std::vector<GoldenCase> cases =
       load_goldens("mha_einsum_torch2.txt", "mha_einsum", "tests/golden/gen_mha_einsum.py");
   CHECK(cases.size() == 4);
-  check_module_goldens(cases);
+  check_module_goldens(cases, make);
 }

@@ -22,9 +22,11 @@
 #include "nn/gelu.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/mha_combined_qkv.h"
 #include "nn/mha_einsum.h"
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
+#include "nn/notebook_ch03_mha.h"
 #include "nn/sdpa_attention.h"
 #include "nn/self_attention.h"
 #include "nn/simple_attention.h"
@@ -553,6 +555,24 @@ TEST_CASE("gradcheck: MHAEinsum, with and without qkv_bias, also with dropout") 
   gradcheck_module(dropped, rand64({2, 5, 3}, 18), [&] { g.manual_seed(11); });
 }
 
+TEST_CASE("gradcheck: the notebook's Ch03_MHA_Wrapper, combined QKV and SDPA without flash") {
+  Generator g(0);
+  const auto reseed = [&] { g.manual_seed(3); };
+  nn::Ch03_MHA_Wrapper wrapper(3, 2, 5, 0.0, 2, true);
+  gradcheck_module(wrapper, rand64({2, 5, 3}, 19));
+  nn::Ch03_MHA_Wrapper wrapper_dropped(4, 2, 4, 0.5, 2, false, &g);
+  gradcheck_module(wrapper_dropped, rand64({1, 4, 4}, 20), reseed);
+  nn::MultiHeadAttentionCombinedQKV combined(4, 4, 2, 5, 0.0, true);
+  gradcheck_module(combined, rand64({2, 3, 4}, 21));  // fewer tokens than context_length
+  nn::MultiHeadAttentionCombinedQKV combined_dropped(4, 4, 2, 5, 0.5, true, &g);
+  gradcheck_module(combined_dropped, rand64({2, 5, 4}, 22), reseed);
+  // The last token's row reaches no key: its zero context must differentiate to zero too.
+  nn::MHAPyTorchSDPAWithoutFlash no_flash(3, 4, 2, 5, 0.0, true);
+  gradcheck_module(no_flash, rand64({2, 5, 3}, 23));
+  nn::MHAPyTorchSDPAWithoutFlash no_flash_dropped(3, 4, 2, 5, 0.4, false, &g);
+  gradcheck_module(no_flash_dropped, rand64({2, 4, 3}, 24), reseed);
+}
+
 // ---- errors: the book's assert and clear shape messages ----
 
 TEST_CASE("errors name the module, the expectation and the shape") {
@@ -572,7 +592,7 @@ TEST_CASE("errors name the module, the expectation and the shape") {
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, -1),
                     "MHAPyTorchScaledDotProduct: context_length must be >= 1, got -1");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 3, 2, 6),
-                    "MHAPyTorchScaledDotProduct: d_out must be divisible by num_heads (d_out=3, "
+                    "MHAPyTorchScaledDotProduct: d_out is indivisible by num_heads (d_out=3, "
                     "num_heads=2)");
   CHECK_THROWS_WITH(nn::MHAPyTorchScaledDotProduct(3, 4, 2, 6, 1.5),
                     "MHAPyTorchScaledDotProduct: dropout must be in [0, 1], got 1.500000");
