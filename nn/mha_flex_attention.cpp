@@ -11,7 +11,8 @@ MHAPyTorchFlexAttention::MHAPyTorchFlexAttention(int64_t d_in, int64_t d_out, in
     : Module("MHAPyTorchFlexAttention"),
       num_heads(num_heads),
       context_length(detail::checked_context_length("MHAPyTorchFlexAttention", context_length)),
-      head_dim(detail::checked_head_dim("MHAPyTorchFlexAttention", d_out, num_heads)),
+      head_dim(detail::checked_head_dim("MHAPyTorchFlexAttention", d_out, num_heads,
+                                        "d_out is indivisible by num_heads")),
       d_out(d_out),
       dropout(dropout) {
   register_module("qkv", &qkv, std::make_shared<Linear>(d_in, 3 * d_out, qkv_bias, gen));

@@ -28,7 +28,7 @@ namespace tg::nn {
 
 class MHAPyTorchFlexAttention : public Module {
  public:
-  // Throws std::invalid_argument "d_out must be divisible by num_heads" (the notebook's assert).
+  // Throws std::invalid_argument "d_out is indivisible by num_heads" (the notebook's assert).
   // Draws qkv, then proj.
   MHAPyTorchFlexAttention(int64_t d_in, int64_t d_out, int64_t num_heads, int64_t context_length,
                           double dropout = 0.0, bool qkv_bias = false, Generator* gen = nullptr);

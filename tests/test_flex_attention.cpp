@@ -365,7 +365,7 @@ TEST_CASE("MHAPyTorchFlexAttention equals MHAPyTorchScaledDotProduct with the sa
   check_tensor("output", flex(x), sdpa(x), 1e-6, 1e-5);
   CHECK(flex.state_dict().size() == sdpa.state_dict().size());
   CHECK_THROWS_WITH_AS(nn::MHAPyTorchFlexAttention(12, 10, 3, 150),
-                       "MHAPyTorchFlexAttention: d_out must be divisible by num_heads (d_out=10, "
+                       "MHAPyTorchFlexAttention: d_out is indivisible by num_heads (d_out=10, "
                        "num_heads=3)",
                        std::invalid_argument);
 }
