@@ -39,6 +39,7 @@
 
 #include "bench/bench_attention_options.h"
 #include "bench/bench_notebook_mha_options.h"
+#include "bench/charts.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -53,7 +54,6 @@
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
-#include "train/plot.h"
 
 namespace {
 
@@ -464,15 +464,9 @@ bool write_svg(const Options& o, const std::vector<Measure>& rs) {
       }
       if (!p.bars.empty()) panels.push_back(p);
     }
-  try {
-    train::plot_bars(o.svg,
-                     "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
-                     panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: --svg %s\n", kProg, e.what());
-    return false;
-  }
-  return true;
+  return bench::draw_bars(
+      kProg, o.svg, "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
+      panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
 }
 
 }  // namespace

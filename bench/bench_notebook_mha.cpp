@@ -14,7 +14,7 @@
 //
 // Where an implementation is missing: a row for each of the notebook's nine, "-" where a side
 // has none. MHAPyTorchFlexAttention (section 9) is PyTorch's only until nn/ has it; its row in
-// kImpls below takes our class in one line (the `ours` lambda) and one #include.
+// kImpls below takes our class in one line (the `ours` lambda, written there) and one #include.
 //
 // Not here: the notebook's GPU figures and torch.compile (its section 11.4); its mean and standard
 // deviation over many runs (the best of --reps instead, as every benchmark here reports).
@@ -24,7 +24,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "bench/bench_notebook_mha_options.h"
+#include "bench/charts.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -48,7 +48,6 @@
 #include "nn/mha_pytorch_class.h"
 #include "nn/notebook_ch03_mha.h"
 #include "nn/sdpa_attention.h"
-#include "train/plot.h"
 
 namespace bench_notebook_mha {
 namespace {
@@ -56,59 +55,49 @@ namespace {
 using namespace tg;
 const char* kProg = "bench_attention";
 
+// The notebook's sizes: embed_dim, num_heads, context_len.
+struct Dims {
+  int64_t d, h, t;
+};
+using Factory = std::unique_ptr<nn::Module> (*)(Dims);
+template <class M, class... A>
+std::unique_ptr<nn::Module> make(A... args) {
+  return std::make_unique<M>(args...);
+}
+
 // The notebook's implementations in its order: --only's key, the class (and argument) as the
 // notebook writes it, its label in section 11's charts, and our module with the notebook's
-// arguments (null: we have none yet).
-using Factory = std::function<std::unique_ptr<nn::Module>(int64_t D, int64_t H, int64_t T)>;
+// arguments (its instantiations, dropout 0; null: we have none yet).
 struct Impl {
   const char *key, *name, *label;
   Factory ours;
 };
 
-const std::vector<Impl>& impls() {
-  static const std::vector<Impl> v = {
-      {"wrapper", "Ch03_MHA_Wrapper", "1) MHA wrapper class",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::Ch03_MHA_Wrapper>(D, D / H, T, 0.0, H);
-       }},
-      {"ch03", "Ch03_MHA", "2) MHA Ch03",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::Ch03_MHA>(D, D, T, 0.0, H);
-       }},
-      {"combined-qkv", "MultiHeadAttentionCombinedQKV", "3) MHA with combined QKV weights",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MultiHeadAttentionCombinedQKV>(D, D, H, T, 0.0);
-       }},
-      {"einsum", "MHAEinsum", "4) MHA with Einsum",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MHAEinsum>(D, D, T, 0.0, H);
-       }},
-      {"sdpa", "MHAPyTorchScaledDotProduct", "5) MHA with PyTorch scaled_dot_product_attention",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MHAPyTorchScaledDotProduct>(D, D, H, T, 0.0);
-       }},
-      {"sdpa-no-flash", "MHAPyTorchSDPAWithoutFlash", "6) PyTorch's SDPA, no FlashAttention",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MHAPyTorchSDPAWithoutFlash>(D, D, H, T, 0.0);
-       }},
-      {"class", "MHAPyTorchClass", "7) PyTorch MHA class defaults",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MHAPyTorchClass>(D, D, H, T, 0.0);
-       }},
-      {"class-no-weights", "MHAPyTorchClass need_weights=False",
-       "8) PyTorch MHA with need_weights=False",
-       [](int64_t D, int64_t H, int64_t T) {
-         return std::make_unique<nn::MHAPyTorchClass>(D, D, H, T, 0.0, false, false);
-       }},
-      // Ours plugs in here once nn/ has it: a lambda making nn::MHAPyTorchFlexAttention(D, D, H,
-      // T, 0.0), as the rows above.
-      {"flex", "MHAPyTorchFlexAttention", "9) PyTorch's FlexAttention", nullptr},
-  };
-  return v;
-}
+const Impl kImpls[] = {
+    {"wrapper", "Ch03_MHA_Wrapper", "1) MHA wrapper class",
+     [](Dims s) { return make<nn::Ch03_MHA_Wrapper>(s.d, s.d / s.h, s.t, 0.0, s.h); }},
+    {"ch03", "Ch03_MHA", "2) MHA Ch03",
+     [](Dims s) { return make<nn::Ch03_MHA>(s.d, s.d, s.t, 0.0, s.h); }},
+    {"combined-qkv", "MultiHeadAttentionCombinedQKV", "3) MHA with combined QKV weights",
+     [](Dims s) { return make<nn::MultiHeadAttentionCombinedQKV>(s.d, s.d, s.h, s.t, 0.0); }},
+    {"einsum", "MHAEinsum", "4) MHA with Einsum",
+     [](Dims s) { return make<nn::MHAEinsum>(s.d, s.d, s.t, 0.0, s.h); }},
+    {"sdpa", "MHAPyTorchScaledDotProduct", "5) MHA with PyTorch scaled_dot_product_attention",
+     [](Dims s) { return make<nn::MHAPyTorchScaledDotProduct>(s.d, s.d, s.h, s.t, 0.0); }},
+    {"sdpa-no-flash", "MHAPyTorchSDPAWithoutFlash", "6) PyTorch's SDPA, no FlashAttention",
+     [](Dims s) { return make<nn::MHAPyTorchSDPAWithoutFlash>(s.d, s.d, s.h, s.t, 0.0); }},
+    {"class", "MHAPyTorchClass", "7) PyTorch MHA class defaults",
+     [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0); }},
+    {"class-no-weights", "MHAPyTorchClass need_weights=False",
+     "8) PyTorch MHA with need_weights=False",
+     [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0, false, false); }},
+    // Ours plugs in here once nn/ has it (and its #include above):
+    //   [](Dims s) { return make<nn::MHAPyTorchFlexAttention>(s.d, s.d, s.h, s.t, 0.0); }
+    {"flex", "MHAPyTorchFlexAttention", "9) PyTorch's FlexAttention", nullptr},
+};
 
 const Impl& impl_named(const std::string& name) {
-  for (const Impl& i : impls())
+  for (const Impl& i : kImpls)
     if (name == i.name) return i;
   bench::bad_option(kProg, "--child: no implementation '" + name + "'");
 }
@@ -137,7 +126,7 @@ int run_child(const std::string& name, int64_t B, int64_t T, int64_t D, int64_t 
   const Tensor embeddings = randn({B, T, D});
   const Impl& impl = impl_named(name);
   if (!impl.ours) bench::bad_option(kProg, "--child: no class of ours for " + name);
-  std::unique_ptr<nn::Module> m = impl.ours(D, H, T);
+  std::unique_ptr<nn::Module> m = impl.ours({D, H, T});
   const long base = bench::self_peak_rss_kb();
   const double fwd = best_ms(reps, [&] { (*m)(embeddings); });
   const double fwd_bwd = best_ms(reps, [&] {
@@ -229,7 +218,7 @@ std::vector<Row> run_all(const Setup& s) {
   std::vector<Row> rows;
   const bool progress = !s.o.json && isatty(STDERR_FILENO);  // dots on a terminal only
   for (int t : s.o.threads)
-    for (const Impl& impl : impls()) {
+    for (const Impl& impl : kImpls) {
       const std::vector<std::string>& only = s.o.only;
       if (!only.empty() && std::find(only.begin(), only.end(), impl.key) == only.end()) continue;
       Row r{&impl, t, {}, {}};
@@ -345,16 +334,11 @@ bool write_svg(const Setup& s, const std::vector<Row>& rows) {
       }
       panels.push_back(p);
     }
-  try {
-    train::plot_bars(s.o.svg,
-                     "the bonus notebook's multi-head attention, ms (lower is better), best of " +
-                         std::to_string(s.o.reps),
-                     panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: --svg %s\n", kProg, e.what());
-    return false;
-  }
-  return true;
+  return bench::draw_bars(
+      kProg, s.o.svg,
+      "the bonus notebook's multi-head attention, ms (lower is better), best of " +
+          std::to_string(s.o.reps),
+      panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
 }
 
 // The code cells of the notebook at `path` as a JSON list of their sources; a file that cannot
@@ -393,7 +377,7 @@ Setup parse_setup(int argc, char** argv, const std::string& self) {
   o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
   if (!o.only_list.empty()) {
     std::vector<std::string> keys;
-    for (const Impl& i : impls()) keys.push_back(i.key);
+    for (const Impl& i : kImpls) keys.push_back(i.key);
     o.only = bench::name_list(kProg, "--only", o.only_list, keys);
   }
   if (o.embed_dim % o.num_heads != 0)
