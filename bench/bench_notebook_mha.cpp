@@ -66,8 +66,9 @@ std::unique_ptr<nn::Module> make(A... args) {
 }
 
 // The notebook's implementations in its order: --only's key, the class (and argument) as the
-// notebook writes it, its label in section 11's charts, and our module with the notebook's
-// arguments (its instantiations, dropout 0; null: we have none yet).
+// notebook writes it, its label in section 11's charts (shortened where long, to fit under a
+// bar), and our module with the notebook's arguments (its instantiations, dropout 0; null: we
+// have none yet).
 struct Impl {
   const char *key, *name, *label;
   Factory ours;
@@ -82,14 +83,13 @@ const Impl kImpls[] = {
      [](Dims s) { return make<nn::MultiHeadAttentionCombinedQKV>(s.d, s.d, s.h, s.t, 0.0); }},
     {"einsum", "MHAEinsum", "4) MHA with Einsum",
      [](Dims s) { return make<nn::MHAEinsum>(s.d, s.d, s.t, 0.0, s.h); }},
-    {"sdpa", "MHAPyTorchScaledDotProduct", "5) MHA with PyTorch scaled_dot_product_attention",
+    {"sdpa", "MHAPyTorchScaledDotProduct", "5) MHA with PyTorch SDPA",
      [](Dims s) { return make<nn::MHAPyTorchScaledDotProduct>(s.d, s.d, s.h, s.t, 0.0); }},
-    {"sdpa-no-flash", "MHAPyTorchSDPAWithoutFlash", "6) PyTorch's SDPA, no FlashAttention",
+    {"sdpa-no-flash", "MHAPyTorchSDPAWithoutFlash", "6) SDPA, no FlashAttention",
      [](Dims s) { return make<nn::MHAPyTorchSDPAWithoutFlash>(s.d, s.d, s.h, s.t, 0.0); }},
     {"class", "MHAPyTorchClass", "7) PyTorch MHA class defaults",
      [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0); }},
-    {"class-no-weights", "MHAPyTorchClass need_weights=False",
-     "8) PyTorch MHA with need_weights=False",
+    {"class-no-weights", "MHAPyTorchClass need_weights=False", "8) MHA class, need_weights=False",
      [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0, false, false); }},
     // Ours plugs in here once nn/ has it (and its #include above):
     //   [](Dims s) { return make<nn::MHAPyTorchFlexAttention>(s.d, s.d, s.h, s.t, 0.0); }
