@@ -17,9 +17,11 @@
 // output's checksum (sum), the same for ours and PyTorch's when both built the same weights and
 // input from seed 123. Times are the best of --reps runs.
 //
+// bench_attention --notebook is another benchmark (bench/bench_notebook_mha.cpp): the bonus
+// notebook's nine implementations, as its sections 10-11 time them.
+//
 // Options: bench_attention --help (the table: bench/bench_attention_options.h). --svg draws
 // fwd+bwd ms per size, the cores and the modules apart, a panel per thread count.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +38,8 @@
 #include <vector>
 
 #include "bench/bench_attention_options.h"
+#include "bench/bench_notebook_mha_options.h"
+#include "bench/charts.h"
 #include "bench/child.h"
 #include "bench/cli_args.h"
 #include "bench/machine.h"
@@ -50,7 +54,6 @@
 #include "nn/multihead_attention.h"
 #include "nn/multihead_wrapper.h"
 #include "nn/sdpa_attention.h"
-#include "train/plot.h"
 
 namespace {
 
@@ -69,12 +72,6 @@ struct Measure {
 };
 
 // ---- child: one configuration of ours in this process ----
-
-long rss_kb() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
-}
 
 Tensor book_core(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t T = q.size(2);
@@ -107,7 +104,7 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
     if (impl == "core fused") return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
     return book_core(q, k, v);
   };
-  const long base = rss_kb();
+  const long base = bench::self_peak_rss_kb();
   using clock = std::chrono::steady_clock;
   double best_fwd = INFINITY, best_fb = INFINITY, checksum = 0;
   for (int r = 0; r < reps; ++r) {
@@ -414,36 +411,18 @@ std::string json_header(const Options& o, const std::vector<Peer>& peers,
   hdr << "\"cpu\": " << json::quote(bench::cpu_model())
       << ", \"caches\": " << json::quote(bench::cache_sizes())
       << ", \"isa\": " << json::quote(kernels::active_isa()) << ", \"d\": " << kD
-      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps << ", \"peers\": [";
-  bool first = true;
-  for (const Peer& p : peers) {
-    if (p.torch.version.empty()) continue;
-    hdr << (first ? "" : ", ") << "{\"peer\": " << json::quote(p.torch.version)
-        << ", \"kernels\": " << json::quote(p.kernels) << ", \"env\": [";
-    for (size_t i = 0; i < p.env.notes.size(); ++i)
-      hdr << (i ? ", " : "") << json::quote(p.env.notes[i]);
-    hdr << "]}";
-    first = false;
-  }
-  hdr << "], \"notes\": [";
-  for (size_t i = 0; i < notes.size(); ++i) hdr << (i ? ", " : "") << json::quote(notes[i]);
-  hdr << "]";
+      << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps
+      << ", \"peers\": " << bench::peers_json(peers)
+      << ", \"notes\": " << bench::json_strings(notes);
   return hdr.str();
 }
 
-// --json-file: through write_file_atomic, so a reader never sees half a file and only a regular
-// file is replaced. A failure is one line and exit status 1; the table is printed either way.
+// --json-file: a failure is one line and exit status 1; the table is printed either way.
 bool write_json_file(const std::string& path, const std::vector<Measure>& results,
                      const std::string& header) {
   std::ostringstream json;
   print_json(json, results, header);
-  try {
-    write_file_atomic(path, json.str());
-  } catch (const std::runtime_error& e) {
-    std::fprintf(stderr, "%s: --json-file %s\n", kProg, e.what());
-    return false;
-  }
-  return true;
+  return bench::write_json_file(kProg, path, json.str());
 }
 
 void print_report(const Options& o, const std::vector<Peer>& peers,
@@ -452,13 +431,7 @@ void print_report(const Options& o, const std::vector<Peer>& peers,
               (long long)kHeads, (long long)kHeadDim, int(o.reps));
   std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
               bench::cache_sizes().c_str(), kernels::active_isa().c_str());
-  for (const Peer& p : peers) {
-    if (p.torch.version.empty()) continue;
-    std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
-                p.kernels.c_str());
-    for (const std::string& n : p.env.notes)
-      std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
-  }
+  bench::print_peers(peers);
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   print_table(results);
   std::printf(
@@ -491,26 +464,25 @@ bool write_svg(const Options& o, const std::vector<Measure>& rs) {
       }
       if (!p.bars.empty()) panels.push_back(p);
     }
-  try {
-    train::plot_bars(o.svg,
-                     "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
-                     panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: --svg %s\n", kProg, e.what());
-    return false;
-  }
-  return true;
+  return bench::draw_bars(
+      kProg, o.svg, "attention fwd+bwd ms (lower is better), best of " + std::to_string(o.reps),
+      panels, bench::cpu_model() + "; ours on " + kernels::active_isa());
 }
 
 }  // namespace
 
+// `bench_attention --notebook ...`: the bonus notebook's comparison (bench/bench_notebook_mha.cpp),
+// with its own options; "--notebook" may stand anywhere, as every option may.
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--notebook") {
+      std::vector<char*> rest(argv, argv + argc);
+      rest.erase(rest.begin() + i);
+      return bench_notebook_mha::notebook_main(argc - 1, rest.data(), bench::self_exe(kProg));
+    }
   const Options o = parse_options(argc, argv);
   bench::check_settings(kProg);
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) bench::bad_option(kProg, "cannot find its own executable");
-  self[len] = '\0';
+  const std::string self = bench::self_exe(kProg);
 
   std::vector<Peer> peers;
   if (!o.no_torch) {

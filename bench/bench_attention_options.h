@@ -12,6 +12,7 @@ namespace bench_attention {
 
 struct Options {
   bool json = false, no_torch = false, no_modules = false;
+  bool notebook = false;  // never read: main hands --notebook to bench_notebook_mha.cpp first
   std::string json_file;  // --json-file: the --json output there too, beside the table
   std::string svg;        // --svg: fwd+bwd ms per size, a chart
   int64_t reps = 3;
@@ -36,6 +37,8 @@ inline const tg::cli::Command<Options>& command() {
           cli::text("memory", &Options::memory_list, "T,...", "context sizes of the memory rows"),
           cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
           cli::flag("no-modules", &Options::no_modules, "the attention cores only"),
+          cli::flag("notebook", &Options::notebook,
+                    "the bonus notebook's comparison instead: bench_attention --notebook --help"),
           cli::path("json-file", &Options::json_file, "FILE",
                     "also the --json output there (written atomically)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart, fwd+bwd ms per size"),

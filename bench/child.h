@@ -10,11 +10,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/json.h"
 
 extern char** environ;
@@ -114,6 +117,37 @@ inline bool run_child(const std::vector<std::string>& args, int threads, std::st
   std::fclose(errf);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     err = child_failure(args[0], status, child_err);
+    return false;
+  }
+  return true;
+}
+
+// This process's peak RSS so far, in KB (a child's, measured once its inputs exist).
+inline long self_peak_rss_kb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+// The path of this program, which a benchmark runs again as its children; without it (no
+// /proc), one line and exit status 2.
+inline std::string self_exe(const char* prog) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    std::fprintf(stderr, "%s: cannot find its own executable\n", prog);
+    std::exit(2);
+  }
+  return std::string(self, size_t(len));
+}
+
+// --json-file: through write_file_atomic, so a reader never sees half a file and only a regular
+// file is replaced. A failure is one line and false; the caller prints its table either way.
+inline bool write_json_file(const char* prog, const std::string& path, const std::string& json) {
+  try {
+    tg::write_file_atomic(path, json);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "%s: --json-file %s\n", prog, e.what());
     return false;
   }
   return true;

@@ -180,6 +180,30 @@ inline Peer choose_peer(const char* prog, const std::string& source_root, bool n
   return {};
 }
 
+// The peers' part of a --json header: [{"peer", "kernels", "env": [notes]}, ...], the missing
+// ones left out.
+inline std::string peers_json(const std::vector<Peer>& peers) {
+  std::string s;
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    s += std::string(s.empty() ? "" : ", ") + "{\"peer\": " + tg::json::quote(p.torch.version) +
+         ", \"kernels\": " + tg::json::quote(p.kernels) +
+         ", \"env\": " + json_strings(p.env.notes) + "}";
+  }
+  return "[" + s + "]";
+}
+
+// The peers' lines of a table's header: version, interpreter, kernels, each environment note.
+inline void print_peers(const std::vector<Peer>& peers) {
+  for (const Peer& p : peers) {
+    if (p.torch.version.empty()) continue;
+    std::printf("peer: %s (%s): %s\n", p.torch.version.c_str(), p.torch.launcher[0].c_str(),
+                p.kernels.c_str());
+    for (const std::string& n : p.env.notes)
+      std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
+  }
+}
+
 // The text of a file of the source tree (a script or the book's classes), for a PyTorch peer: a
 // chroot's python cannot see the tree, so they are passed as arguments. A missing file is one
 // line naming it, exit status 1.

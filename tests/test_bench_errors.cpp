@@ -18,6 +18,7 @@
 #include "bench/bench_dist_options.h"
 #include "bench/bench_generate_options.h"
 #include "bench/bench_matmul_options.h"
+#include "bench/bench_notebook_mha_options.h"
 #include "bench/bench_tokenizer_options.h"
 #include "bench/bench_train_options.h"
 #include "core/kernels/kernels.h"
@@ -146,6 +147,11 @@ std::vector<Case> settings_cases() {
                      available() + ")"});
 #endif
   }
+  // bench_attention --notebook checks them too, once its options are read.
+  v.push_back({{"TAPEGRAD_ISA=avx512x"},
+               {"bench_attention", "--notebook", "--no-torch"},
+               2,
+               "bench_attention: " + unknown});
   return v;
 }
 
@@ -253,24 +259,86 @@ std::vector<Case> precision_cases() {
   };
 }
 
+// bench_attention --notebook: its notebook file (needed for PyTorch's side, checked before any
+// child runs), its sizes and its list of implementations.
+std::vector<Case> notebook_cases() {
+  const std::string nb = "bench_attention: --notebook";
+  return {
+      {{},
+       {"bench_attention", "--notebook"},
+       2,
+       nb + " needs --notebook-file FILE, the bonus notebook mha-implementations.ipynb (see "
+            "bench/README.md), or --no-torch"},
+      {{},
+       {"bench_attention", "--json", "--notebook", "--threads", "1"},
+       2,
+       nb + " needs --notebook-file FILE, the bonus notebook mha-implementations.ipynb (see "
+            "bench/README.md), or --no-torch"},
+      {{},
+       {"bench_attention", "--notebook", "--notebook-file=/nonexistent/mha.ipynb"},
+       2,
+       nb + "-file /nonexistent/mha.ipynb: no such file"},
+      {{},
+       {"bench_attention", "--notebook", "--notebook-file", "/dev/null"},
+       2,
+       nb + "-file /dev/null: not a regular file (a FIFO, device or socket); give a notebook file"},
+      {{}, {"bench_attention", "--notebook", "--notebook-file="}, 2, nb + "-file is empty"},
+      {{},
+       {"bench_attention", "--notebook", "--no-torch", "--embed-dim", "100"},
+       2,
+       "bench_attention: --embed-dim 100 is not divisible by --num-heads 12"},
+      {{},
+       {"bench_attention", "--notebook", "--no-torch", "--only=ch03,flash"},
+       2,
+       "bench_attention: --only wants a list of wrapper, ch03, combined-qkv, einsum, sdpa, "
+       "sdpa-no-flash, class, class-no-weights, flex, got 'flash'"},
+      {{},
+       {"bench_attention", "--notebook", "--no-torch", "--threads=1,,2"},
+       2,
+       "bench_attention: --threads expects integers from 1 to 1024 separated by commas, got "
+       "'1,,2'"},
+      {{},
+       {"bench_attention", "--notebook", "--num-heads", "0"},
+       2,
+       "bench_attention: --num-heads expects an integer from 1 to 1024, got '0'"},
+      {{}, {"bench_attention", "--notebook", "--svg", ""}, 2, "bench_attention: --svg is empty"},
+      {{},
+       {"bench_attention", "--notebook", "--no-torch", "--notebook"},
+       2,
+       "bench_attention: unknown option '--notebook' (try --help)"},
+  };
+}
+
 // A child that fails is reported by the parent in one line naming it, and the parent fails:
 // 824 GB of q, k, v is more than any machine this runs on will give.
 std::vector<Case> child_cases() {
   const std::string child_failed =
       "bench_attention: tapegrad 'core fused' at B=4096 T=65536 on 1 thread(s) failed: "
       "{b}/bench_attention exited with status 1: ";
-  return {{{},
-           {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
-           1,
-           child_failed +
-               "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
-               "12, 65536, 64] of torch.float32 (out of memory)",
-           child_failed}};
+  const std::string notebook_failed =
+      "bench_attention: tapegrad 'Ch03_MHA' on 1 thread(s) failed: {b}/bench_attention exited "
+      "with status 1: ";
+  return {
+      {{},
+       {"bench_attention", "--no-torch", "--sizes", "4096x65536", "--threads", "1"},
+       1,
+       child_failed + "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
+                      "12, 65536, 64] of torch.float32 (out of memory)",
+       child_failed},
+      // The notebook's classes: the input alone (4096 x 65536 x 768) is as big.
+      {{},
+       {"bench_attention", "--notebook", "--no-torch", "--only", "ch03", "--batch", "4096",
+        "--context-len", "65536", "--threads", "1"},
+       1,
+       notebook_failed +
+           "bench_attention: randn: cannot allocate 824633720832 bytes for shape [4096, "
+           "65536, 768] of torch.float32 (out of memory)",
+       notebook_failed}};
 }
 
 std::vector<Case> cases() {
   std::vector<Case> v = settings_cases();
-  for (const auto& group : {option_cases(), precision_cases(), child_cases()})
+  for (const auto& group : {option_cases(), notebook_cases(), precision_cases(), child_cases()})
     v.insert(v.end(), group.begin(), group.end());
   return v;
 }
@@ -280,7 +348,16 @@ struct Bench {
   std::string prog, help;
   std::string number, range;     // a row taking a number, and its range as messages say it
   std::vector<std::string> bad;  // values it refuses
+  std::string mode = "";         // an option that makes it another benchmark ("--notebook")
 };
+
+// b's command line: the program, its mode, then args.
+std::vector<std::string> command_line(const Bench& b, const std::vector<std::string>& args) {
+  std::vector<std::string> v = {b.prog};
+  if (!b.mode.empty()) v.push_back(b.mode);
+  v.insert(v.end(), args.begin(), args.end());
+  return v;
+}
 
 std::vector<Bench> benches() {
   using tg::cli::help_text;
@@ -300,6 +377,8 @@ std::vector<Bench> benches() {
        {"ten", "+5", " 5", "5x", "", "0", "1001", "nan", "inf"}},
       {"bench_generate", help_text(bench_generate::command()), "uncached-max",
        "an integer from 1 to 100000", ints},
+      {"bench_attention", help_text(bench_notebook_mha::command()), "context-len",
+       "an integer from 1 to 65536", ints, "--notebook"},
   };
   if (kHaveBenchDist)
     v.push_back({"bench_dist", help_text(bench_dist::command()), "steps-124m",
@@ -332,19 +411,17 @@ TEST_CASE("bench programs: bad options, settings and failed children give one li
 // --name VALUE; an unknown option and a malformed number are one exact line and exit 2.
 TEST_CASE("every benchmark: -h, --help, --name=VALUE, unknown options and bad numbers alike") {
   for (const Bench& b : benches()) {
-    INFO("benchmark: ", b.prog);
+    INFO("benchmark: ", b.prog, " ", b.mode);
     for (const char* h : {"-h", "--help"})
       for (const std::vector<std::string>& args :
            std::vector<std::vector<std::string>>{{h}, {"--bogus", h}, {"--json", h}}) {
-        Case c{{}, {b.prog}, 0, ""};
-        c.argv.insert(c.argv.end(), args.begin(), args.end());
-        const Result r = run(c);
+        const Result r = run({{}, command_line(b, args), 0, ""});
         CHECK(r.rc == 0);
         CHECK(r.out == b.help);
         CHECK(r.err.empty());
       }
     for (const char* bogus : {"--bogus", "--bogus=1"}) {
-      const Result r = run({{}, {b.prog, bogus}, 2, ""});
+      const Result r = run({{}, command_line(b, {bogus}), 2, ""});
       CHECK(r.rc == 2);
       CHECK(r.err == b.prog + ": unknown option '--bogus' (try --help)\n");
       CHECK(r.out.empty());
@@ -353,8 +430,9 @@ TEST_CASE("every benchmark: -h, --help, --name=VALUE, unknown options and bad nu
       INFO("value: '", bad, "'");
       const std::string line =
           b.prog + ": --" + b.number + " expects " + b.range + ", got '" + bad + "'\n";
-      for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-               {b.prog, "--" + b.number, bad}, {b.prog, "--" + b.number + "=" + bad}}) {
+      for (const std::vector<std::string>& args :
+           std::vector<std::vector<std::string>>{command_line(b, {"--" + b.number, bad}),
+                                                 command_line(b, {"--" + b.number + "=" + bad})}) {
         const Result r = run({{}, args, 2, ""});
         CHECK(r.rc == 2);
         CHECK(r.err == line);

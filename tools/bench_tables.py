@@ -64,6 +64,10 @@ def train_notes(out):
     return [f"{c['config']}: {b}" for c in train_configs(out) for b in c.get("bounds", [])]
 
 
+def notebook_rows(out):
+    return out["rows"]
+
+
 def generate_rows(out):
     return out["rows"]
 
@@ -91,6 +95,13 @@ TABLES = {
         col("pair", "pair", text=True), col("B", "B", "d"), col("T", "T", "d"),
         col("thr", "threads", "d"), col("ours ms", "ours_ms", ".1f"),
         col("peer ms", "peer_ms", ".1f"), col("speedup", "speedup", ".2f")]),
+    "bench_attention_notebook": (notebook_rows, [
+        col("implementation", "impl", text=True), col("thr", "threads", "d"),
+        col("fwd ours", "ours_fwd_ms", ".1f"), col("fwd torch", "torch_fwd_ms", ".1f"),
+        col("fwd+bwd ours", "ours_fwd_bwd_ms", ".1f"),
+        col("fwd+bwd torch", "torch_fwd_bwd_ms", ".1f"), col("torch/ours", "speedup_fwd_bwd", ".2f"),
+        col("RSS MB ours", "ours_peak_rss_mb", ".0f"), col("RSS MB torch", "torch_peak_rss_mb", ".0f"),
+        col("extra MB ours", "ours_extra_mb", ".0f"), col("extra MB torch", "torch_extra_mb", ".0f")]),
     "bench_train": (train_rows, [
         col("config", "config", text=True), col("side", "side", text=True),
         col("precision", "precision", text=True), col("tok/s", "tokens_per_s", ".1f"),

@@ -7,10 +7,8 @@ of every parameter for loss = sum(output * loss_weights).
 The notebook is rasbt/LLMs-from-scratch @28c65cdfbc, ch03/02_bonus_efficient-multihead-attention/
 mha-implementations.ipynb ("Comparing Efficient Multi-Head Attention Implementations"). Its path
 is this script's argument: the classes are not copied here but read from its code cells, as the
-book's own tests/test_mha_implementations.py imports them (llms_from_scratch.utils.
-import_definitions_from_notebook): of every code cell, only the top-level imports, `class` and
-`def` statements run, so the cells' instantiations, %timeit lines and prints do not. Imports that
-fail (matplotlib, for the notebook's charts) are skipped with a note on stderr.
+book's own tests/test_mha_implementations.py imports them (notebook_defs.py: only the cells'
+top-level imports, `class` and `def` statements run).
 
 Classes: Ch03_MHA_Wrapper (section 1), Ch03_MHA (2), MultiHeadAttentionCombinedQKV (3),
 MHAPyTorchScaledDotProduct (5), MHAPyTorchSDPAWithoutFlash (6). Every module stays in training
@@ -19,48 +17,24 @@ mode, so the dropout cases check the dropout draws too.
 Runs in ../shared/tools/torch2-python's chroot (Debian trixie's PyTorch 2.6), from the repository
 root, with the notebook at $NB:
     R=$(../shared/tools/torch2-python --root) && mkdir -p $R/tmp/tg-golden &&
-    cp tests/golden/{gen_ch03,gen_mha_einsum,gen_mha_notebook,book_gpt,book_ch03}.py "$NB" \
-       $R/tmp/tg-golden/ &&
+    cp tests/golden/{gen_ch03,gen_mha_einsum,gen_mha_notebook,notebook_defs}.py \
+       tests/golden/{book_gpt,book_ch03}.py "$NB" $R/tmp/tg-golden/ &&
     ../shared/tools/torch2-python /tmp/tg-golden/gen_mha_notebook.py \
        /tmp/tg-golden/mha-implementations.ipynb &&
     cp $R/tmp/tg-golden/mha_notebook_torch2.txt tests/golden/
 """
-import ast
-import json
 import os
 import sys
-import types
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_ch03 import case  # noqa: E402
 from gen_mha_einsum import inputs  # noqa: E402
+from notebook_defs import notebook_definitions  # noqa: E402
 
 VERSION = 1
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mha_notebook_torch2.txt")
-
-
-def notebook_definitions(path):
-    """A module holding the imports, classes and functions of the notebook's code cells."""
-    with open(path) as f:
-        cells = json.load(f)["cells"]
-    mod = types.ModuleType("mha_implementations")
-    for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
-        src = "".join(cell["source"])
-        # IPython magics (%timeit) are not Python; those lines define nothing.
-        src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
-        for node in ast.parse(src).body:
-            if not isinstance(node, (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef)):
-                continue
-            code = compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
-            try:
-                exec(code, mod.__dict__)
-            except ImportError as e:
-                print("skipped the notebook's", ast.unparse(node), "(%s)" % e, file=sys.stderr)
-    return mod
 
 
 def raises(lines, what, fn):
