@@ -45,6 +45,7 @@
 #include "core/rng.h"
 #include "nn/mha_combined_qkv.h"
 #include "nn/mha_einsum.h"
+#include "nn/mha_flex_attention.h"
 #include "nn/mha_pytorch_class.h"
 #include "nn/notebook_ch03_mha.h"
 #include "nn/sdpa_attention.h"
@@ -91,9 +92,8 @@ const Impl kImpls[] = {
      [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0); }},
     {"class-no-weights", "MHAPyTorchClass need_weights=False", "8) MHA class, need_weights=False",
      [](Dims s) { return make<nn::MHAPyTorchClass>(s.d, s.d, s.h, s.t, 0.0, false, false); }},
-    // Ours plugs in here once nn/ has it (and its #include above):
-    //   [](Dims s) { return make<nn::MHAPyTorchFlexAttention>(s.d, s.d, s.h, s.t, 0.0); }
-    {"flex", "MHAPyTorchFlexAttention", "9) PyTorch's FlexAttention", nullptr},
+    {"flex", "MHAPyTorchFlexAttention", "9) PyTorch's FlexAttention",
+     [](Dims s) { return make<nn::MHAPyTorchFlexAttention>(s.d, s.d, s.h, s.t, 0.0); }},
 };
 
 const Impl& impl_named(const std::string& name) {
