@@ -20,6 +20,7 @@
 #include "tests/golden_cases.h"
 #include "tests/gradcheck.h"
 #include "tests/kernel_testing.h"
+#include "tests/module_goldens.h"
 
 using namespace tg;
 using tg::testing::check_tensor;
@@ -394,26 +395,10 @@ TEST_CASE("goldens (PyTorch 2.6): MHAPyTorchFlexAttention and flex_attention on 
       check_tensor(c.name + " grad.v", v.grad(), c.at("grad.v"), 1e-6, 1e-5);
       continue;
     }
-    manual_seed(c.seed);
-    std::unique_ptr<nn::MHAPyTorchFlexAttention> m =
-        c.name == "MHAPyTorchFlexAttention"
-            ? std::make_unique<nn::MHAPyTorchFlexAttention>(8, 8, 2, 6)
-            : std::make_unique<nn::MHAPyTorchFlexAttention>(5, 6, 3, 9, 0.5, true);
-    std::vector<std::string> golden_keys, our_keys;
-    for (const auto& [k, t] : c.tensors)
-      if (k.rfind("init.", 0) == 0) golden_keys.push_back(k.substr(5));
-    for (const auto& [k, t] : m->state_dict()) {
-      our_keys.push_back(k);
-      check_tensor(c.name + " init." + k, t, c.at("init." + k), 0, 0);
-    }
-    CHECK(our_keys == golden_keys);
-    Tensor x = c.at("input").clone();
-    x.requires_grad_(true);
-    const Tensor y = (*m)(x);
-    check_tensor(c.name + " output", y, c.at("output"), 1e-6, 1e-5);
-    (y * c.at("loss_weights")).sum().backward();
-    check_tensor(c.name + " grad.input", x.grad(), c.at("grad.input"), 1e-6, 1e-5);
-    for (const auto& [k, p] : m->named_parameters())
-      check_tensor(c.name + " grad." + k, p.grad(), c.at("grad." + k), 1e-6, 1e-5);
+    testing::check_module_goldens({c}, [](const std::string& name) {
+      return name == "MHAPyTorchFlexAttention"
+                 ? std::make_unique<nn::MHAPyTorchFlexAttention>(8, 8, 2, 6)
+                 : std::make_unique<nn::MHAPyTorchFlexAttention>(5, 6, 3, 9, 0.5, true);
+    });
   }
 }
