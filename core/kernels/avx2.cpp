@@ -277,34 +277,6 @@ void gemv_rows_bf16_avx2(int64_t rows, int64_t cols, const uint16_t* w, int64_t 
   gemv_rows_bf16_ref(rows - full, cols, w + full * ldw, ldw, x, b ? b + full : nullptr, y + full);
 }
 
-// ---- bfloat16 conversions ---------------------------------------------------------------------
-// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), top half; NaN → 0x7FC0.
-void f32_to_bf16_avx2(int64_t n, const float* x, uint16_t* out) {
-  const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
-  const __m256i nan = _mm256_set1_epi32(0x7FC0);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
-    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-    // Pack the 32-bit lanes to 16 (within 128-bit halves), then gather both halves' results.
-    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(p));
-  }
-  f32_to_bf16_ref(n - i, x + i, out + i);
-}
-void bf16_to_f32_avx2(int64_t n, const uint16_t* x, float* out) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  bf16_to_f32_ref(n - i, x + i, out + i);
-}
-
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------
 struct V {
   using T = __m256;
@@ -379,6 +351,20 @@ struct V {
     return _mm256_castsi256_ps(_mm256_xor_si256(zero, _mm256_set1_epi32(-1)));
   }
 };
+
+// ---- bfloat16 conversions ---------------------------------------------------------------------
+// float32 → bf16 as c10 rounds (kernels.h), through V's bf16 members (the AdamW kernel's too); the
+// tails by the reference.
+void f32_to_bf16_avx2(int64_t n, const float* x, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store_bf16(out + i, V::round_bf16(V::load(x + i)));
+  f32_to_bf16_ref(n - i, x + i, out + i);
+}
+void bf16_to_f32_avx2(int64_t n, const uint16_t* x, float* out) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(out + i, V::load_bf16(x + i));
+  bf16_to_f32_ref(n - i, x + i, out + i);
+}
 
 #include "core/kernels/simd_generic.h"
 
