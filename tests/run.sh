@@ -15,8 +15,11 @@ for exe in "$dir"/tests/test_*; do
   [ -x "$exe" ] && [ -f "$exe" ] || continue
   log=$(mktemp)
   echo "== $label: $(basename "$exe")"
+  start=$SECONDS
   "$exe" --no-intro=true 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
+  # each binary's wall time, so a CI log shows where make test's minutes go
+  echo "== $label: $(basename "$exe") took $((SECONDS - start)) s"
   line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1)
   passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
   failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
