@@ -799,8 +799,8 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       const int64_t rows = 4;
       const std::vector<float> x = masked_rows(g, rows, cols);
       std::vector<float> m(rows), s(rows), mr(rows), sr(rows);
-      k::softmax_stats_rows(rows, cols, x.data(), m.data(), s.data());
-      k::softmax_stats_rows_ref(rows, cols, x.data(), mr.data(), sr.data());
+      k::softmax_stats_rows(rows, cols, cols, x.data(), m.data(), s.data());
+      k::softmax_stats_rows_ref(rows, cols, cols, x.data(), mr.data(), sr.data());
       CHECK(m == mr);  // a max is exact
       std::vector<double> tol(rows);
       for (int64_t r = 0; r < rows; ++r) tol[r] = 4.0 * (cols + 4) * FLT_EPSILON * std::fabs(sr[r]);
@@ -809,8 +809,8 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       // exp(x - m) / s is the softmax, up to rounding.
       std::vector<float> inv(rows), y(rows * cols), yr(rows * cols), sm(rows * cols);
       for (int64_t r = 0; r < rows; ++r) inv[r] = 1.f / sr[r];
-      k::exp_rows_scaled(rows, cols, x.data(), mr.data(), inv.data(), y.data());
-      k::exp_rows_scaled_ref(rows, cols, x.data(), mr.data(), inv.data(), yr.data());
+      k::exp_rows_scaled(rows, cols, cols, x.data(), mr.data(), inv.data(), y.data());
+      k::exp_rows_scaled_ref(rows, cols, cols, x.data(), mr.data(), inv.data(), yr.data());
       k::softmax_rows_ref(rows, cols, x.data(), sm.data());
       std::vector<double> t2(y.size());
       for (size_t i = 0; i < t2.size(); ++i) t2[i] = 4.0 * (cols + 4) * FLT_EPSILON * yr[i];
@@ -818,8 +818,25 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       check_close(y, sm, t2, "exp_rows_scaled vs softmax");
       // In place (out == x).
       std::vector<float> xi = x;
-      k::exp_rows_scaled(rows, cols, xi.data(), mr.data(), inv.data(), xi.data());
+      k::exp_rows_scaled(rows, cols, cols, xi.data(), mr.data(), inv.data(), xi.data());
       CHECK((y.empty() || std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0));
+      // Rows ld apart (a padded vocabulary): the first cols columns give the same bits, and the
+      // padding, NaN here, is neither read nor written.
+      for (const int64_t pad : {int64_t(1), int64_t(47)}) {
+        const int64_t ld = cols + pad;
+        std::vector<float> xp(size_t(rows * ld), std::numeric_limits<float>::quiet_NaN());
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy_n(x.begin() + r * cols, cols, xp.begin() + r * ld);
+        std::vector<float> mp(rows), sp(rows);
+        k::softmax_stats_rows(rows, cols, ld, xp.data(), mp.data(), sp.data());
+        CHECK(std::memcmp(mp.data(), m.data(), rows * sizeof(float)) == 0);
+        CHECK(std::memcmp(sp.data(), s.data(), rows * sizeof(float)) == 0);
+        k::exp_rows_scaled(rows, cols, ld, xp.data(), mr.data(), inv.data(), xp.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          CHECK(std::memcmp(xp.data() + r * ld, y.data() + r * cols, cols * sizeof(float)) == 0);
+          for (int64_t c = cols; c < ld; ++c) CHECK(std::isnan(xp[size_t(r * ld + c)]));
+        }
+      }
     }
   });
 }
