@@ -305,7 +305,7 @@ void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& 
                      const Generator& gen, const RunRecipe& recipe, const RunPosition& pos) {
   // A bf16-pure run's weights and moments as float32 (exactly their bf16 values): one checkpoint
   // format, which resume, generate and the book's GPTModel read as they are. --pad-vocab's rows
-  // are left out, so a padded run's checkpoint is the unpadded run's, byte for byte.
+  // are left out: a padded run stores the unpadded run's tensors, byte for byte.
   const auto f32 = [&](const std::string& name, const Tensor& t) {
     return model.unpad(name, t).to(DType::Float32);
   };
