@@ -20,6 +20,11 @@
 // and ours as `tapegrad train --precision bf16-pure`: the model and AdamW's moments in bf16).
 // PyTorch 1.13 runs float32 only.
 //
+// --pad-vocab N: ours also with out_head's rows padded to a multiple of N (`tapegrad train
+// --pad-vocab N`, the book's ch05/10 50257 -> 50304), as rows of their own ("tapegrad fused
+// pad64") beside the unpadded ones, taking turns with them. The padded model computes the same
+// losses (loss0 equal) on wider GEMMs; its bound is the unpadded model's, the work asked for.
+//
 // Beside every figure, the step's bound: its GEMM FLOPs at the FMA probe (bf16 rows: the path's
 // bf16 probe, vdpbf16ps; the FMA probe where the path widens bf16 to float32) plus the bytes the
 // optimizer and the embeddings move at the copy probe's bandwidth, and our fraction of it. The
@@ -92,9 +97,11 @@ std::vector<Config> configs() {
 }
 
 // ---- child: one configuration, our engine ----
-int run_child(Config c, int64_t steps, const std::string& attention, const std::string& precision) {
+int run_child(Config c, int64_t steps, const std::string& attention, const std::string& precision,
+              int64_t pad_vocab) {
   train::keep_freed_memory();  // as `tapegrad train` does
   c.cfg.attention = attention;
+  c.cfg.pad_vocab = pad_vocab;
   c.cfg.validate();
   manual_seed(123);
   nn::GPTModel model(c.cfg);
@@ -141,12 +148,12 @@ int run_child(Config c, int64_t steps, const std::string& attention, const std::
 // --child: a route the model refuses is a bad option (exit 2); what stops a run once it is built
 // (memory) is one line and exit status 1, for the parent to report.
 int child_main(const Config& c, int64_t steps, const std::string& route,
-               const std::string& precision) {
+               const std::string& precision, int64_t pad_vocab) {
   Config checked = c;
   checked.cfg.attention = route;
   checked.cfg.validate();  // throws std::invalid_argument: parse_options reports it
   try {
-    return run_child(c, steps, route, precision);
+    return run_child(c, steps, route, precision, pad_vocab);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "bench_train: out of memory in %s\n", c.name);
   } catch (const std::exception& e) {
@@ -228,15 +235,17 @@ void select_isa(const std::string& isa) {
 
 using bench_train::Options;
 
-// --child NAME STEPS ROUTE PRECISION: a route the model refuses is a bad option (exit 2).
+// --child NAME STEPS ROUTE PRECISION PAD: a route the model refuses is a bad option (exit 2).
 [[noreturn]] void child(char** argv) {
   const std::string name = argv[0];
   const int64_t steps = bench::whole_int("bench_train", "--child steps", argv[1], 1, 100000);
   bench::name_list("bench_train", "--child precision", argv[3], bench_train::precisions());
+  const int64_t pad =
+      bench::whole_int("bench_train", "--child pad", argv[4], 1, long(nn::kMaxPadVocab));
   for (const Config& c : configs())
     if (name == c.name) {
       try {
-        std::exit(child_main(c, steps, argv[2], argv[3]));
+        std::exit(child_main(c, steps, argv[2], argv[3], pad));
       } catch (const std::invalid_argument& e) {
         bench::bad_option("bench_train", std::string("bad value for --child: ") + e.what());
       }
@@ -245,7 +254,7 @@ using bench_train::Options;
 }
 
 Options parse_options(int argc, char** argv) {
-  if (argc == 6 && std::string(argv[1]) == "--child") child(argv + 2);
+  if (argc == 7 && std::string(argv[1]) == "--child") child(argv + 2);
   Options o;
   bench::parse_command(bench_train::command(), "bench_train", argc, argv, o);
   o.only = bench::name_list("bench_train", "--only", o.only_list,
@@ -361,6 +370,7 @@ struct Side {
   const Peer* peer;       // null: ours
   std::string route;      // ours: fused / book; PyTorch: book / sdpa
   std::string precision;  // fp32, bf16; PyTorch also bf16-pure
+  int64_t pad_vocab = 1;  // ours: out_head padded to a multiple of it (--pad-vocab)
   Result result;
 };
 
@@ -369,12 +379,18 @@ bool torch1(const Peer& p) { return p.torch.version.rfind("torch 1.", 0) == 0; }
 std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
   std::vector<Side> v;
   for (const std::string& prec : o.precision) {
-    for (const std::string& r : o.routes) v.push_back({"tapegrad " + r, nullptr, r, prec, {}});
+    for (const std::string& r : o.routes) {
+      v.push_back({"tapegrad " + r, nullptr, r, prec, 1, {}});
+      if (o.pad_vocab > 1) {
+        const std::string label = "tapegrad " + r + " pad" + std::to_string(o.pad_vocab);
+        v.push_back({label, nullptr, r, prec, o.pad_vocab, {}});
+      }
+    }
     for (const Peer& p : peers) {
       if (prec != "fp32" && torch1(p)) continue;
       for (const char* r : {"book", "sdpa"})
         if (r == std::string("book") || !torch1(p))
-          v.push_back({p.torch.version + " " + r, &p, r, prec, {}});
+          v.push_back({p.torch.version + " " + r, &p, r, prec, 1, {}});
     }
   }
   return v;
@@ -382,8 +398,10 @@ std::vector<Side> sides_of(const Options& o, const std::vector<Peer>& peers) {
 
 std::vector<std::string> side_command(const Side& s, const Config& c, int64_t steps,
                                       const Options& o, const std::string& self) {
-  if (s.peer == nullptr)
-    return {self, "--child", c.name, std::to_string(steps), s.route, s.precision};
+  if (s.peer == nullptr) {
+    const std::string pad = std::to_string(s.pad_vocab);
+    return {self, "--child", c.name, std::to_string(steps), s.route, s.precision, pad};
+  }
   // The script with -c and the book's classes as its last argument (bench/torch_peer.h).
   static const std::string script =
       bench::source_text("bench_train", TAPEGRAD_SOURCE_ROOT, "tools/bench_train_torch.py");
@@ -465,7 +483,7 @@ void print_header(const Options& o, const Machine& m, const std::vector<Peer>& p
       std::printf("  %s: %s\n", p.torch.version.c_str(), n.c_str());
   }
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
-  std::printf("%-14s %-20s %-9s %11s %8s %9s %-40s %8s\n", "config", "side", "precision", "tok/s",
+  std::printf("%-14s %-22s %-9s %11s %8s %9s %-40s %8s\n", "config", "side", "precision", "tok/s",
               "RSS", "loss0", "vs fastest PyTorch", "of bound");
 }
 
@@ -481,7 +499,7 @@ void print_config(const ConfigRun& run, const Options& o, const Machine& m) {
     if (!s.peer)
       std::snprintf(of, sizeof of, "%7.1f%%",
                     100 * r.tokens_per_s / bound_of(c, m, s.precision).tokens_per_s);
-    std::printf("%-14s %-20s %-9s %11.1f %5.0f MB %9.6f %-40s %8s\n", c.name, s.name.c_str(),
+    std::printf("%-14s %-22s %-9s %11.1f %5.0f MB %9.6f %-40s %8s\n", c.name, s.name.c_str(),
                 s.precision.c_str(), r.tokens_per_s, double(r.rss_kb) / 1024, r.first_loss, vs, of);
   }
   for (const std::string& prec : o.precision) {
@@ -501,6 +519,7 @@ std::string json_side(const Side& s, const Config& c, const Machine& m, const Si
   const Result& r = s.result;
   std::string out =
       "{\"side\": " + json::quote(s.name) + ", \"precision\": " + json::quote(s.precision) +
+      ", \"pad_vocab\": " + std::to_string(s.pad_vocab) +
       ", \"kernels\": " + json::quote(s.peer ? s.peer->kernels : m.isa) + ", \"peer_env\": " +
       bench::json_strings(s.peer ? s.peer->env.notes : std::vector<std::string>{}) +
       ", \"tokens_per_s\": " + bench::json_number(r.tokens_per_s) +

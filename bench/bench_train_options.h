@@ -24,11 +24,12 @@ inline const std::vector<std::string>& precisions() {
   return v;
 }
 
-// The command line. --child NAME STEPS ROUTE PRECISION (internal, first) runs one measurement in
-// this process instead (see run_child).
+// The command line. --child NAME STEPS ROUTE PRECISION PAD (internal, first) runs one measurement
+// in this process instead (see run_child).
 struct Options {
   bool json = false, no_torch = false;
   int64_t threads = 2, steps_tiny = 20, steps_124m = 3, reps = 3;
+  int64_t pad_vocab = 1;  // > 1: ours also with out_head padded to a multiple of it
   std::string only_list = "tiny,gpt2-124m", routes_list = all_routes(), precision_list = "fp32";
   std::vector<std::string> only, routes, precision;
   std::string isa;  // empty: the fastest path this machine has
@@ -58,6 +59,10 @@ inline const tg::cli::Command<Options>& command() {
                     "fp32, bf16, bf16-pure (comma-separated): bf16 is torch.autocast's rule\n"
                     "(GEMMs and attention in bf16, float32 weights and AdamW); bf16-pure the\n"
                     "model and AdamW in bf16 (model.to(torch.bfloat16)); PyTorch 2 alike"),
+          cli::integer("pad-vocab", &Options::pad_vocab, 1, tg::nn::kMaxPadVocab, "N",
+                       "ours also with out_head's rows padded to a multiple of N (tapegrad\n"
+                       "train --pad-vocab N; 64: 50257 -> 50304), rows labelled 'padN'\n"
+                       "beside the unpadded ones; 1: unpadded only"),
           cli::text("isa", &Options::isa, "NAME", "our kernel path (default: the fastest)"),
           cli::path("svg", &Options::svg, "FILE", "also a chart, tokens/s per side and config"),
       }};

@@ -97,8 +97,11 @@ Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t d
 // --- softmax family (ops/softmax.cpp) ---
 Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);
-// Mean cross-entropy of logits (N, C) against int64 targets (N), through log-sum-exp.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+// Mean cross-entropy of logits (N, C) against int64 targets (N), through log-sum-exp. With
+// 0 <= num_classes < C the classes are each row's first num_classes columns and the rest is
+// padding (a padded vocabulary, train --pad-vocab): read in place, outside the loss, gradient 0;
+// loss and gradient are those of the sliced copy logits[:, :num_classes], bit for bit.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes = -1);
 
 // --- attention (ops/attention.cpp) ---
 // PyTorch 2's F.scaled_dot_product_attention: query (..., L, E), key (..., S, E), value

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "core/autograd.h"
 #include "core/json.h"
 #include "core/ops.h"
 
@@ -34,6 +35,10 @@ std::string GPTConfig::str() const {
                        {"n_layers", std::to_string(n_layers)},
                        {"drop_rate", json::number(drop_rate)},
                        {"qkv_bias", qkv_bias ? "true" : "false"}});
+}
+
+int64_t GPTConfig::padded_vocab_size() const {
+  return (vocab_size + pad_vocab - 1) / pad_vocab * pad_vocab;
 }
 
 bool GPTConfig::operator==(const GPTConfig& o) const {
@@ -70,6 +75,10 @@ void GPTConfig::validate() const {
   if (!(drop_rate >= 0 && drop_rate < 1))
     throw std::invalid_argument("GPT config: drop_rate must be in [0, 1), got " +
                                 std::to_string(drop_rate));
+  if (pad_vocab < 1 || pad_vocab > kMaxPadVocab)
+    throw std::invalid_argument("GPT config: pad_vocab must be in 1.." +
+                                std::to_string(kMaxPadVocab) + ", got " +
+                                std::to_string(pad_vocab));
   if (!is_attention_route(attention))
     throw std::invalid_argument("GPT config: attention must be " + attention_routes_text() +
                                 ", got '" + attention + "'");
@@ -218,6 +227,16 @@ GPTModel::GPTModel(const GPTConfig& config, Generator* gen)
   register_module("final_norm", &final_norm, std::make_shared<LayerNorm>(cfg.emb_dim));
   register_module("out_head", &out_head,
                   std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false, gen));
+  // New (--pad-vocab): zero rows after the book's draws, which stay vocab_size rows, so the
+  // generator moves on as the book's does. Zero rows give zero logits, which the loss excludes;
+  // their gradient is then 0 and AdamW keeps them 0 (p·(1 − lr·wd) = 0, m = v = 0).
+  const int64_t padded = cfg.padded_vocab_size();
+  if (padded > cfg.vocab_size) {
+    NoGradGuard no_grad;
+    out_head->weight =
+        cat({out_head->weight, zeros({padded - cfg.vocab_size, cfg.emb_dim})}).requires_grad_();
+    out_head->out_features = padded;
+  }
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx) { return forward(in_idx, false); }
@@ -251,7 +270,18 @@ Tensor GPTModel::forward(const Tensor& in_idx, bool use_cache, bool last_only) {
   }
   x = (*final_norm)(x);
   if (last_only) x = x.slice(1, seq_len - 1, seq_len);  // New: the row generation reads
-  return (*out_head)(x);  // (b, T, vocab_size), or (b, 1, vocab_size) with last_only
+  return (*out_head)(x);  // (b, T, vocab_size), or (b, 1, vocab_size) with last_only (padded)
+}
+
+Tensor GPTModel::unpad(const std::string& name, const Tensor& t) const {
+  if (name != "out_head.weight" || !t.defined() || t.size(0) == cfg.vocab_size) return t;
+  return t.slice(0, 0, cfg.vocab_size);  // the first rows: contiguous
+}
+
+Tensor GPTModel::pad(const std::string& name, const Tensor& t) const {
+  const int64_t padded = cfg.padded_vocab_size();
+  if (name != "out_head.weight" || !t.defined() || t.size(0) == padded) return t;
+  return cat({t, zeros({padded - t.size(0), t.size(1)}, t.dtype())});
 }
 
 void GPTModel::reset_kv_cache() {

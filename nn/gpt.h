@@ -17,6 +17,10 @@
 // the book's, uncached. train/trainer.h's generate_cached drives it, rebuilding the cache whenever
 // the book's loop would crop the context.
 //
+// out_head may carry zero rows past vocab_size (GPTConfig::pad_vocab, llm.c's padded vocabulary):
+// the logits are then wider than the vocabulary and their readers (train/trainer.h's loss and
+// generation) take the first vocab_size columns.
+//
 // Not here: weight tying with tok_emb (the book keeps them separate; the GPT-2 loader in
 // train/gpt2_weights.h copies wte into both), a sliding-window cache.
 #pragma once
@@ -45,6 +49,9 @@ bool is_attention_route(const std::string& name);
 // "fused or book": the routes as errors and help lines name them.
 std::string attention_routes_text();
 
+// The largest GPTConfig::pad_vocab: far above any tile a GEMM pads for (llm.c pads to 128).
+inline constexpr int64_t kMaxPadVocab = 65536;
+
 // The book's GPT_CONFIG dictionary.
 struct GPTConfig {
   int64_t vocab_size = 50257;
@@ -59,12 +66,20 @@ struct GPTConfig {
   // §3.6.2 MultiHeadAttention op by op. Both compute the same function of the same parameters
   // with the same dropout draws, so the choice is neither saved by str() nor compared by ==.
   std::string attention = kAttentionFused;
+  // Not one of the book's keys either: out_head's rows padded with zero rows to a multiple of
+  // pad_vocab (llm.c's padded_vocab_size; the book's ch05/10 pads 50257 to 50304 for speed). The
+  // logits get padded_vocab_size() columns, of which the loss and sampling read the first
+  // vocab_size, so the numbers are the unpadded model's. 1: no padding. A way of running the
+  // model, as attention is: neither saved by str() nor compared by ==.
+  int64_t pad_vocab = 1;
+  int64_t padded_vocab_size() const;  // vocab_size rounded up to a multiple of pad_vocab
 
   bool operator==(const GPTConfig& o) const;
   std::string str() const;  // {"vocab_size": 50257, ...} (JSON, the book's keys)
   // Throws std::invalid_argument naming the first bad field (sizes < 1 or above bounds no model
   // here reaches: vocab 2^22, context 2^20, emb_dim 2^16, 1024 layers; emb_dim not divisible by
-  // n_heads, drop_rate outside [0, 1), attention neither "fused" nor "book").
+  // n_heads, drop_rate outside [0, 1), attention neither "fused" nor "book", pad_vocab outside
+  // 1..kMaxPadVocab).
   void validate() const;
   // Parses str()'s output (core/json.h's reader: a key given twice is refused); throws
   // std::invalid_argument with one line naming the key or the place for a missing, mistyped or
@@ -106,7 +121,9 @@ class GPTModel : public Module {
  public:
   // Throws std::invalid_argument when cfg.validate() does.
   explicit GPTModel(const GPTConfig& cfg, Generator* gen = nullptr);
-  // in_idx: int64 (b, T) with T <= context_length -> logits (b, T, vocab_size)
+  // in_idx: int64 (b, T) with T <= context_length -> logits (b, T, vocab_size); with
+  // cfg.pad_vocab > 1, (b, T, padded_vocab_size()), whose first vocab_size columns are the
+  // vocabulary's (the rest are 0: out_head's zero rows).
   Tensor forward(const Tensor& in_idx) override;
   // New (KV cache): with use_cache, in_idx holds positions current_pos .. current_pos + T - 1
   // (throws std::invalid_argument past context_length) and advances current_pos. New
@@ -114,6 +131,12 @@ class GPTModel : public Module {
   // the row a next token is drawn from, without out_head's vocab_size x emb_dim work per row.
   Tensor forward(const Tensor& in_idx, bool use_cache, bool last_only = false);
   void reset_kv_cache();  // every block's cache, and current_pos = 0
+  // New (--pad-vocab): the padding is no part of the model's state, which checkpoints keep in
+  // the book's shapes. `t` has the shape of parameter `name` (the parameter, an AdamW moment):
+  // unpad gives it without out_head's padding rows (a view), pad with zero rows added back (a
+  // copy). Every other tensor passes through.
+  Tensor unpad(const std::string& name, const Tensor& t) const;
+  Tensor pad(const std::string& name, const Tensor& t) const;
 
   GPTConfig cfg;
   int64_t current_pos = 0;  // New: positions already in the KV cache

@@ -316,6 +316,17 @@ void check_same_checkpoint(const std::string& a, const std::string& b) {
   }
 }
 
+// The same run twice, `one` (one process) and `many` (under mpirun), into DIRs a and b, each
+// with its log: both logs reach step 2 and are equal, and so are the checkpoints.
+void check_same_run(const std::string& one, const std::string& many, const std::string& a,
+                    const std::string& b) {
+  REQUIRE(run(one + " --out " + a + " > " + a + ".log 2> /dev/null") == 0);
+  REQUIRE(run(many + " --out " + b + " > " + b + ".log 2> /dev/null") == 0);
+  CHECK(slurp(a + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
+  CHECK(slurp(a + ".log") == slurp(b + ".log"));
+  check_same_checkpoint(a + "/checkpoint.safetensors", b + "/checkpoint.safetensors");
+}
+
 // The rows of a multi-rank table this build runs: all of them in release; under AddressSanitizer
 // (every rank ~5x slower) the one named, the row that exercises the most code (make test's 15
 // minutes). Said in the test's output, so a reader sees which rows ran.
@@ -346,17 +357,27 @@ TEST_CASE("mpirun -np N gives --micro-batches N's log and checkpoint, N = 2, 3, 
                              " --max-steps 4" + (n == 3 ? " --clip-grad 0.5" : "");
     const std::string one = d / ("one" + std::to_string(n)),
                       many = d / ("many" + std::to_string(n));
-    REQUIRE(run(kExe + opts + " --micro-batches " + std::to_string(n) + " --out " + one + " > " +
-                one + ".log 2> /dev/null") == 0);
     // Gradients leave in buckets while backward runs: one bucket (2 ranks), buckets of 50 KB
     // (3), or after backward (4).
     const std::string bucket_mb = n == 2 ? "25" : n == 3 ? "0.05" : "0";
-    REQUIRE(run(kMpirun + "-x TAPEGRAD_BUCKET_MB=" + bucket_mb + " -np " + std::to_string(n) + " " +
-                kExe + opts + " --out " + many + " > " + many + ".log 2> /dev/null") == 0);
-    CHECK(slurp(one + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
-    CHECK(slurp(one + ".log") == slurp(many + ".log"));
-    check_same_checkpoint(one + "/checkpoint.safetensors", many + "/checkpoint.safetensors");
+    check_same_run(kExe + opts + " --micro-batches " + std::to_string(n),
+                   kMpirun + "-x TAPEGRAD_BUCKET_MB=" + bucket_mb + " -np " + std::to_string(n) +
+                       " " + kExe + opts,
+                   one, many);
   }
+}
+
+// --pad-vocab changes no number under mpirun either: the padded rows' zero gradients travel in
+// the exchange (the flat gradient is longer) and their AdamW shards stay 0; clipping gathers them.
+TEST_CASE("mpirun -np 2 --pad-vocab 100 gives one unpadded process's log and checkpoint") {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  const std::string opts = kTiny + " --batch-size 4 --max-steps 4 --clip-grad 0.5";
+  check_same_run(kExe + opts + " --micro-batches 2",
+                 kMpirun + "-np 2 " + kExe + opts + " --pad-vocab 100", d / "one", d / "many");
 }
 
 // Several micro-batches per rank (K/N > 1): rank r computes micro-batches r*K/N .. (r+1)*K/N - 1,
@@ -378,12 +399,8 @@ TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-
                              (row.n == 3 ? " --clip-grad 0.5" : "") + " --micro-batches " +
                              std::to_string(row.k);
     const std::string one = d / ("one" + nk), many = d / ("many" + nk);
-    REQUIRE(run(kExe + opts + " --out " + one + " > " + one + ".log 2> /dev/null") == 0);
-    REQUIRE(run(kMpirun + "-np " + std::to_string(row.n) + " " + kExe + opts + " --out " + many +
-                " > " + many + ".log 2> /dev/null") == 0);
-    CHECK(slurp(one + ".log").find("Ep 1 (Step 000002)") != std::string::npos);
-    CHECK(slurp(one + ".log") == slurp(many + ".log"));
-    check_same_checkpoint(one + "/checkpoint.safetensors", many + "/checkpoint.safetensors");
+    check_same_run(kExe + opts, kMpirun + "-np " + std::to_string(row.n) + " " + kExe + opts, one,
+                   many);
   }
 }
 
@@ -457,6 +474,12 @@ TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other op
   CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --lr 5e-4, rank 0 has 4e-4; every "
                               "rank must run with the same options\n") == 0);
   CHECK_FALSE(fs::exists(d / "y"));
+  // Ranks that pad the vocabulary differently would exchange gradients of other lengths.
+  CHECK(run(kMpirun + "-np 1 " + kExe + kTiny + " --pad-vocab 64 --out " + (d / "p") + " : -np 1 " +
+            kExe + kTiny + " --out " + (d / "p") + " > /dev/null 2> " + (d / "err")) == 2);
+  CHECK(slurp(d / "err").find("tapegrad train: rank 1 has --pad-vocab 1, rank 0 has 64; every "
+                              "rank must run with the same options\n") == 0);
+  CHECK_FALSE(fs::exists(d / "p"));
   // bf16-pure's gradients are bf16; the exchange between ranks is float32.
   CHECK(run(kMpirun + "-np 2 " + kExe + kTiny + " --precision bf16-pure --out " + (d / "z") +
             " > /dev/null 2> " + (d / "err")) == 2);

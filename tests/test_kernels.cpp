@@ -680,6 +680,88 @@ TEST_CASE("results are bit-identical for 1, 2 and 3 threads") {
   tg::set_num_threads(before);
 }
 
+namespace {
+
+// out_head's three GEMMs with its vocabulary V padded to Vp (train --pad-vocab) against the
+// unpadded ones: x [M, d]; w [Vp, d], rows V.. zero; dl [M, Vp] (the logits' gradient), columns
+// V.. zero. gemm(M, N, K, A, rsA, csA, B, rsB, csB, C, ldc) is C = A·B for T's GEMM.
+template <class T, class Gemm>
+void check_padded_out_head(const Gemm& gemm, const std::vector<T>& x, const std::vector<T>& w,
+                           const std::vector<T>& dl, int64_t M, int64_t d, int64_t V, int64_t Vp) {
+  std::vector<T> dl_v(size_t(M * V));  // the unpadded gradient
+  for (int64_t i = 0; i < M; ++i) std::copy_n(dl.begin() + i * Vp, V, dl_v.begin() + i * V);
+  const auto same = [](const float* a, const float* b, int64_t n) {
+    return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0;
+  };
+  // logits = x · wᵀ: N is V or Vp
+  std::vector<float> y(size_t(M * V)), yp(size_t(M * Vp));
+  gemm(M, V, d, x.data(), d, 1, w.data(), 1, d, y.data(), V);
+  gemm(M, Vp, d, x.data(), d, 1, w.data(), 1, d, yp.data(), Vp);
+  for (int64_t i = 0; i < M; ++i) CHECK_MESSAGE(same(yp.data() + i * Vp, y.data() + i * V, V), i);
+  // dx = dl · w: K is V or Vp (the padding's K terms are 0·0)
+  std::vector<float> gx(size_t(M * d)), gxp(size_t(M * d));
+  gemm(M, d, V, dl_v.data(), V, 1, w.data(), d, 1, gx.data(), d);
+  gemm(M, d, Vp, dl.data(), Vp, 1, w.data(), d, 1, gxp.data(), d);
+  CHECK(same(gx.data(), gxp.data(), M * d));
+  // dw = dlᵀ · x: M is V or Vp, dlᵀ read through its strides as linear's backward reads it
+  std::vector<float> gw(size_t(V * d)), gwp(size_t(Vp * d));
+  gemm(V, d, M, dl_v.data(), 1, V, x.data(), d, 1, gw.data(), d);
+  gemm(Vp, d, M, dl.data(), 1, Vp, x.data(), d, 1, gwp.data(), d);
+  CHECK(same(gw.data(), gwp.data(), V * d));
+  for (int64_t j = V * d; j < Vp * d; ++j) CHECK(gwp[size_t(j)] == 0.f);
+}
+
+}  // namespace
+
+// Each C element's chain depends on its own row and column and on K's blocking, never on the
+// other dims, so the vocabulary's part keeps its bits; checked across the shortcuts' thresholds:
+// B read in place or packed (500 · 128 against 600 · 128 elements), one thread or a team
+// (32 · 500 · 128 multiply-adds against 32 · 600 · 128), a K block of padding only (KC + 3),
+// more than one column block (NC + 37), one row, an odd V (bf16's pairs of k).
+TEST_CASE("out_head's GEMMs padded with zero rows (--pad-vocab) keep the vocabulary's bits") {
+  std::mt19937 g(47);
+  const int before = tg::num_threads();
+  for_each_isa([&](const std::string&) {
+    const k::GemmBlocking bk = k::gemm_blocking_for(k::active_table());
+    struct Case {
+      int64_t M, d, V;
+    };
+    for (const int threads : {1, 2}) {
+      tg::set_num_threads(threads);
+      for (const Case c : {Case{1, 64, 257}, Case{7, 128, 500}, Case{32, 128, 500},
+                           Case{128, 64, 257}, Case{24, 32, bk.kc + 3}, Case{40, 48, bk.nc + 37}})
+        for (const int64_t n : {int64_t(64), int64_t(100)}) {
+          const int64_t Vp = (c.V + n - 1) / n * n;
+          CAPTURE(threads);
+          CAPTURE(c.M);
+          CAPTURE(c.V);
+          CAPTURE(Vp);
+          const std::vector<float> x = randv(g, c.M * c.d);
+          std::vector<float> w = randv(g, Vp * c.d), dl = randv(g, c.M * Vp);
+          std::fill(w.begin() + c.V * c.d, w.end(), 0.f);
+          for (int64_t i = 0; i < c.M; ++i)
+            std::fill(dl.begin() + i * Vp + c.V, dl.begin() + (i + 1) * Vp, 0.f);
+          check_padded_out_head<float>(
+              [](int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
+                 const float* B, int64_t rsB, int64_t csB, float* C,
+                 int64_t ldc) { k::sgemm(M, N, K, A, rsA, csA, B, rsB, csB, 0.f, C, ldc); },
+              x, w, dl, c.M, c.d, c.V, Vp);
+          const auto bf16 = [](const std::vector<float>& v) {
+            std::vector<uint16_t> h(v.size());
+            k::f32_to_bf16(int64_t(v.size()), v.data(), h.data());
+            return h;
+          };
+          check_padded_out_head<uint16_t>(
+              [](int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                 const uint16_t* B, int64_t rsB, int64_t csB, float* C,
+                 int64_t ldc) { k::gemm_bf16(M, N, K, A, rsA, csA, B, rsB, csB, 0.f, C, ldc); },
+              bf16(x), bf16(w), bf16(dl), c.M, c.d, c.V, Vp);
+        }
+    }
+  });
+  tg::set_num_threads(before);
+}
+
 TEST_CASE("binary ops: contiguous, row broadcast and scalar match the reference exactly") {
   std::mt19937 g(5);
   for_each_isa([&](const std::string&) {
@@ -799,8 +881,8 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       const int64_t rows = 4;
       const std::vector<float> x = masked_rows(g, rows, cols);
       std::vector<float> m(rows), s(rows), mr(rows), sr(rows);
-      k::softmax_stats_rows(rows, cols, x.data(), m.data(), s.data());
-      k::softmax_stats_rows_ref(rows, cols, x.data(), mr.data(), sr.data());
+      k::softmax_stats_rows(rows, cols, cols, x.data(), m.data(), s.data());
+      k::softmax_stats_rows_ref(rows, cols, cols, x.data(), mr.data(), sr.data());
       CHECK(m == mr);  // a max is exact
       std::vector<double> tol(rows);
       for (int64_t r = 0; r < rows; ++r) tol[r] = 4.0 * (cols + 4) * FLT_EPSILON * std::fabs(sr[r]);
@@ -809,8 +891,8 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       // exp(x - m) / s is the softmax, up to rounding.
       std::vector<float> inv(rows), y(rows * cols), yr(rows * cols), sm(rows * cols);
       for (int64_t r = 0; r < rows; ++r) inv[r] = 1.f / sr[r];
-      k::exp_rows_scaled(rows, cols, x.data(), mr.data(), inv.data(), y.data());
-      k::exp_rows_scaled_ref(rows, cols, x.data(), mr.data(), inv.data(), yr.data());
+      k::exp_rows_scaled(rows, cols, cols, x.data(), mr.data(), inv.data(), y.data());
+      k::exp_rows_scaled_ref(rows, cols, cols, x.data(), mr.data(), inv.data(), yr.data());
       k::softmax_rows_ref(rows, cols, x.data(), sm.data());
       std::vector<double> t2(y.size());
       for (size_t i = 0; i < t2.size(); ++i) t2[i] = 4.0 * (cols + 4) * FLT_EPSILON * yr[i];
@@ -818,8 +900,25 @@ TEST_CASE("softmax_stats_rows and exp_rows_scaled match the reference and softma
       check_close(y, sm, t2, "exp_rows_scaled vs softmax");
       // In place (out == x).
       std::vector<float> xi = x;
-      k::exp_rows_scaled(rows, cols, xi.data(), mr.data(), inv.data(), xi.data());
+      k::exp_rows_scaled(rows, cols, cols, xi.data(), mr.data(), inv.data(), xi.data());
       CHECK((y.empty() || std::memcmp(xi.data(), y.data(), y.size() * sizeof(float)) == 0));
+      // Rows ld apart (a padded vocabulary): the first cols columns give the same bits, and the
+      // padding, NaN here, is neither read nor written.
+      for (const int64_t pad : {int64_t(1), int64_t(47)}) {
+        const int64_t ld = cols + pad;
+        std::vector<float> xp(size_t(rows * ld), std::numeric_limits<float>::quiet_NaN());
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy_n(x.begin() + r * cols, cols, xp.begin() + r * ld);
+        std::vector<float> mp(rows), sp(rows);
+        k::softmax_stats_rows(rows, cols, ld, xp.data(), mp.data(), sp.data());
+        CHECK(std::memcmp(mp.data(), m.data(), rows * sizeof(float)) == 0);
+        CHECK(std::memcmp(sp.data(), s.data(), rows * sizeof(float)) == 0);
+        k::exp_rows_scaled(rows, cols, ld, xp.data(), mr.data(), inv.data(), xp.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          CHECK(std::memcmp(xp.data() + r * ld, y.data() + r * cols, cols * sizeof(float)) == 0);
+          for (int64_t c = cols; c < ld; ++c) CHECK(std::isnan(xp[size_t(r * ld + c)]));
+        }
+      }
     }
   });
 }

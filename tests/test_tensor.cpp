@@ -2,6 +2,7 @@
 // error messages. Gradients themselves are checked numerically in test_gradcheck.cpp.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -309,6 +310,46 @@ TEST_CASE("cross_entropy's backward writes over logits nobody holds, and only th
     return w.grad().to_vector<float>();
   };
   CHECK(with_square(false) == with_square(true));
+}
+
+// A padded vocabulary (train --pad-vocab): the loss over each row's first num_classes columns,
+// read in place, is the sliced copy's loss and gradient bit for bit, and the padding's gradient
+// is exactly 0, on the path that writes over the logits and on the one with a fresh buffer.
+TEST_CASE("cross_entropy with num_classes below the row length: the sliced copy's bits") {
+  manual_seed(11);
+  const int64_t N = 7, V = 37;
+  const Tensor targets = tensor({0, 36, 5, -100, 2, 2, 17});
+  // loss and w's gradient; keep: hold the logits, so the backward takes a fresh buffer.
+  auto run = [&](const Tensor& w0, int64_t classes, bool keep) {
+    Tensor w = w0.detach().requires_grad_();
+    Tensor logits = w * 1.0;  // exact: w's gradient is the logits' gradient
+    Tensor loss = cross_entropy(logits, targets, classes);
+    if (!keep) logits = Tensor();
+    loss.backward();
+    return std::pair{loss.item<double>(), w.grad()};
+  };
+  for (const DType dt : {DType::Float32, DType::Float64})
+    for (const int64_t pad : {int64_t(0), int64_t(1), int64_t(27), int64_t(64)})
+      for (const bool keep : {false, true}) {
+        CAPTURE(pad);
+        CAPTURE(keep);
+        const Tensor full = (randn({N, V + pad}) * 3.0).to(dt);
+        const auto [loss_sliced, grad_sliced] = run(full.slice(1, 0, V).contiguous(), -1, keep);
+        const auto [loss, grad] = run(full, V, keep);
+        CHECK(std::bit_cast<uint64_t>(loss) == std::bit_cast<uint64_t>(loss_sliced));
+        const Tensor first = grad.slice(1, 0, V).contiguous().to(DType::Float64);
+        CHECK(first.to_vector<double>() == grad_sliced.to(DType::Float64).to_vector<double>());
+        for (const double g :
+             grad.slice(1, V, V + pad).contiguous().to(DType::Float64).to_vector<double>())
+          CHECK(std::bit_cast<uint64_t>(g) == 0);  // +0 exactly: AdamW keeps a zero row zero
+      }
+  const Tensor logits = randn({2, 5});
+  CHECK(what_of([&] {
+          cross_entropy(logits, tensor({0, 3}), 3);
+        }) == "cross_entropy: target 3 at row 1 is out of bounds for 3 classes (logits [2, 5])");
+  CHECK(what_of([&] {
+          cross_entropy(logits, tensor({0, 1}), 6);
+        }) == "cross_entropy: num_classes 6 is more than the logits' 5 columns (logits [2, 5])");
 }
 
 TEST_CASE("cross_entropy: mean of -log softmax at the targets; targets are checked") {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -256,6 +257,16 @@ TEST_CASE("GPTConfig: presets, validation, JSON round trip") {
   nn::GPTConfig bad = c;
   bad.n_heads = 7;
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("divisible"), std::invalid_argument);
+  // --pad-vocab: a way of running the model, neither saved nor compared (as attention).
+  nn::GPTConfig padded = c;
+  padded.pad_vocab = 64;
+  CHECK(padded.padded_vocab_size() == 50304);  // the book's ch05/10 figure
+  CHECK(c.padded_vocab_size() == 50257);
+  CHECK(padded == c);
+  CHECK(padded.str() == c.str());
+  padded.pad_vocab = 0;
+  CHECK_THROWS_WITH_AS(padded.validate(), "GPT config: pad_vocab must be in 1..65536, got 0",
+                       std::invalid_argument);
 
   // parse refuses with one line naming the key or the place (core/json.h's reader underneath).
   const std::string ok = c.str();
@@ -978,4 +989,151 @@ TEST_CASE("--drop-rate: the preset's unless given, in the model's config and the
       "--drop-rate 0.2 does not match the checkpoint ck (trained with 0); a checkpoint from "
       "another config",
       train::UsageError);
+}
+
+// ---- --pad-vocab: out_head padded with zero rows, the numbers unchanged ------------------------
+
+namespace {
+
+// The bytes of t widened to float32 (exact from bf16), for bit-for-bit comparisons.
+std::string float_bits(const Tensor& t) {
+  const Tensor c = t.to(DType::Float32).contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data<float>()),
+                     size_t(c.numel()) * sizeof(float));
+}
+// The bytes of a float32 or int64 tensor (a checkpoint's).
+std::string raw_bytes(const Tensor& t) {
+  if (t.dtype() == DType::Float32) return float_bits(t);
+  const Tensor c = t.contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data<int64_t>()),
+                     size_t(c.numel()) * sizeof(int64_t));
+}
+
+// A small GPT (vocab 257) padded to a multiple of `pad`, after `steps` AdamW steps on random
+// batches in `precision` (fp32; bf16: the forward under autocast; bf16-pure: model.to(bf16)).
+struct Trained {
+  std::unique_ptr<nn::GPTModel> model;
+  std::unique_ptr<train::AdamW> opt;
+  std::vector<double> losses;
+};
+Trained train_small(int64_t pad, const std::string& precision, int64_t steps) {
+  nn::GPTConfig c = small_config();
+  c.pad_vocab = pad;
+  manual_seed(123);
+  Trained t{std::make_unique<nn::GPTModel>(c), nullptr, {}};
+  t.opt = std::make_unique<train::AdamW>(*t.model, 1e-2, 0.1);
+  if (precision == "bf16-pure") {
+    t.model->to(DType::BFloat16);
+    t.opt->to(DType::BFloat16);
+  }
+  const int64_t B = 4, T = c.context_length;
+  std::vector<int64_t> ids(size_t(steps * B * T + 1));
+  randint(ids.data(), int64_t(ids.size()), 0, c.vocab_size);
+  for (int64_t s = 0; s < steps; ++s) {
+    const auto at = ids.begin() + s * B * T;
+    const Tensor x = from_vector(std::vector<int64_t>(at, at + B * T), {B, T});
+    const Tensor y = from_vector(std::vector<int64_t>(at + 1, at + B * T + 1), {B, T});
+    t.opt->zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard autocast(precision == "bf16");
+      loss = train::calc_loss_batch(x, y, *t.model);
+    }
+    t.losses.push_back(loss.item<double>());
+    loss.backward();
+    t.opt->step();  // the gradients stay until the next zero_grad: checked below
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("GPTModel with pad_vocab: the padding stays exactly 0, the rest is the unpadded bits") {
+  for (const std::string precision : {"fp32", "bf16", "bf16-pure"}) {
+    CAPTURE(precision);
+    const Trained plain = train_small(1, precision, 4), padded = train_small(64, precision, 4);
+    CHECK(padded.losses == plain.losses);
+    const int64_t V = 257, Vp = 320;
+    const nn::GPTModel& pm = *padded.model;
+    REQUIRE(pm.out_head->weight.size(0) == Vp);
+    const nn::NamedTensors a = plain.model->named_parameters(), b = pm.named_parameters();
+    REQUIRE(a.size() == b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      const std::string& name = a[k].first;
+      CAPTURE(name);
+      CHECK(float_bits(pm.unpad(name, b[k].second)) == float_bits(a[k].second));
+      CHECK(float_bits(pm.unpad(name, b[k].second.grad())) == float_bits(a[k].second.grad()));
+      CHECK(float_bits(pm.unpad(name, padded.opt->exp_avg[k])) ==
+            float_bits(plain.opt->exp_avg[k]));
+      CHECK(float_bits(pm.unpad(name, padded.opt->exp_avg_sq[k])) ==
+            float_bits(plain.opt->exp_avg_sq[k]));
+      if (name != "out_head.weight") continue;
+      // The padding's rows: a zero gradient, and weights and moments +0 bit for bit after the
+      // weight decay and four updates.
+      for (const float g : b[k].second.grad().slice(0, V, Vp).to(DType::Float32).to_vector<float>())
+        CHECK(g == 0.f);
+      for (const Tensor& t : {b[k].second, padded.opt->exp_avg[k], padded.opt->exp_avg_sq[k]})
+        for (const float v : t.slice(0, V, Vp).to(DType::Float32).to_vector<float>())
+          CHECK(std::bit_cast<uint32_t>(v) == 0u);
+    }
+    // Sampling reads the vocabulary's logits only: the unpadded model's tokens.
+    padded.model->eval();
+    plain.model->eval();
+    const std::vector<int64_t> start = {84, 104, 101, 32};
+    CHECK(train::generate_text_simple(*padded.model, start, 6, 16) ==
+          train::generate_text_simple(*plain.model, start, 6, 16));
+    Generator g1(7), g2(7);
+    CHECK(train::generate_cached(*padded.model, start, 20, 16, 1.0, 0, -1, g1) ==
+          train::generate_cached(*plain.model, start, 20, 16, 1.0, 0, -1, g2));
+  }
+}
+
+// The whole run, as `tapegrad train --pad-vocab N`: the printed log, every loss and evaluation,
+// and the checkpoint (every tensor's bytes and every metadata entry but the wall-clock ones) are
+// the unpadded run's, in float32, autocast's bf16 and bf16-pure.
+TEST_CASE("--pad-vocab: the unpadded run's log, losses and checkpoint, bit for bit") {
+  Scratch s;
+  std::ostringstream err;
+  std::vector<double> fp32_losses;
+  for (const std::string precision : {"fp32", "bf16", "bf16-pure"}) {
+    std::string base_log;
+    train::TrainResult base;
+    for (const int64_t pad : {int64_t(1), int64_t(64), int64_t(100)}) {
+      CAPTURE(precision);
+      CAPTURE(pad);
+      train::TrainOptions o = small_options(s);
+      o.precision = precision;
+      o.pad_vocab = pad;
+      o.out_dir = s / (precision + "_" + std::to_string(pad));
+      std::ostringstream out;
+      const train::TrainResult r = train::run_training(o, out, err);
+      if (pad == 1) {
+        base = r, base_log = out.str();
+        if (precision == "fp32") fp32_losses = r.step_losses;
+        continue;
+      }
+      CHECK(out.str() == base_log);
+      CHECK(r.step_losses == base.step_losses);
+      REQUIRE(r.evals.size() == base.evals.size());
+      for (size_t i = 0; i < r.evals.size(); ++i) {
+        CHECK(r.evals[i].train_loss == base.evals[i].train_loss);
+        CHECK(r.evals[i].val_loss == base.evals[i].val_loss);
+      }
+      const SafeTensors x = load_safetensors(s / (precision + "_1/checkpoint.safetensors"));
+      const SafeTensors y = load_safetensors(o.out_dir + "/checkpoint.safetensors");
+      REQUIRE(x.tensors.size() == y.tensors.size());
+      for (size_t i = 0; i < x.tensors.size(); ++i) {
+        CAPTURE(x.tensors[i].first);
+        CHECK(x.tensors[i].first == y.tensors[i].first);
+        CHECK(x.tensors[i].second.shape() == y.tensors[i].second.shape());
+        CHECK(x.tensors[i].second.dtype() == y.tensors[i].second.dtype());
+        CHECK(raw_bytes(x.tensors[i].second) == raw_bytes(y.tensors[i].second));
+      }
+      CHECK(x.metadata.size() == y.metadata.size());
+      for (const auto& [key, value] : x.metadata)
+        if (key != "seconds" && key != "history") CHECK_MESSAGE(y.metadata.at(key) == value, key);
+    }
+  }
+  // Not kept by the checkpoint: stopped padded, resumed unpadded, the unpadded run's bits.
+  CHECK(stopped_and_resumed(s, [](train::TrainOptions& o) { o.pad_vocab = 64; }) == fp32_losses);
 }

@@ -104,11 +104,13 @@ void check_known_tensors(nn::GPTModel& model, const SafeTensors& st, const std::
 }
 
 // Copies the checkpoint's state_dict entries into the model; every name must be present with
-// the model's shape and dtype, finite, and no other tensor may be stored.
+// the model's shape (without --pad-vocab's rows, which are not stored) and dtype, finite, and no
+// other tensor may be stored.
 void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string& path) {
   check_known_tensors(model, st, path);
   nn::NamedTensors sd;
-  for (const auto& [name, t] : model.state_dict()) {
+  for (const auto& [name, held] : model.state_dict()) {
+    const Tensor t = model.unpad(name, held);
     const Tensor* src = st.find(name);
     if (!src)
       throw TrainError(path + ": checkpoint lacks '" + show_name(name) + "' (another model?)");
@@ -117,7 +119,7 @@ void load_weights(nn::GPTModel& model, const SafeTensors& st, const std::string&
                        " in the checkpoint but " + shape_str(t.shape()) +
                        " in this model (a checkpoint from another config)");
     check_finite(*src, name, path);
-    sd.emplace_back(name, *src);
+    sd.emplace_back(name, model.pad(name, *src));
   }
   model.load_state_dict(sd);
 }
@@ -302,15 +304,20 @@ json::Value options_from_checkpoint(const SafeTensors& st, const std::string& pa
 void save_checkpoint(const std::string& path, nn::GPTModel& model, const AdamW& optimizer,
                      const Generator& gen, const RunRecipe& recipe, const RunPosition& pos) {
   // A bf16-pure run's weights and moments as float32 (exactly their bf16 values): one checkpoint
-  // format, which resume, generate and the book's GPTModel read as they are.
-  const auto f32 = [](const Tensor& t) { return t.to(DType::Float32); };
+  // format, which resume, generate and the book's GPTModel read as they are. --pad-vocab's rows
+  // are left out: a padded run stores the unpadded run's tensors, byte for byte.
+  const auto f32 = [&](const std::string& name, const Tensor& t) {
+    return model.unpad(name, t).to(DType::Float32);
+  };
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, f32(t));
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, f32(name, t));
   const auto params = model.named_parameters();
   for (size_t k = 0; k < params.size(); ++k)
-    tensors.emplace_back("optimizer.exp_avg." + params[k].first, f32(optimizer.exp_avg[k]));
+    tensors.emplace_back("optimizer.exp_avg." + params[k].first,
+                         f32(params[k].first, optimizer.exp_avg[k]));
   for (size_t k = 0; k < params.size(); ++k)
-    tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first, f32(optimizer.exp_avg_sq[k]));
+    tensors.emplace_back("optimizer.exp_avg_sq." + params[k].first,
+                         f32(params[k].first, optimizer.exp_avg_sq[k]));
   if (pos.batch > 0)
     tensors.emplace_back("trainer.epoch_order",
                          from_vector(pos.epoch_order, {int64_t(pos.epoch_order.size())}));
@@ -501,10 +508,12 @@ RunPosition restore_checkpoint(const SafeTensors& st, const std::string& path, n
                                                                         : "optimizer.exp_avg_sq.") +
                               params[k].first;
       const Tensor* t = st.find(key);
-      if (!t || t->shape() != params[k].second.shape() || t->dtype() != DType::Float32)
+      const std::string& name = params[k].first;
+      if (!t || t->shape() != model.unpad(name, params[k].second).shape() ||
+          t->dtype() != DType::Float32)
         throw TrainError(path + ": checkpoint lacks optimizer state '" + key + "'");
       check_finite(*t, key, path);
-      (*moments)[k] = t->clone();
+      (*moments)[k] = model.pad(name, *t).clone();
     }
   }
   RunPosition pos;

@@ -107,6 +107,7 @@ nn::GPTConfig resolve_model_config(TrainOptions& opt, const SafeTensors* ckpt,
   if (opt.drop_rate < 0) opt.drop_rate = cfg.drop_rate;
   cfg.drop_rate = opt.drop_rate;
   cfg.attention = opt.attention;
+  cfg.pad_vocab = opt.pad_vocab;
   if (opt.tokenizer.empty()) opt.tokenizer = opt.preset == "tiny" ? "bpe:512" : "gpt2";
   if (opt.tokenizer != "gpt2" && opt.tokenizer.rfind("bpe:", 0) != 0)
     throw TrainError("unknown tokenizer '" + opt.tokenizer + "' (known: gpt2, bpe:N)");

@@ -52,6 +52,7 @@ struct TrainOptions {
   int64_t eval_freq = 5, eval_iter = 5;
   uint64_t seed = 123;
   int threads = 0;  // 0: TAPEGRAD_THREADS, else the cores this process may use (default_threads)
+  int64_t pad_vocab = 1;  // out_head's rows padded to a multiple of this (GPTConfig::pad_vocab)
   std::string out_dir = "out";  // checkpoint.safetensors and loss.svg go here
   std::string log_path;         // JSON lines, one per evaluation
   std::string resume_dir;       // continue from DIR/checkpoint.safetensors
@@ -165,6 +166,13 @@ inline const cli::Command<O> kTrain{
         cli::integer("threads", &O::threads, 1, 1024, "N", "threads of the pool (per rank)")
             .none(0)
             .shown_default("TAPEGRAD_THREADS, or the cores it may run on"),
+        // Not stored: it changes no number and no byte of the checkpoint (which keeps out_head
+        // as [vocab_size, emb_dim]), so a resumed run pads as its own command line says.
+        cli::integer("pad-vocab", &O::pad_vocab, 1, nn::kMaxPadVocab, "N",
+                     "pad out_head's rows (the logits' vocabulary dimension) with zero rows\n"
+                     "to a multiple of N, as llm.c pads 50257 to 50304; the padding takes no\n"
+                     "part in the loss or the samples: the same losses and checkpoint, bit\n"
+                     "for bit. Not kept by the checkpoint: give it again on --resume"),
         cli::path("out", &O::out_dir, "DIR",
                   "checkpoint.safetensors and loss.svg go here; a DIR that holds a\n"
                   "checkpoint is refused unless --resume or --overwrite is given"),

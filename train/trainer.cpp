@@ -30,8 +30,9 @@ std::string to_json(const EvalPoint& p) {
 // ---- losses ----------------------------------------------------------------------------------
 
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model) {
-  const Tensor logits = model(input_batch);  // (b, T, vocab)
-  return cross_entropy(logits.flatten(0, 1), target_batch.flatten());
+  const Tensor logits = model(input_batch);  // (b, T, vocab), or wider (--pad-vocab)
+  // The first vocab_size columns are the classes: a padded vocabulary's are read past in place.
+  return cross_entropy(logits.flatten(0, 1), target_batch.flatten(), model.cfg.vocab_size);
 }
 
 namespace {
@@ -80,6 +81,12 @@ std::pair<double, double> evaluate_model(nn::GPTModel& model, const data::DataLo
 
 namespace {
 
+// The vocabulary's logits of position t of the first sequence: (vocab,), without the padding of
+// a padded vocabulary (--pad-vocab), so no token is ever drawn from it.
+Tensor vocab_row(const nn::GPTModel& model, const Tensor& logits, int64_t t) {
+  return logits.select(0, 0).select(0, t).slice(0, 0, model.cfg.vocab_size).contiguous();
+}
+
 // Logits of the last position for the last context_size tokens of idx: (vocab,)
 Tensor last_logits(nn::GPTModel& model, const std::vector<int64_t>& idx, int64_t context_size) {
   const int64_t n = int64_t(idx.size());
@@ -87,7 +94,7 @@ Tensor last_logits(nn::GPTModel& model, const std::vector<int64_t>& idx, int64_t
   std::vector<int64_t> cond(idx.begin() + start, idx.end());
   const int64_t T = int64_t(cond.size());
   const Tensor logits = model(from_vector(cond, {1, T}));  // (1, T, vocab)
-  return logits.select(0, 0).select(0, T - 1).contiguous();
+  return vocab_row(model, logits, T - 1);
 }
 
 }  // namespace
@@ -175,8 +182,7 @@ std::vector<int64_t> generate_cached(nn::GPTModel& model, std::vector<int64_t> i
     const Tensor logits = model.forward(from_vector(fresh, {1, T}), /*use_cache=*/true,
                                         /*last_only=*/true);
     cache_end = n;
-    const int64_t next =
-        next_token(logits.select(0, 0).select(0, 0).contiguous(), temperature, top_k, gen);
+    const int64_t next = next_token(vocab_row(model, logits, 0), temperature, top_k, gen);
     if (eos_id >= 0 && next == eos_id) break;  // stop at end-of-sequence
     idx.push_back(next);
     if (on_token) on_token(next);

@@ -30,7 +30,8 @@
 
 namespace tg::train {
 
-// cross_entropy(logits.flatten(0, 1), target_batch.flatten())
+// cross_entropy(logits.flatten(0, 1), target_batch.flatten()), over the first vocab_size columns
+// of a padded vocabulary's logits (--pad-vocab: the same loss, read in place)
 Tensor calc_loss_batch(const Tensor& input_batch, const Tensor& target_batch, nn::GPTModel& model);
 // Mean loss over the first num_batches batches (all when num_batches < 0); NaN for an empty
 // loader (without drawing, as the book returns before iterating). Draws from the loader's

@@ -131,17 +131,18 @@ void softmax_rows_backward(int64_t rows, int64_t cols, const float* y, const flo
     t.softmax_rows_backward(hi - lo, cols, y + lo * cols, dy + lo * cols, dx + lo * cols);
   });
 }
-void softmax_stats_rows(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+void softmax_stats_rows(int64_t rows, int64_t cols, int64_t ld, const float* x, float* mx,
+                        float* sum) {
   const KernelTable& t = active_table();
   split(rows, min_rows(cols), 1, [&](int64_t lo, int64_t hi) {
-    t.softmax_stats_rows(hi - lo, cols, x + lo * cols, mx + lo, sum + lo);
+    t.softmax_stats_rows(hi - lo, cols, ld, x + lo * ld, mx + lo, sum + lo);
   });
 }
-void exp_rows_scaled(int64_t rows, int64_t cols, const float* x, const float* mx,
+void exp_rows_scaled(int64_t rows, int64_t cols, int64_t ld, const float* x, const float* mx,
                      const float* scale, float* out) {
   const KernelTable& t = active_table();
   split(rows, min_rows(cols), 1, [&](int64_t lo, int64_t hi) {
-    t.exp_rows_scaled(hi - lo, cols, x + lo * cols, mx + lo, scale + lo, out + lo * cols);
+    t.exp_rows_scaled(hi - lo, cols, ld, x + lo * ld, mx + lo, scale + lo, out + lo * ld);
   });
 }
 void masked_fill(int64_t rows, int64_t cols, const float* x, const uint8_t* mask, int64_t mask_rows,

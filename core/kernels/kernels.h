@@ -8,6 +8,7 @@
 //   GEMM        C[M, N] (+)= A[M, K] · B[K, N]; A and B are addressed by a row stride and a column
 //               stride, so transposed views (Aᵀ, Bᵀ) need no copy.
 //   rows, cols  a 2-D view [rows, cols] of a contiguous buffer; "row" ops work along cols.
+//   ld          where an entry takes one: rows ld >= cols elements apart (the rest of a row unread)
 //   n           number of elements of a flat buffer.
 // Outputs may alias their same-shaped input (out == a) for the elementwise ops, exp, gelu_forward,
 // masked_fill and softmax_rows, and the incoming gradient for gelu_backward (dx == dout) and

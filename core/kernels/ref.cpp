@@ -92,9 +92,9 @@ void softmax_rows_t(int64_t rows, int64_t cols, const T* x, T* y) {
 }
 // softmax_rows' max and sum, nothing stored (cross-entropy keeps the logits instead).
 template <class T>
-void softmax_stats_rows_t(int64_t rows, int64_t cols, const T* x, T* mx, T* sum) {
+void softmax_stats_rows_t(int64_t rows, int64_t cols, int64_t ld, const T* x, T* mx, T* sum) {
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
+    const T* xr = x + r * ld;
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
     T s = 0;
@@ -104,11 +104,10 @@ void softmax_stats_rows_t(int64_t rows, int64_t cols, const T* x, T* mx, T* sum)
   }
 }
 template <class T>
-void exp_rows_scaled_t(int64_t rows, int64_t cols, const T* x, const T* mx, const T* scale,
-                       T* out) {
+void exp_rows_scaled_t(int64_t rows, int64_t cols, int64_t ld, const T* x, const T* mx,
+                       const T* scale, T* out) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = std::exp(x[r * cols + c] - mx[r]) * scale[r];
+    for (int64_t c = 0; c < cols; ++c) out[r * ld + c] = std::exp(x[r * ld + c] - mx[r]) * scale[r];
 }
 // y = softmax(x) so dL/dx_i = y_i (dy_i - sum_j y_j dy_j).
 template <class T>

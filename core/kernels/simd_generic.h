@@ -200,11 +200,13 @@ void softmax_rows_backward_simd(int64_t rows, int64_t cols, const float* y, cons
 }
 
 // ---- softmax statistics (cross-entropy) ------------------------------------------------------
-// softmax_rows' max and exp-sum passes, the same vector arithmetic, nothing stored.
-void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* mx, float* sum) {
+// softmax_rows' max and exp-sum passes, the same vector arithmetic, nothing stored. Each row's
+// vectors start at its first column, so ld (the row stride) changes no bit.
+void softmax_stats_rows_simd(int64_t rows, int64_t cols, int64_t ld, const float* x, float* mx,
+                             float* sum) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
+    const float* xr = x + r * ld;
     V::T vmax = V::set1(ninf);
     for_each_vec(cols, [&](int64_t i, int64_t c) { vmax = V::max(vmax, load_n(xr + i, c, ninf)); });
     const float m = V::hmax(vmax);
@@ -214,7 +216,7 @@ void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* 
     // meanwhile bring the next row into L2, so that its max pass does not wait on memory.
     const bool next = r + 1 < rows;
     for_each_vec(cols, [&](int64_t i, int64_t c) {
-      if (next) __builtin_prefetch(xr + cols + i, 0, 2);
+      if (next) __builtin_prefetch(xr + ld + i, 0, 2);
       vsum = V::add(vsum, exp_v(V::sub(load_n(xr + i, c, ninf), vm)));  // padding adds 0
     });
     mx[r] = m;
@@ -222,15 +224,15 @@ void softmax_stats_rows_simd(int64_t rows, int64_t cols, const float* x, float* 
     sum[r] = m == ninf ? std::numeric_limits<float>::quiet_NaN() : V::hsum(vsum);
   }
 }
-void exp_rows_scaled_simd(int64_t rows, int64_t cols, const float* x, const float* mx,
+void exp_rows_scaled_simd(int64_t rows, int64_t cols, int64_t ld, const float* x, const float* mx,
                           const float* scale, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const V::T vm = V::set1(mx[r]), vs = V::set1(scale[r]);
     // Written for cross_entropy's backward, which overwrites x (out == x): fetch x for writing.
     for_each_vec(cols, [&](int64_t i, int64_t c) {
-      prefetch_ahead<1>(x, r * cols + i, rows * cols);
-      const V::T e = exp_v(V::sub(load_n(x + r * cols + i, c), vm));
-      store_n(out + r * cols + i, V::mul(e, vs), c);
+      prefetch_ahead<1>(x, r * ld + i, rows * ld);
+      const V::T e = exp_v(V::sub(load_n(x + r * ld + i, c), vm));
+      store_n(out + r * ld + i, V::mul(e, vs), c);
     });
   }
 }

@@ -1,6 +1,7 @@
 // softmax, log_softmax and cross_entropy. Each normalises along one dim of a contiguous
 // (outer, L, inner) layout: element (o, l, i) sits at (o*L + l)*inner + i, so dim = -1 is the
 // plain row case (inner = 1) and no op copies to move the dim last.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -134,11 +135,15 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 // probabilities saves writing and re-reading a second buffer of that size. The price: editing the
 // logits in place before backward() raises the saved-tensor version error, where PyTorch (which
 // saves log_softmax's output) would not.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+// num_classes < the row length: the classes are each row's first num_classes columns, the rest a
+// padded vocabulary's (llm.c's padded_vocab_size, train --pad-vocab). The rows are read in place
+// with their full stride, the sums run over the classes only (the bits of the sliced copy's), and
+// the padding's gradient is 0.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t num_classes) {
   if (autocast_enabled() && logits.dtype() == DType::BFloat16)  // on autocast's float32 list
-    return cross_entropy(logits.to(DType::Float32), targets);
+    return cross_entropy(logits.to(DType::Float32), targets, num_classes);
   if (logits.dtype() == DType::BFloat16)
-    return cross_entropy(logits.to(DType::Float32), targets).to(DType::BFloat16);
+    return cross_entropy(logits.to(DType::Float32), targets, num_classes).to(DType::BFloat16);
   detail::check_floating("cross_entropy", logits);
   detail::check_defined("cross_entropy", targets);
   if (targets.dtype() != DType::Int64)
@@ -147,7 +152,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
     fail("cross_entropy", "expected logits (N, C) and targets (N), got ", shape_str(logits.shape()),
          " and ", shape_str(targets.shape()));
   constexpr int64_t kIgnore = -100;
-  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const int64_t N = logits.shape()[0], ld = logits.shape()[1];
+  const int64_t C = num_classes < 0 ? ld : num_classes;
+  if (C > ld)
+    fail("cross_entropy", "num_classes ", C, " is more than the logits' ", ld, " columns (logits ",
+         shape_str(logits.shape()), ")");
   const Tensor t = targets.contiguous();
   const int64_t* tp = t.data<int64_t>();
   int64_t count = 0;
@@ -166,20 +175,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
     using T = decltype(z);
     const T* px = x.data<T>();
     const T *pm = mx.data<T>(), *ps = sums.data<T>();
-    kernels::softmax_stats_rows(N, C, px, mx.data<T>(), sums.data<T>());
+    kernels::softmax_stats_rows(N, C, ld, px, mx.data<T>(), sums.data<T>());
     double total = 0;
     for (int64_t i = 0; i < N; ++i)
       if (tp[i] != kIgnore)
-        total -= double(px[i * C + tp[i]]) - double(pm[i]) - std::log(double(ps[i]));
+        total -= double(px[i * ld + tp[i]]) - double(pm[i]) - std::log(double(ps[i]));
     *loss.data<T>() = T(total / double(count));  // no valid target: 0/0 = nan, as in PyTorch
   });
   if (any_requires_grad({&logits}))
     record("NllLossBackward0", {logits}, {x, mx, sums, t},
-           [N, C, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
+           [N, C, ld, count](Node& n, const Tensor& g) -> std::vector<Tensor> {
              const Tensor& xs = n.saved_tensor(0);
              const int64_t* tt = n.saved_tensor(3).data<int64_t>();
              Tensor d = reusable_saved(n, 0);
-             if (!d.defined()) d = empty({N, C}, xs.dtype());
+             if (!d.defined()) d = empty({N, ld}, xs.dtype());
              detail::dispatch_float("cross_entropy", d.dtype(), [&](auto z) {
                using T = decltype(z);
                const T scale = T(g.item<double>() / double(count));
@@ -187,15 +196,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
                std::vector<T> row_scale(size_t(N), T(0));  // ignored rows: 0
                for (int64_t i = 0; i < N; ++i)
                  if (tt[i] != kIgnore) row_scale[size_t(i)] = scale / ps[i];
-               kernels::exp_rows_scaled(N, C, xs.data<T>(), n.saved_tensor(1).data<T>(),
+               kernels::exp_rows_scaled(N, C, ld, xs.data<T>(), n.saved_tensor(1).data<T>(),
                                         row_scale.data(), d.data<T>());
-               T* pd = d.data<T>();
                for (int64_t i = 0; i < N; ++i) {
-                 if (tt[i] != kIgnore) {
-                   pd[i * C + tt[i]] -= scale;
-                   continue;
-                 }
-                 for (int64_t c = 0; c < C; ++c) pd[i * C + c] = T(0);
+                 T* row = d.data<T>() + i * ld;
+                 // An ignored row, and the padding's columns of every row: no gradient.
+                 std::fill(row + (tt[i] == kIgnore ? 0 : C), row + ld, T(0));
+                 if (tt[i] != kIgnore) row[tt[i]] -= scale;
                }
              });
              return {d};
