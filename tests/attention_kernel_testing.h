@@ -123,4 +123,18 @@ struct Result {
         lse(size_t(s.batch * s.L)) {}
 };
 
+// A [2, 9, S, 16, 16] problem with mask kind 1 (Problem): its row 2 reaches no key, so out 0,
+// lse -inf and a zero dq there, in both problems (out in float32 or bf16 bits: 0 either way).
+template <class OutT>
+void check_row_no_key_reaches(const std::vector<float>& lse, const std::vector<OutT>& out,
+                              const std::vector<float>& dq) {
+  for (int64_t n = 0; n < 2; ++n) {
+    CHECK(lse[size_t(n * 9 + 2)] == -kInf);
+    for (int64_t e = 0; e < 16; ++e) {
+      CHECK(out[size_t((n * 9 + 2) * 16 + e)] == 0);
+      CHECK(dq[size_t((n * 9 + 2) * 16 + e)] == 0.f);
+    }
+  }
+}
+
 }  // namespace tg::testing::attention

@@ -40,11 +40,6 @@ namespace {
 
 using namespace attn;
 
-// The tile grid of the float32 micro-tile (attention_tiles.h).
-Blocks blocks_for(const KernelTable& t) {
-  return attn::blocks_for(t.sgemm_blocking.mr, t.sgemm_blocking.nr);
-}
-
 using TileMatrix = Operand<float>;
 using TileGemm = TileProduct<float>;
 // kᵀ or vᵀ packed into NR-column micro-panels of rows × NR floats, one after another.
@@ -118,12 +113,8 @@ FlexTile flex_tile(const AttnProblem<float>& p, Blocks bl, int64_t n, int64_t i0
 void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, const float* kt,
                    int64_t n, int64_t i0, MatrixBatch<float> out, float* lse) {
   thread_local TileScratch sc;
-  thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.sgemm_blocking.nr;
-  // S = q_i · k_jᵀ, which attn_fwd_tile turns into P∘keep in place.
-  float* const s = s_buf.get(bl.br * bl.bc);
-  const OnlineSoftmax st(o_buf, stat_buf, bl.br, rows, p.Ev);
-  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+  const auto [s, st, keep] = forward_buffers(bl, rows, p.Ev);
   const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
@@ -150,7 +141,7 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
 
 void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<float> out,
              float* lse) {
-  const Blocks bl = blocks_for(t);
+  const Blocks bl = blocks_for(t.sgemm_blocking);
   const int64_t NR = t.sgemm_blocking.nr;
   // kᵀ of every problem, packed once: the B operand of all its score tiles.
   const int64_t kt_size = (p.S + NR - 1) / NR * NR * std::max<int64_t>(p.E, 1);
@@ -226,7 +217,7 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
 }  // namespace
 
 AttnTileSize sdpa_tile_size() {
-  const Blocks bl = blocks_for(active_table());
+  const Blocks bl = blocks_for(active_table().sgemm_blocking);
   return {bl.br, bl.bc};
 }
 
@@ -238,7 +229,7 @@ void sdpa_backward(const AttnProblem<float>& p, MatrixBatch<const float> out,
                    MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
                    MatrixBatch<float> dk, MatrixBatch<float> dv) {
   const KernelTable& t = active_table();
-  const Blocks bl = blocks_for(t);
+  const Blocks bl = blocks_for(t.sgemm_blocking);
   parallel_for(p.batch,
                [&](int64_t n) { backward_problem(t, p, bl, out, dout, lse, dq, dk, dv, n); });
 }

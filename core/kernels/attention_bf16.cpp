@@ -36,10 +36,6 @@ namespace {
 
 using namespace attn;
 
-Blocks blocks_bf16(const KernelTable& t) {
-  return attn::blocks_for(t.gemm_bf16_blocking.mr, t.gemm_bf16_blocking.nr);
-}
-
 using Bf16Matrix = Operand<uint16_t>;
 
 // The packed bf16 NR-column micro-panels (kp pairs each) of a K × N B operand at p, and their
@@ -124,14 +120,10 @@ void forward_block(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
                    const ForwardPanels& pn, int64_t n, int64_t i0, MatrixBatch<uint16_t> out,
                    float* lse) {
   thread_local TileScratch16 sc;
-  thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
   thread_local ScratchOf<uint16_t> p_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.gemm_bf16_blocking.nr;
-  // S = q_i · k_jᵀ, which attn_fwd_tile turns into P∘keep in place; p16 = bf16(P∘keep).
-  float* const s = s_buf.get(bl.br * bl.bc);
-  uint16_t* const p16 = p_buf.get(bl.br * bl.bc);
-  const OnlineSoftmax st(o_buf, stat_buf, bl.br, rows, p.Ev);
-  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
+  const auto [s, st, keep] = forward_buffers(bl, rows, p.Ev);
+  uint16_t* const p16 = p_buf.get(bl.br * bl.bc);  // bf16(P∘keep)
   const Bf16Matrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
@@ -157,7 +149,7 @@ void forward_block(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
 
 void forward(const KernelTable& t, const AttnProblemBf16& p, MatrixBatch<uint16_t> out,
              float* lse) {
-  const Blocks bl = blocks_bf16(t);
+  const Blocks bl = blocks_for(t.gemm_bf16_blocking);
   // kᵀ and v of every problem, packed once: the B operands of all its tiles.
   const int64_t kt_size = packed_size(t, p.E, p.S), v_size = packed_size(t, p.S, p.Ev);
   ScratchOf<uint16_t> kt_buf, v_buf;
@@ -259,7 +251,7 @@ void check_no_mod(const AttnProblemBf16& p) {
 }  // namespace
 
 AttnTileSize sdpa_bf16_tile_size() {
-  const Blocks bl = blocks_bf16(active_table());
+  const Blocks bl = blocks_for(active_table().gemm_bf16_blocking);
   return {bl.br, bl.bc};
 }
 
@@ -273,7 +265,7 @@ void sdpa_backward_bf16(const AttnProblemBf16& p, MatrixBatch<const uint16_t> ou
                         MatrixBatch<float> dk, MatrixBatch<float> dv) {
   check_no_mod(p);
   const KernelTable& t = active_table();
-  const Blocks bl = blocks_bf16(t);
+  const Blocks bl = blocks_for(t.gemm_bf16_blocking);
   const BackwardIo io{out, dout, lse, dq, dk, dv};
   parallel_for(p.batch, [&](int64_t n) { backward_problem(t, p, bl, io, n); });
 }

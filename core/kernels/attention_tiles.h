@@ -21,7 +21,8 @@ namespace tg::kernels::attn {
 struct Blocks {
   int64_t br, bc;
 };
-inline Blocks blocks_for(int64_t MR, int64_t NR) {
+inline Blocks blocks_for(const GemmBlocking& micro_tile) {
+  const int64_t MR = micro_tile.mr, NR = micro_tile.nr;
   return {MR * ((64 + MR - 1) / MR), NR * ((64 + NR - 1) / NR)};
 }
 
@@ -163,6 +164,20 @@ struct OnlineSoftmax {
     }
   }
 };
+
+// A forward query block's per-thread buffers: the tile's scores s (br × bc, S = q_i · k_jᵀ, which
+// attn_fwd_tile turns into P∘keep in place), the online softmax's state and the tile's dropout
+// bytes.
+struct ForwardBlock {
+  float* s;
+  OnlineSoftmax st;
+  uint8_t* keep;
+};
+inline ForwardBlock forward_buffers(Blocks bl, int64_t rows, int64_t Ev) {
+  thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
+  return {s_buf.get(bl.br * bl.bc), OnlineSoftmax(o_buf, stat_buf, bl.br, rows, Ev),
+          reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1))};
+}
 
 // The float32 of an element of q, k, v, out or dout: itself, or a bfloat16's bits widened.
 inline float widened(float x) { return x; }
