@@ -53,6 +53,23 @@ Bf16Matrix pack_b16(const KernelTable& t, int64_t K, int64_t N, const uint16_t* 
   if (K > 0 && N > 0) pack_b_bf16(t, K, N, M, rs, cs, t.gemm_bf16_blocking.nr, out);
   return packed_at(t, K, N, out);
 }
+// A = M[0:rows, 0:K] packed into bf16 MR-row micro-panels (kp pairs each) at out, read in place
+// by tile_gemm (panel: elements between row panels). Only for products that sum all of K (no
+// causal K range: a pair's odd half past a range would not be zero).
+Bf16Matrix pack_a16(const KernelTable& t, int64_t rows, int64_t K, const uint16_t* M, int64_t rs,
+                    int64_t cs, uint16_t* out) {
+  const int64_t MR = t.gemm_bf16_blocking.mr;
+  if (rows > 0 && K > 0) pack_a_bf16(t, rows, K, M, rs, cs, MR, out);
+  return {out, rows, K, 0, 0, std::max<int64_t>(MR * 2 * ((K + 1) / 2), 1)};
+}
+int64_t packed_a_size(const KernelTable& t, int64_t rows, int64_t K) {
+  const int64_t MR = t.gemm_bf16_blocking.mr;
+  return std::max<int64_t>((rows + MR - 1) / MR * MR * 2 * ((K + 1) / 2), 1);
+}
+// Rows [i0, i0 + rows) (i0 a multiple of MR) of packed A panels.
+Bf16Matrix sub_rows(const Bf16Matrix& a, int64_t MR, int64_t i0, int64_t rows) {
+  return {a.p + i0 / MR * a.panel, rows, a.cols, 0, 0, a.panel};
+}
 // Rows [k0, k0 + K) (k0 even) and columns [j0, j0 + N) (j0 a multiple of NR) of packed panels.
 Bf16Matrix sub_panels(const Bf16Matrix& b, int64_t NR, int64_t k0, int64_t K, int64_t j0,
                       int64_t N) {
@@ -66,22 +83,27 @@ struct TileScratch16 {
 };
 
 // One tile's product: each row panel of A, packed over the K range it sums (its start rounded
-// down to a whole pair: the keys it adds have weight 0), against each micro-panel of B (packed
-// here unless it came packed).
+// down to a whole pair: the keys it adds have weight 0) unless it came packed, against each
+// micro-panel of B (packed here unless it came packed).
 void tile_gemm(const KernelTable& t, TileScratch16& sc, const TileGemm16& g) {
   const int64_t MR = t.gemm_bf16_blocking.mr, NR = t.gemm_bf16_blocking.nr;
   const int64_t M = g.a.rows, N = g.b.cols, K = g.a.cols;
   if (M <= 0 || N <= 0) return;
   Bf16Matrix b = g.b;
   if (!b.packed()) b = pack_b16(t, K, N, b.p, b.rs, b.cs, sc.b.get(packed_size(t, K, N)));
-  uint16_t* const ap = sc.a.get(MR * 2 * std::max<int64_t>((K + 1) / 2, 1));
+  uint16_t* const ap =
+      g.a.packed() ? nullptr : sc.a.get(MR * 2 * std::max<int64_t>((K + 1) / 2, 1));
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
     const int64_t m = std::min(MR, M - i0);
     auto [k0, k1] = g.causal.k_range(i0, m, K);
     k0 = k0 / 2 * 2;  // B's pairs start at even k
     const int64_t kc = std::max<int64_t>(k1 - k0, 0);
     if (kc == 0 && g.c.accumulate) continue;
-    pack_a_bf16(t, m, kc, g.a.p + i0 * g.a.rs + k0 * g.a.cs, g.a.rs, g.a.cs, MR, ap);
+    const uint16_t* a = ap;
+    if (g.a.packed())
+      a = g.a.p + i0 / MR * g.a.panel + k0 * MR;
+    else
+      pack_a_bf16(t, m, kc, g.a.p + i0 * g.a.rs + k0 * g.a.cs, g.a.rs, g.a.cs, MR, ap);
     for (int64_t j = 0; j < N; j += NR) {
       const int64_t n = std::min(NR, N - j);
       float* const c = g.c.p + i0 * g.c.ld + j;
@@ -89,7 +111,7 @@ void tile_gemm(const KernelTable& t, TileScratch16& sc, const TileGemm16& g) {
         for (int64_t i = 0; i < m && !g.c.accumulate; ++i) std::fill_n(c + i * g.c.ld, n, 0.f);
         continue;
       }
-      t.gemm_bf16_ukernel((kc + 1) / 2, ap, b.p + j / NR * b.panel + k0 * NR, c, g.c.ld, m, n,
+      t.gemm_bf16_ukernel((kc + 1) / 2, a, b.p + j / NR * b.panel + k0 * NR, c, g.c.ld, m, n,
                           g.c.accumulate);
     }
   }
@@ -120,11 +142,13 @@ void forward_block(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
                    const ForwardPanels& pn, int64_t n, int64_t i0, MatrixBatch<uint16_t> out,
                    float* lse) {
   thread_local TileScratch16 sc;
-  thread_local ScratchOf<uint16_t> p_buf;
+  thread_local ScratchOf<uint16_t> p_buf, q_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.gemm_bf16_blocking.nr;
   const auto [s, st, keep] = forward_buffers(bl, rows, p.Ev);
   uint16_t* const p16 = p_buf.get(bl.br * bl.bc);  // bf16(P∘keep)
-  const Bf16Matrix q_i = rows_of(p.q, n, i0, rows, p.E);
+  // q_i packed once: the A operand of every score tile of this block.
+  const Bf16Matrix q_i =
+      pack_a16(t, rows, p.E, p.q.at(n, i0), p.q.ld, 1, q_buf.get(packed_a_size(t, bl.br, p.E)));
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
     const int64_t cols = std::min(bl.bc, p.S - j0);
@@ -182,8 +206,24 @@ struct KeyBlock {
   int64_t j0, cols;
   Bf16Matrix kt, vt, k;
 };
+// Problem n's q and dout packed once, as A operands (q_i·kᵀ, dout_i·vᵀ) and as B operands
+// (dSᵀ·q_i, Pᵀ·dout_i) of every tile.
+struct QueryPanels {
+  Bf16Matrix q_a, q_b, dout_a, dout_b;
+};
+QueryPanels pack_queries(const KernelTable& t, const AttnProblemBf16& p, const BackwardIo& io,
+                         int64_t n) {
+  thread_local ScratchOf<uint16_t> qa, qb, da, db;
+  const int64_t L = p.L, E = p.E, Ev = p.Ev;
+  const uint16_t *q = p.q.at(n, 0), *dout = io.dout.at(n, 0);
+  return {pack_a16(t, L, E, q, p.q.ld, 1, qa.get(packed_a_size(t, L, E))),
+          pack_b16(t, L, E, q, p.q.ld, 1, qb.get(packed_size(t, L, E))),
+          pack_a16(t, L, Ev, dout, io.dout.ld, 1, da.get(packed_a_size(t, L, Ev))),
+          pack_b16(t, L, Ev, dout, io.dout.ld, 1, db.get(packed_size(t, L, Ev)))};
+}
 void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, const BackwardIo& io,
-                   const float* D, int64_t n, int64_t i0, const KeyBlock& kb) {
+                   const QueryPanels& qp, const float* D, int64_t n, int64_t i0,
+                   const KeyBlock& kb) {
   thread_local TileScratch16 sc;
   thread_local Scratch s_buf, dp_buf, keep_buf;
   thread_local ScratchOf<uint16_t> p_buf, ds_buf;
@@ -194,11 +234,14 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
   uint16_t* const ds16 = ds_buf.get(bl.br * bl.bc);
   auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
   const CausalSkips skip = causal_skips(p.causal, i0 - kb.j0, cols);
-  const Bf16Matrix q_i = rows_of(p.q, n, i0, rows, p.E);
-  const Bf16Matrix dout_i = rows_of(io.dout, n, i0, rows, p.Ev);
+  const int64_t MR = t.gemm_bf16_blocking.mr, NR = t.gemm_bf16_blocking.nr;
   // S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ
-  tile_gemm(t, sc, {.c = into(s, ld), .a = q_i, .b = kb.kt, .causal = skip.cols});
-  tile_gemm(t, sc, {.c = into(dp, ld), .a = dout_i, .b = kb.vt, .causal = skip.cols});
+  tile_gemm(
+      t, sc,
+      {.c = into(s, ld), .a = sub_rows(qp.q_a, MR, i0, rows), .b = kb.kt, .causal = skip.cols});
+  tile_gemm(
+      t, sc,
+      {.c = into(dp, ld), .a = sub_rows(qp.dout_a, MR, i0, rows), .b = kb.vt, .causal = skip.cols});
   const AttnTile tl = make_tile(p, n, i0, kb.j0, rows, cols, ld, keep);
   t.attn_bwd_tile(tl, s, dp, io.lse + n * p.L + i0, D + i0);
   round_tile(t, s, rows, cols, ld, p16);    // bf16(P∘keep)
@@ -207,6 +250,8 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
   // dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
   const TileOut dv_j = add_to(io.dv.at(n, kb.j0), io.dv.ld);
   const TileOut dk_j = add_to(io.dk.at(n, kb.j0), io.dk.ld);
+  const Bf16Matrix dout_i = sub_panels(qp.dout_b, NR, i0, rows, 0, p.Ev);
+  const Bf16Matrix q_i = sub_panels(qp.q_b, NR, i0, rows, 0, p.E);
   tile_gemm(t, sc, {.c = dv_j, .a = pk.transposed(), .b = dout_i, .causal = skip.k_from});
   tile_gemm(t, sc, {.c = dk_j, .a = ds.transposed(), .b = q_i, .causal = skip.k_from});
   tile_gemm(t, sc,
@@ -221,6 +266,7 @@ void backward_problem(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
   float* const D = d_buf.get(std::max<int64_t>(p.L, 1));
   uint16_t* const tmp = tmp_buf.get(std::max<int64_t>(std::max(p.E, p.Ev), 1));
   backward_start(p, io.out, io.dout, io.dq, n, D);
+  const QueryPanels qp = pack_queries(t, p, io, n);
   for (int64_t j0 = 0; j0 < p.S; j0 += bl.bc) {
     const int64_t cols = std::min(bl.bc, p.S - j0);
     const uint16_t* const k = p.k.at(n, j0);
@@ -234,7 +280,7 @@ void backward_problem(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
     }
     // Causal: query blocks wholly above key j0 see none of this block.
     for (int64_t i0 = p.causal ? j0 / bl.br * bl.br : 0; i0 < p.L; i0 += bl.br)
-      backward_tile(t, p, bl, io, D, n, i0, kb);
+      backward_tile(t, p, bl, io, qp, D, n, i0, kb);
     round_rows(t, io.dk.at(n, j0), cols, p.E, io.dk.ld, tmp);
     round_rows(t, io.dv.at(n, j0), cols, p.Ev, io.dv.ld, tmp);
   }
