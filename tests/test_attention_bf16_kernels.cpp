@@ -406,7 +406,7 @@ TEST_CASE("bf16 attention: a row no key reaches gives out 0, lse -inf and zero g
   });
 }
 
-TEST_CASE("bf16 attention: flex attention's hook is refused (its op widens to float32)") {
+TEST_CASE("bf16 attention: flex attention's hook is refused (flex_attention is float32/64 only)") {
   struct NoMod : k::AttnScoreMod {
     k::TileInfo tile(int64_t, int64_t, int64_t) const override { return {}; }
     bool rewrite(int64_t, int64_t, int64_t, int64_t, int64_t, float, float*, int64_t,

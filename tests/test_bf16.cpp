@@ -362,11 +362,12 @@ TEST_CASE("bf16 scaled_dot_product_attention: the bf16 kernel's bits, also under
 // tests/golden/gen_sdpa_bf16.py: PyTorch 2.6's CPU flash kernel on bf16 q, k, v (plain with
 // L != S, causal, an additive bf16 mask), forward and backward. Not the same bits: measured on
 // its output, PyTorch 2.6 rounds the scores q·kᵀ and the sum P·v to bf16 as well as the weights P
-// (its outputs equal that emulation in float64 bit for bit), where ours keeps both in float32
-// (kernels.h; PyTorch's later sources keep them in float32 too). So held here: ours is at least
-// as close to the exact result (our float64 path on the same bf16 values) as PyTorch 2.6's, on
-// average, for out and every gradient; and within 2^-5 of PyTorch's largest value, which its
-// rounded scores allow (|x| reaches about 8 here: a weight off by up to 2^-8·8 = 2^-5 of itself).
+// (a probe of the plain case equals that emulation in float64 bit for bit), where ours keeps both
+// in float32 (kernels.h, as PyTorch's FlashAttentionKernel.cpp source does). So held here: ours
+// is at least as close to the exact result (our float64 path on the same bf16 values) as
+// PyTorch 2.6's, on average, for out and every gradient; and within 2^-5 of PyTorch's largest
+// value, which its rounded scores allow (|x| reaches about 8 here: a weight off by up to
+// 2^-8·8 = 2^-5 of itself).
 namespace {
 struct SdpaGolden {
   std::string name;

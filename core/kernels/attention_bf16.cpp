@@ -1,27 +1,30 @@
 // Fused scaled-dot-product attention in bfloat16: attention.cpp's FlashAttention-2 with q, k, v in
 // bf16, their products on the active table's bf16 GEMM micro-kernel (float32 chains, table.h) and
 // the softmax in float32 through the same tile steps as the float32 kernel. The roundings are
-// where PyTorch's CPU flash attention puts them for a reduced floating type: the softmax's
-// weights before they multiply v (forward) and the weights and dS before they multiply dout, q
-// and k (backward); the statistics and every accumulator stay float32. Formulas and threading
-// contract: kernels.h. No intrinsics here.
+// where PyTorch's CPU flash attention source (FlashAttentionKernel.cpp) puts them for a reduced
+// floating type: the softmax's weights before they multiply v (forward) and the weights and dS
+// before they multiply dout, q and k (backward); the statistics and every accumulator stay
+// float32. (Measured, the PyTorch 2.6 build here also rounds q·kᵀ and P·v: tests/test_bf16.cpp.)
+// Formulas and threading contract: kernels.h. No intrinsics here.
 //
 // Shape legend: per problem q [L, E], k [S, E], v [S, Ev], out [L, Ev]; a tile is `rows` query
 // rows from i0 by `cols` keys from j0, at most br × bc. bf16(x): x rounded to bfloat16.
 //
 // Forward, per (problem, query block i):   m = -inf, l = 0, O = 0 (float32)
 //   for each key block j up to the diagonal:
-//     S = q_i · k_jᵀ                          (bf16 micro-kernel; kᵀ packed once per problem)
+//     S = q_i · k_jᵀ                          (bf16 micro-kernel; kᵀ packed once per problem,
+//                                              q_i once per block)
 //     attn_fwd_tile: P = exp(scale·S + mask − m'), l = l·alpha + Σ P, m = m'; S → P∘keep
 //     O = O·alpha + bf16(P∘keep) · v_j        (bf16 micro-kernel; v packed once per problem)
 //   out_i = bf16(O / l),  lse_i = m + log l
-// Backward, per problem: D = rowsum(dout ∘ out) in float32; for each key block j (kᵀ_j, vᵀ_j and
-// k_j packed once), for each query block i from the diagonal on:
+// Backward, per problem: D = rowsum(dout ∘ out) in float32, q and dout packed once (as A and as B
+// panels); for each key block j (kᵀ_j, vᵀ_j and k_j packed once), for each query block i from the
+// diagonal on:
 //     S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ      (bf16 micro-kernel)
 //     attn_bwd_tile: S → P∘keep, dP → dS = scale · P ∘ (dP∘keep − D)   (float32)
 //     dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
 //   dk_j, dv_j rounded to bf16 precision once their query loop ends; dq once the problem ends.
-// Not here: flex attention (an AttnScoreMod); its op takes the float32 kernel on widened inputs.
+// Not here: flex attention (an AttnScoreMod; flex_attention takes float32 and float64 only).
 #include <algorithm>
 #include <stdexcept>
 

@@ -252,7 +252,8 @@ void sdpa_backward_ref(const AttnProblem<float>& p, MatrixBatch<const float> out
 // ---- fused attention in bfloat16 (attention_bf16.cpp) ------------------------------------------
 // q, k, v and out in bfloat16 (bits, as gemm_bf16's operands); the mask, the scale, keep_scale,
 // lse and the gradients in float32. The formulas above, computed as PyTorch's CPU flash attention
-// computes a reduced floating type, with the roundings to bfloat16 at these points only:
+// source computes a reduced floating type (2.6's build rounds q·kᵀ and P·v too), with the roundings
+// to bfloat16 at these points only:
 //   S  = q·kᵀ                 gemm_bf16's chain (float32), the bf16 operands as they are
 //   P, m, l, lse              float32 (the active table's attn_fwd_tile, as the float32 kernel)
 //   out = (bf16(P∘keep) · v) / l, rounded to bf16 once; O sums gemm_bf16's chain in float32
@@ -265,7 +266,7 @@ void sdpa_backward_ref(const AttnProblem<float>& p, MatrixBatch<const float> out
 // products are the same bits on every path (gemm_bf16's chain), the softmax is not: each path's
 // attn_fwd_tile/attn_bwd_tile has its own exp and sum order, so paths differ in the last float32
 // bits of P, and so in a bf16 rounding now and then. No flex attention (p.mod must be nullptr:
-// std::invalid_argument); its op widens to the float32 kernel.
+// std::invalid_argument; flex_attention itself takes float32 and float64 only).
 using AttnProblemBf16 = AttnProblem<uint16_t, float>;
 // Writes out [L, Ev] (bf16) per problem and lse[n·L + i].
 void sdpa_forward_bf16(const AttnProblemBf16& p, MatrixBatch<uint16_t> out, float* lse);
