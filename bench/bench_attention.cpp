@@ -12,6 +12,12 @@
 // each skipped with a note when absent. Then the memory of the fused core against the book's
 // formula at B = 1, T = 1024, 2048, 4096: the memory a run adds on top of its inputs.
 //
+// --precision bf16 (or fp32,bf16): the attention core also in bfloat16, q, k, v bf16 tensors:
+// ours "core fused" (kernels::sdpa_forward_bf16: bf16 products, float32 softmax) and "core book",
+// PyTorch 2's "core flash" (its CPU flash kernel in bf16) and "core math"; the modules and
+// PyTorch 1.13 stay fp32. The header names the CPU and whether /proc/cpuinfo has avx512_bf16 and
+// amx_bf16 (the units PyTorch's bf16 GEMMs may use).
+//
 // Every measurement runs in its own child process (this binary with --child, or python), so its
 // peak RSS belongs to one configuration and the thread count is set fresh; each prints its
 // output's checksum (sum), the same for ours and PyTorch's when both built the same weights and
@@ -63,7 +69,8 @@ constexpr int64_t kD = 768, kHeads = 12, kHeadDim = 64;
 const char* kOurs = "tapegrad";
 
 struct Measure {
-  std::string side, impl;  // side: tapegrad, or the PyTorch version
+  std::string side, impl;          // side: tapegrad, or the PyTorch version
+  std::string precision = "fp32";  // of the attention core's q, k, v: fp32 or bf16
   int64_t B = 0, T = 0;
   int threads = 0;
   double fwd_ms = NAN, fwdbwd_ms = NAN, checksum = NAN;
@@ -80,7 +87,7 @@ Tensor book_core(const Tensor& q, const Tensor& k, const Tensor& v) {
   return matmul(softmax(s / std::sqrt(double(q.size(-1))), -1), v);
 }
 
-int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
+int run_child(const std::string& impl, int64_t B, int64_t T, int reps, bool bf16) {
   manual_seed(123);
   std::unique_ptr<nn::Module> m;
   Tensor q, k, v, x;
@@ -97,7 +104,10 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
   } else {
     q = randn({B, kHeads, T, kHeadDim}), k = randn({B, kHeads, T, kHeadDim});
     v = randn({B, kHeads, T, kHeadDim});
-    for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
+    for (Tensor* t : {&q, &k, &v}) {
+      if (bf16) *t = t->to(DType::BFloat16);
+      t->requires_grad_();
+    }
   }
   auto forward = [&] {
     if (m) return (*m)(x);
@@ -127,11 +137,12 @@ int run_child(const std::string& impl, int64_t B, int64_t T, int reps) {
   return 0;
 }
 
-// --child IMPL B T REPS: one measurement; what stops it (a size too big for memory) is one line
-// and exit status 1, for the parent to report.
+// --child IMPL B T REPS PRECISION: one measurement; what stops it (a size too big for memory) is
+// one line and exit status 1, for the parent to report.
 int child_main(char** args) {
   try {
-    return run_child(args[0], std::atoll(args[1]), std::atoll(args[2]), std::atoi(args[3]));
+    return run_child(args[0], std::atoll(args[1]), std::atoll(args[2]), std::atoi(args[3]),
+                     std::string(args[4]) == "bf16");
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "bench_attention: out of memory for %s at B=%s T=%s\n", args[0], args[1],
                  args[2]);
@@ -146,6 +157,7 @@ int child_main(char** args) {
 const char* kTorchScript = R"PY(
 import resource, sys, time, torch, torch.nn as nn
 impl, B, T, threads, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+dtype = torch.bfloat16 if sys.argv[8] == "bf16" else torch.float32
 torch.set_num_threads(threads)
 D, H = 768, 12
 
@@ -168,7 +180,7 @@ if impl in modules:
     x = torch.randn(B, T, D)
     forward = lambda: m(x)
 else:
-    q, k, v = (torch.randn(B, H, T, 64).requires_grad_() for _ in range(3))
+    q, k, v = (torch.randn(B, H, T, 64).to(dtype).requires_grad_() for _ in range(3))
     if impl == "core book":
         forward = lambda: book_core(q, k, v)
     else:
@@ -197,21 +209,30 @@ void parse_child(const std::string& out, Measure& m) {
     m.error = "unreadable output: " + out;
 }
 
-Measure measure(const std::vector<std::string>& cmd, const std::string& side,
-                const std::string& impl, int64_t B, int64_t T, int threads, int reps,
-                const std::vector<bench::EnvChange>& env = {}) {
+// One configuration: impl at B, T on `threads` threads in `precision`.
+struct Config {
+  std::string impl;
+  int64_t B, T;
+  int threads;
+  std::string precision;
+};
+
+Measure measure(const std::vector<std::string>& cmd, const std::string& side, const Config& c,
+                int reps, const std::vector<bench::EnvChange>& env = {}) {
   Measure m;
-  m.side = side, m.impl = impl, m.B = B, m.T = T, m.threads = threads;
+  m.side = side, m.impl = c.impl, m.B = c.B, m.T = c.T, m.threads = c.threads;
+  m.precision = c.precision;
   std::vector<std::string> args = cmd;
-  args.insert(args.end(), {impl, std::to_string(B), std::to_string(T)});
-  if (side != kOurs) args.push_back(std::to_string(threads));
+  args.insert(args.end(), {c.impl, std::to_string(c.B), std::to_string(c.T)});
+  if (side != kOurs) args.push_back(std::to_string(c.threads));
   args.push_back(std::to_string(reps));
   if (side != kOurs)
     for (const char* f : {"book_gpt.py", "book_ch03.py"})
       args.push_back(bench::source_text("bench_attention", TAPEGRAD_SOURCE_ROOT,
                                         std::string("tests/golden/") + f));
+  args.push_back(c.precision);
   std::string out;
-  if (bench::run_child(args, threads, out, m.peak_kb, m.error, env)) parse_child(out, m);
+  if (bench::run_child(args, c.threads, out, m.peak_kb, m.error, env)) parse_child(out, m);
   return m;
 }
 
@@ -241,7 +262,7 @@ const Measure* find(const std::vector<Measure>& rs, const std::string& side_pref
                     const std::string& impl, const Measure& like) {
   for (const Measure& r : rs)
     if (r.side.rfind(side_prefix, 0) == 0 && r.impl == impl && r.B == like.B && r.T == like.T &&
-        r.threads == like.threads && r.error.empty())
+        r.threads == like.threads && r.precision == like.precision && r.error.empty())
       return &r;
   return nullptr;
 }
@@ -257,7 +278,7 @@ std::vector<Speedup> speedups(const std::vector<Measure>& rs) {
     for (const Pair& p : kPairs) {
       if (r.impl != p.ours) continue;
       if (const Measure* peer = find(rs, std::string("torch ") + p.peer_side, p.peer, r))
-        out.push_back({p.what, &r, peer});
+        out.push_back({p.what + (r.precision == "fp32" ? "" : " (" + r.precision + ")"), &r, peer});
     }
   }
   return out;
@@ -269,7 +290,8 @@ void print_json(std::ostream& out, const std::vector<Measure>& rs,
   for (size_t i = 0; i < rs.size(); ++i) {
     const Measure& m = rs[i];
     out << "    {\"side\": " << json::quote(m.side) << ", \"impl\": " << json::quote(m.impl)
-        << ", \"B\": " << m.B << ", \"T\": " << m.T << ", \"threads\": " << m.threads
+        << ", \"precision\": " << json::quote(m.precision) << ", \"B\": " << m.B
+        << ", \"T\": " << m.T << ", \"threads\": " << m.threads
         << ", \"fwd_ms\": " << bench::json_number(m.fwd_ms)
         << ", \"fwd_bwd_ms\": " << bench::json_number(m.fwdbwd_ms)
         << ", \"peak_rss_mb\": " << bench::json_number(m.peak_kb / 1024.0)
@@ -291,17 +313,18 @@ void print_json(std::ostream& out, const std::vector<Measure>& rs,
 }
 
 void print_table(const std::vector<Measure>& rs) {
-  std::printf("%-14s %-27s %4s %5s %3s %10s %11s %9s %9s %14s\n", "side", "impl", "B", "T", "thr",
-              "fwd ms", "fwd+bwd ms", "peak MB", "extra MB", "checksum");
+  std::printf("%-14s %-27s %-4s %4s %5s %3s %10s %11s %9s %9s %14s\n", "side", "impl", "prec", "B",
+              "T", "thr", "fwd ms", "fwd+bwd ms", "peak MB", "extra MB", "checksum");
   for (const Measure& m : rs) {
     if (!m.error.empty()) {
-      std::printf("%-14s %-27s %4lld %5lld %3d  error: %s\n", m.side.c_str(), m.impl.c_str(),
-                  (long long)m.B, (long long)m.T, m.threads, m.error.c_str());
+      std::printf("%-14s %-27s %-4s %4lld %5lld %3d  error: %s\n", m.side.c_str(), m.impl.c_str(),
+                  m.precision.c_str(), (long long)m.B, (long long)m.T, m.threads, m.error.c_str());
       continue;
     }
-    std::printf("%-14s %-27s %4lld %5lld %3d %10.1f %11.1f %9.1f %9.1f %14.7g\n", m.side.c_str(),
-                m.impl.c_str(), (long long)m.B, (long long)m.T, m.threads, m.fwd_ms, m.fwdbwd_ms,
-                m.peak_kb / 1024.0, (m.peak_kb - m.base_kb) / 1024.0, m.checksum);
+    std::printf("%-14s %-27s %-4s %4lld %5lld %3d %10.1f %11.1f %9.1f %9.1f %14.7g\n",
+                m.side.c_str(), m.impl.c_str(), m.precision.c_str(), (long long)m.B, (long long)m.T,
+                m.threads, m.fwd_ms, m.fwdbwd_ms, m.peak_kb / 1024.0,
+                (m.peak_kb - m.base_kb) / 1024.0, m.checksum);
   }
   const std::vector<Speedup> sp = speedups(rs);
   if (sp.empty()) return;
@@ -332,19 +355,22 @@ std::vector<std::pair<int64_t, int64_t>> parse_sizes(const std::string& list) {
   return sizes;
 }
 
-// The command line; --child IMPL B T REPS (internal, first) measures in this process and exits.
+// The command line; --child IMPL B T REPS PRECISION (internal, first) measures in this process
+// and exits.
 Options parse_options(int argc, char** argv) {
-  if (argc == 6 && std::string(argv[1]) == "--child") std::exit(child_main(argv + 2));
+  if (argc == 7 && std::string(argv[1]) == "--child") std::exit(child_main(argv + 2));
   Options o;
   bench::parse_command(bench_attention::command(), kProg, argc, argv, o);
   o.threads = bench::int_list(kProg, "--threads", o.threads_list, 1, 1024);
   o.memory_T = bench::int_list(kProg, "--memory", o.memory_list, 1, 65536);
   o.sizes = parse_sizes(o.sizes_list);
+  o.precision = bench::name_list(kProg, "--precision", o.precision_list, {"fp32", "bf16"});
   return o;
 }
 
 // What each side measures: ours the core both ways and the four modules; PyTorch 1.13 the book's
-// formula and classes, PyTorch 2 its SDPA (flash and math) and the classes built on it.
+// formula and classes, PyTorch 2 its SDPA (flash and math) and the classes built on it. In bf16,
+// the cores only, and PyTorch 2's.
 std::vector<std::string> our_impls(bool modules) {
   std::vector<std::string> im = {"core fused", "core book"};
   if (modules)
@@ -353,8 +379,10 @@ std::vector<std::string> our_impls(bool modules) {
   return im;
 }
 
-std::vector<std::string> peer_impls(const Peer& p, bool modules) {
+std::vector<std::string> peer_impls(const Peer& p, bool modules, bool bf16) {
   const bool v1 = p.torch.version.rfind("torch 1.", 0) == 0;
+  if (bf16)
+    return v1 ? std::vector<std::string>{} : std::vector<std::string>{"core flash", "core math"};
   std::vector<std::string> im = v1 ? std::vector<std::string>{"core book"}
                                    : std::vector<std::string>{"core flash", "core math"};
   if (modules) {
@@ -380,23 +408,25 @@ std::vector<Measure> run_all(const Options& o, const std::vector<std::string>& o
   std::vector<Measure> results;
   const bool progress = !o.json && isatty(STDERR_FILENO);  // dots on a terminal only
   for (int t : o.threads)
-    for (auto [B, T] : o.sizes) {
-      for (const std::string& impl : our_impls(!o.no_modules))
-        results.push_back(checked(measure(ours_cmd, kOurs, impl, B, T, t, int(o.reps))));
-      for (const Peer& p : peers) {
-        if (p.torch.version.empty()) continue;
-        std::vector<std::string> cmd = p.torch.launcher;
-        cmd.insert(cmd.end(), {"-c", kTorchScript});
-        for (const std::string& impl : peer_impls(p, !o.no_modules))
-          results.push_back(
-              checked(measure(cmd, p.torch.version, impl, B, T, t, int(o.reps), p.env.changes)));
+    for (auto [B, T] : o.sizes)
+      for (const std::string& prec : o.precision) {
+        const bool bf16 = prec == "bf16";
+        for (const std::string& impl : our_impls(!o.no_modules && !bf16))
+          results.push_back(checked(measure(ours_cmd, kOurs, {impl, B, T, t, prec}, int(o.reps))));
+        for (const Peer& p : peers) {
+          if (p.torch.version.empty()) continue;
+          std::vector<std::string> cmd = p.torch.launcher;
+          cmd.insert(cmd.end(), {"-c", kTorchScript});
+          for (const std::string& impl : peer_impls(p, !o.no_modules, bf16))
+            results.push_back(checked(
+                measure(cmd, p.torch.version, {impl, B, T, t, prec}, int(o.reps), p.env.changes)));
+        }
+        if (progress) std::cerr << "." << std::flush;
       }
-      if (progress) std::cerr << "." << std::flush;
-    }
-  // Memory: the fused core against the book's formula, one run each, B = 1.
+  // Memory: the fused core against the book's formula, one run each, B = 1, float32.
   for (int T : o.memory_T)
     for (const char* impl : {"core fused", "core book"}) {
-      Measure m = checked(measure(ours_cmd, kOurs, impl, 1, T, o.threads.back(), 1));
+      Measure m = checked(measure(ours_cmd, kOurs, {impl, 1, T, o.threads.back(), "fp32"}, 1));
       m.side = "memory";
       results.push_back(m);
     }
@@ -409,6 +439,8 @@ std::string json_header(const Options& o, const std::vector<Peer>& peers,
                         const std::vector<std::string>& notes) {
   std::ostringstream hdr;
   hdr << "\"cpu\": " << json::quote(bench::cpu_model())
+      << ", \"cpu_avx512_bf16\": " << (bench::cpu_has_flag("avx512_bf16") ? "true" : "false")
+      << ", \"cpu_amx_bf16\": " << (bench::cpu_has_flag("amx_bf16") ? "true" : "false")
       << ", \"caches\": " << json::quote(bench::cache_sizes())
       << ", \"isa\": " << json::quote(kernels::active_isa()) << ", \"d\": " << kD
       << ", \"heads\": " << kHeads << ", \"reps\": " << o.reps
@@ -429,8 +461,10 @@ void print_report(const Options& o, const std::vector<Peer>& peers,
                   const std::vector<std::string>& notes, const std::vector<Measure>& results) {
   std::printf("attention, d = %lld, %lld heads of %lld, causal, best of %d\n", (long long)kD,
               (long long)kHeads, (long long)kHeadDim, int(o.reps));
-  std::printf("cpu: %s (%s); our kernels: %s\n", bench::cpu_model().c_str(),
-              bench::cache_sizes().c_str(), kernels::active_isa().c_str());
+  std::printf("cpu: %s (%s); /proc/cpuinfo: avx512_bf16 %s, amx_bf16 %s; our kernels: %s\n",
+              bench::cpu_model().c_str(), bench::cache_sizes().c_str(),
+              bench::cpu_has_flag("avx512_bf16") ? "yes" : "no",
+              bench::cpu_has_flag("amx_bf16") ? "yes" : "no", kernels::active_isa().c_str());
   bench::print_peers(peers);
   for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   print_table(results);
@@ -454,7 +488,8 @@ bool write_svg(const Options& o, const std::vector<Measure>& rs) {
       for (const Measure& m : rs) {
         if (m.threads != t || m.side == "memory" || (m.impl.rfind("core ", 0) == 0) != core)
           continue;
-        const std::string name = m.side + " " + m.impl;
+        const std::string name =
+            m.side + " " + m.impl + (m.precision == "fp32" ? "" : " " + m.precision);
         auto it = std::find_if(p.bars.begin(), p.bars.end(),
                                [&](const train::BarSeries& b) { return b.name == name; });
         if (it == p.bars.end())

@@ -17,8 +17,9 @@ struct Options {
   std::string svg;        // --svg: fwd+bwd ms per size, a chart
   int64_t reps = 3;
   std::string threads_list = "1,2", sizes_list = "8x256,2x1024,8x1024",
-              memory_list = "1024,2048,4096";
+              memory_list = "1024,2048,4096", precision_list = "fp32";
   std::vector<int> threads;
+  std::vector<std::string> precision;  // the list read: fp32, bf16
   std::vector<std::pair<int64_t, int64_t>> sizes;
   std::vector<int> memory_T;
 };
@@ -35,6 +36,9 @@ inline const tg::cli::Command<Options>& command() {
           cli::text("threads", &Options::threads_list, "LIST", "thread counts, comma-separated"),
           cli::text("sizes", &Options::sizes_list, "BxT,...", "batch and context sizes"),
           cli::text("memory", &Options::memory_list, "T,...", "context sizes of the memory rows"),
+          cli::text("precision", &Options::precision_list, "LIST",
+                    "fp32 and/or bf16 (the attention core in bfloat16 beside PyTorch 2's bf16 "
+                    "scaled_dot_product_attention), comma-separated"),
           cli::flag("no-torch", &Options::no_torch, "no PyTorch peers"),
           cli::flag("no-modules", &Options::no_modules, "the attention cores only"),
           cli::flag("notebook", &Options::notebook,

@@ -231,8 +231,8 @@ std::vector<Case> option_cases() {
   return v;
 }
 
-// bench_train --precision: fp32, bf16 and bf16-pure, named exactly; bench_generate's: fp32 and
-// bf16.
+// bench_train --precision: fp32, bf16 and bf16-pure, named exactly; bench_generate's and
+// bench_attention's: fp32 and bf16.
 std::vector<Case> precision_cases() {
   return {
       {{},
@@ -260,6 +260,19 @@ std::vector<Case> precision_cases() {
        {"bench_generate", "--precision=bf16,"},
        2,
        "bench_generate: --precision wants a list of fp32, bf16, got ''"},
+      {{},
+       {"bench_attention", "--precision", "fp16"},
+       2,
+       "bench_attention: --precision wants a list of fp32, bf16, got 'fp16'"},
+      {{},
+       {"bench_attention", "--precision=bf16,"},
+       2,
+       "bench_attention: --precision wants a list of fp32, bf16, got ''"},
+      {{},
+       {"bench_attention", "--precision=BF16", "--no-torch"},
+       2,
+       "bench_attention: --precision wants a list of fp32, bf16, got 'BF16'"},
+      {{}, {"bench_attention", "--precision"}, 2, "bench_attention: --precision needs a value"},
   };
 }
 

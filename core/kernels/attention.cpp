@@ -29,6 +29,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/kernels/attention_tiles.h"
 #include "core/kernels/packing.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
@@ -37,72 +38,14 @@ namespace tg::kernels {
 
 namespace {
 
-// About 64 query rows and 64 keys per tile, in whole micro-tiles: the tile's scores (16 KiB),
-// its packed kᵀ and v panels stay in L1/L2 while the micro-kernel sweeps them.
-struct Blocks {
-  int64_t br, bc;
-};
-Blocks blocks_for(const KernelTable& t) {
-  const int64_t MR = t.sgemm_blocking.mr, NR = t.sgemm_blocking.nr;
-  return {MR * ((64 + MR - 1) / MR), NR * ((64 + NR - 1) / NR)};
-}
+using namespace attn;
 
-// An operand of a tile product: rows × cols, element (r, c) at p[r·rs + c·cs]; or, as B only,
-// packed NR-column micro-panels of rows × NR floats, one after another.
-struct TileMatrix {
-  const float* p = nullptr;
-  int64_t rows = 0, cols = 0, rs = 0, cs = 1;
-  bool packed = false;
-  TileMatrix transposed() const { return {p, cols, rows, cs, rs, false}; }  // unpacked only
-};
-TileMatrix row_major(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  return {p, rows, cols, ld, 1, false};
+using TileMatrix = Operand<float>;
+using TileGemm = TileProduct<float>;
+// kᵀ or vᵀ packed into NR-column micro-panels of rows × NR floats, one after another.
+TileMatrix packed_panels(const float* p, int64_t rows, int64_t cols, int64_t NR) {
+  return {p, rows, cols, 0, 0, rows * NR};
 }
-TileMatrix packed_panels(const float* p, int64_t rows, int64_t cols) {
-  return {p, rows, cols, 0, 0, true};
-}
-// Rows [r0, r0 + rows) of problem n's matrix.
-TileMatrix rows_of(MatrixBatch<const float> m, int64_t n, int64_t r0, int64_t rows, int64_t cols) {
-  return row_major(m.at(n, r0), rows, cols, m.ld);
-}
-
-// On a causal tile's diagonal, scores (r, c) with c > r + diag are zero after the softmax: the
-// products of that corner can be skipped. How a tile GEMM's dims map onto (r, c):
-//   cols    M = r, N = c (S = q·kᵀ, dP = dout·vᵀ): MR × NR tiles wholly past the diagonal are
-//           zero-filled instead of computed;
-//   k_upto  M = r, K = c (out += P·v, dq += dS·k): row panel r0.. sums only k <= r_last + diag;
-//   k_from  M = c, K = r (dv += Pᵀ·dout, dk += dSᵀ·q): row panel c0.. sums only k >= c0 − diag.
-struct Causal {
-  enum Kind { none, cols, k_upto, k_from } kind = none;
-  int64_t diag = 0;
-};
-// The skips of query block i0 against key block j0 (cols keys), one per mapping: only the tile
-// that crosses the diagonal has products to skip.
-struct CausalSkips {
-  Causal cols, k_upto, k_from;
-};
-// (A flex tile's diagonal comes from its TileInfo, see FlexTile.)
-CausalSkips causal_skips(bool causal, int64_t diag, int64_t cols) {
-  const bool crossing = causal && cols - 1 > diag;
-  const auto skip = [&](Causal::Kind k) { return Causal{crossing ? k : Causal::none, diag}; };
-  return {skip(Causal::cols), skip(Causal::k_upto), skip(Causal::k_from)};
-}
-
-// Where a tile product goes: C, rows ld apart, overwritten (into) or added to (add_to).
-struct TileOut {
-  float* p = nullptr;
-  int64_t ld = 0;
-  bool accumulate = false;
-};
-TileOut into(float* p, int64_t ld) { return {p, ld, false}; }
-TileOut add_to(float* p, int64_t ld) { return {p, ld, true}; }
-
-// c (+)= a · b, C being a.rows × b.cols.
-struct TileGemm {
-  TileOut c;
-  TileMatrix a, b;
-  Causal causal;
-};
 
 struct TileScratch {
   Scratch a, b;
@@ -112,7 +55,7 @@ struct TileScratch {
 // place but for its edge panel (N % NR columns), which the caller packed zero-padded into edge.
 std::pair<const float*, int64_t> b_panel(const TileMatrix& b, int64_t NR, const float* edge,
                                          int64_t jp, int64_t k0) {
-  if (b.packed) return {b.p + (jp * b.rows + k0) * NR, NR};
+  if (b.packed()) return {b.p + jp * b.panel + k0 * NR, NR};
   if ((jp + 1) * NR <= b.cols) return {b.p + k0 * b.rs + jp * NR, b.rs};
   return {edge + k0 * NR, NR};
 }
@@ -125,16 +68,14 @@ void tile_gemm(const KernelTable& t, TileScratch& sc, const TileGemm& g) {
   if (M <= 0 || N <= 0) return;
   const ASource a(t, g.a.p, g.a.rs, g.a.cs, true);
   const float* edge = nullptr;
-  if (!g.b.packed && N % NR > 0) {
+  if (!g.b.packed() && N % NR > 0) {
     float* const e = sc.b.get(std::max<int64_t>(K, 1) * NR);
     pack_b(t, K, N % NR, g.b.p + N / NR * NR * g.b.cs, g.b.rs, g.b.cs, NR, e);
     edge = e;
   }
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
-    const int64_t m = std::min(MR, M - i0), last = i0 + m - 1, diag = g.causal.diag;
-    int64_t k0 = 0, k1 = K;
-    if (g.causal.kind == Causal::k_upto) k1 = std::clamp<int64_t>(last + diag + 1, 0, K);
-    if (g.causal.kind == Causal::k_from) k0 = std::clamp<int64_t>(i0 - diag, 0, K);
+    const int64_t m = std::min(MR, M - i0);
+    const auto [k0, k1] = g.causal.k_range(i0, m, K);
     const int64_t kc = k1 - k0;
     if (kc <= 0 && g.c.accumulate) continue;
     float* const ap = sc.a.get(std::max<int64_t>(kc, 1) * MR);
@@ -142,7 +83,7 @@ void tile_gemm(const KernelTable& t, TileScratch& sc, const TileGemm& g) {
     for (int64_t jp = 0; jp * NR < N; ++jp) {
       const int64_t n = std::min(NR, N - jp * NR);
       float* const c = g.c.p + i0 * g.c.ld + jp * NR;
-      if (g.causal.kind == Causal::cols && jp * NR > last + diag) {  // all past the diagonal
+      if (g.causal.past(i0, m, jp * NR)) {  // all past the diagonal
         for (int64_t i = 0; i < m && !g.c.accumulate; ++i) std::fill_n(c + i * g.c.ld, n, 0.f);
         continue;
       }
@@ -150,39 +91,6 @@ void tile_gemm(const KernelTable& t, TileScratch& sc, const TileGemm& g) {
       a.tile(i0, k0, kc, ap, b, ldb, c, g.c.ld, m, n, g.c.accumulate);
     }
   }
-}
-
-// out[c] = bit (b + c) of bits, for c < n: the dropout decisions of one tile row, as bytes. Eight
-// at a time: the byte of bits at b + c (it may straddle two words) spread to eight bytes.
-void unpack_bits(const uint64_t* bits, int64_t b, int64_t n, uint8_t* out) {
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    const int64_t at = b + c, w = at >> 6, sh = at & 63;
-    uint64_t byte = bits[w] >> sh;
-    if (sh > 56) byte |= bits[w + 1] << (64 - sh);
-    // bit k to byte k: copies of the byte in every byte, byte k keeps its bit k, and adding
-    // 0x7F carries any set bit up to bit 7 without leaving the byte
-    const uint64_t t = ((byte & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
-    const uint64_t flags = ((t + 0x7F7F7F7F7F7F7F7Full) >> 7) & 0x0101010101010101ull;
-    std::memcpy(out + c, &flags, 8);
-  }
-  for (; c < n; ++c) out[c] = uint8_t((bits[(b + c) >> 6] >> ((b + c) & 63)) & 1u);
-}
-
-// The tile of problem n at (i0, j0) for the tile steps.
-AttnTile make_tile(const AttnProblem<float>& p, int64_t n, int64_t i0, int64_t j0, int64_t rows,
-                   int64_t cols, int64_t ld, uint8_t* keep) {
-  AttnTile tl;
-  tl.rows = rows, tl.cols = cols, tl.ld = ld, tl.scale = p.scale;
-  if (p.mask.base != nullptr)
-    tl.mask = p.mask.at(n, i0) + j0 * p.mask_cs, tl.mask_ld = p.mask.ld, tl.mask_cs = p.mask_cs;
-  tl.causal = p.causal, tl.diag = i0 - j0;
-  if (p.keep_bits != nullptr) {
-    for (int64_t r = 0; r < rows; ++r)
-      unpack_bits(p.keep_bits, (n * p.L + i0 + r) * p.S + j0, cols, keep + r * ld);
-    tl.keep = keep, tl.keep_ld = ld, tl.keep_scale = p.keep_scale;
-  }
-  return tl;
 }
 
 // Flex attention (AttnScoreMod): whether the tile of query block i0 by key block j0 is skipped
@@ -201,26 +109,12 @@ FlexTile flex_tile(const AttnProblem<float>& p, Blocks bl, int64_t n, int64_t i0
           causal_skips(partial, ti.diag, cols)};
 }
 
-// Keys a causal query block [i0, i0 + rows) can see: [0, min(S, i0 + rows)).
-int64_t keys_seen(const AttnProblem<float>& p, int64_t i0, int64_t rows) {
-  return p.causal ? std::min(p.S, i0 + rows) : p.S;
-}
-
 // One query block of the forward (see the top of the file). kt: problem n's packed kᵀ panels.
 void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, const float* kt,
                    int64_t n, int64_t i0, MatrixBatch<float> out, float* lse) {
   thread_local TileScratch sc;
-  thread_local Scratch s_buf, o_buf, stat_buf, keep_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), NR = t.sgemm_blocking.nr;
-  // S = q_i · k_jᵀ, which attn_fwd_tile turns into P∘keep in place.
-  float* const s = s_buf.get(bl.br * bl.bc);
-  float* const o = o_buf.get(bl.br * std::max<int64_t>(p.Ev, 1));  // O, not yet divided by l
-  float* const m = stat_buf.get(3 * bl.br);
-  float *const l = m + bl.br, *const alpha = l + bl.br;
-  auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
-  std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + rows, 0.f);
-  std::fill(o, o + rows * p.Ev, 0.f);
+  const auto [s, st, keep] = forward_buffers(bl, rows, p.Ev);
   const TileMatrix q_i = rows_of(p.q, n, i0, rows, p.E);
   const int64_t jend = keys_seen(p, i0, rows);
   for (int64_t j0 = 0; j0 < jend; j0 += bl.bc) {
@@ -228,33 +122,26 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
     const FlexTile fx = flex_tile(p, bl, n, i0, j0, cols);
     if (fx.skip) continue;
     const CausalSkips& skip = fx.skips;
-    const TileMatrix kt_j = packed_panels(kt + j0 / NR * p.E * NR, p.E, cols);
+    const TileMatrix kt_j = packed_panels(kt + j0 / NR * p.E * NR, p.E, cols, NR);
     const TileMatrix v_j = rows_of(p.v, n, j0, cols, p.Ev);
     // S = q_i · k_jᵀ
     tile_gemm(t, sc, {.c = into(s, bl.bc), .a = q_i, .b = kt_j, .causal = skip.cols});
     AttnTile tl = make_tile(p, n, i0, j0, rows, cols, bl.bc, keep);
     if (fx.rewrite && p.mod->rewrite(n, i0, j0, rows, cols, p.scale, s, bl.bc, nullptr))
       tl.scale = 1;
-    t.attn_fwd_tile(tl, s, m, l, alpha);
+    t.attn_fwd_tile(tl, s, st.m, st.l, st.alpha);
     const TileMatrix p_keep = row_major(s, rows, cols, bl.bc);
-    for (int64_t r = 0; r < rows; ++r)
-      if (alpha[r] != 1.f)
-        for (int64_t e = 0; e < p.Ev; ++e) o[r * p.Ev + e] *= alpha[r];
+    st.rescale();
     // O = O·alpha + (P∘keep) · v_j
-    tile_gemm(t, sc, {.c = add_to(o, p.Ev), .a = p_keep, .b = v_j, .causal = skip.k_upto});
+    tile_gemm(t, sc, {.c = add_to(st.o, p.Ev), .a = p_keep, .b = v_j, .causal = skip.k_upto});
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float* dst = out.at(n, i0 + r);
-    const bool none = l[r] == 0.f;  // no key reaches this row
-    const float inv = none ? 0.f : 1.f / l[r];
-    for (int64_t e = 0; e < p.Ev; ++e) dst[e] = o[r * p.Ev + e] * inv;
-    lse[n * p.L + i0 + r] = none ? -std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
-  }
+  st.finish(lse + n * p.L + i0);  // O / l
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(st.o + r * p.Ev, p.Ev, out.at(n, i0 + r));
 }
 
 void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<float> out,
              float* lse) {
-  const Blocks bl = blocks_for(t);
+  const Blocks bl = blocks_for(t.sgemm_blocking);
   const int64_t NR = t.sgemm_blocking.nr;
   // kᵀ of every problem, packed once: the B operand of all its score tiles.
   const int64_t kt_size = (p.S + NR - 1) / NR * NR * std::max<int64_t>(p.E, 1);
@@ -263,25 +150,9 @@ void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<floa
   parallel_for(p.batch, [&](int64_t n) {
     if (p.S > 0) pack_b(t, p.E, p.S, p.k.at(n, 0), 1, p.k.ld, NR, kt + n * kt_size);
   });
-  // One problem's blocks one after another, so that its kᵀ and v stay in cache between them;
-  // within a problem, the blocks further down (which see more keys) first.
-  const int64_t nqb = (p.L + bl.br - 1) / bl.br;
-  parallel_for(p.batch * nqb, [&](int64_t task) {
-    const int64_t n = task / nqb, ib = nqb - 1 - task % nqb;
-    forward_block(t, p, bl, kt + n * kt_size, n, ib * bl.br, out, lse);
+  for_each_query_block(p.batch, p.L, bl.br, [&](int64_t n, int64_t i0) {
+    forward_block(t, p, bl, kt + n * kt_size, n, i0, out, lse);
   });
-}
-
-// D = rowsum(dout ∘ out) of problem n, and dq = 0 (it accumulates over key blocks).
-void backward_start(const AttnProblem<float>& p, MatrixBatch<const float> out,
-                    MatrixBatch<const float> dout, MatrixBatch<float> dq, int64_t n, float* D) {
-  for (int64_t i = 0; i < p.L; ++i) {
-    const float *go = dout.at(n, i), *o = out.at(n, i);
-    float d = 0.f;
-    for (int64_t e = 0; e < p.Ev; ++e) d += go[e] * o[e];
-    D[i] = d;
-    std::fill(dq.at(n, i), dq.at(n, i) + p.E, 0.f);
-  }
 }
 
 // The backward of problem n (see the top of the file).
@@ -310,7 +181,8 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
       std::fill(dk.at(n, j0 + c), dk.at(n, j0 + c) + p.E, 0.f);
       std::fill(dv.at(n, j0 + c), dv.at(n, j0 + c) + p.Ev, 0.f);
     }
-    const TileMatrix kt_j = packed_panels(kt, p.E, cols), vt_j = packed_panels(vt, p.Ev, cols);
+    const TileMatrix kt_j = packed_panels(kt, p.E, cols, NR);
+    const TileMatrix vt_j = packed_panels(vt, p.Ev, cols, NR);
     const TileMatrix k_j = rows_of(p.k, n, j0, cols, p.E);
     const TileOut dk_j = add_to(dk.at(n, j0), dk.ld), dv_j = add_to(dv.at(n, j0), dv.ld);
     // Causal: query blocks wholly above key j0 see none of this block.
@@ -345,7 +217,7 @@ void backward_problem(const KernelTable& t, const AttnProblem<float>& p, Blocks 
 }  // namespace
 
 AttnTileSize sdpa_tile_size() {
-  const Blocks bl = blocks_for(active_table());
+  const Blocks bl = blocks_for(active_table().sgemm_blocking);
   return {bl.br, bl.bc};
 }
 
@@ -357,7 +229,7 @@ void sdpa_backward(const AttnProblem<float>& p, MatrixBatch<const float> out,
                    MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
                    MatrixBatch<float> dk, MatrixBatch<float> dv) {
   const KernelTable& t = active_table();
-  const Blocks bl = blocks_for(t);
+  const Blocks bl = blocks_for(t.sgemm_blocking);
   parallel_for(p.batch,
                [&](int64_t n) { backward_problem(t, p, bl, out, dout, lse, dq, dk, dv, n); });
 }

@@ -211,18 +211,20 @@ struct AttnScoreMod {
   virtual double element(int64_t n, int64_t i, int64_t j, double scaled, double* grad) const = 0;
 };
 
-template <class T>
+// T: the elements of q, k and v; F: the scale, the mask and keep_scale (T but for bfloat16,
+// whose problem keeps them in float32: AttnProblemBf16 below).
+template <class T, class F = T>
 struct AttnProblem {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
-  T scale = 1;
+  F scale = 1;
   bool causal = false;
   MatrixBatch<const T> q, k, v;
-  MatrixBatch<const T> mask;  // base == nullptr: no mask
+  MatrixBatch<const F> mask;  // base == nullptr: no mask
   int64_t mask_cs = 1;
   // Dropout: bit (n·L + i)·S + j of keep_bits (bit b in word b / 64, from the least significant
   // bit) set = kept, as the composite's mask drawn over a [batch, L, S] tensor; nullptr: none.
   const uint64_t* keep_bits = nullptr;
-  T keep_scale = 1;
+  F keep_scale = 1;
   const AttnScoreMod* mod = nullptr;  // flex attention (not with causal); nullptr: none
 };
 // The fused kernel's tile (query rows br × keys bc) on the active path: the grid of TileKind.
@@ -247,6 +249,35 @@ void sdpa_forward_ref(const AttnProblem<float>& p, MatrixBatch<float> out, float
 void sdpa_backward_ref(const AttnProblem<float>& p, MatrixBatch<const float> out,
                        MatrixBatch<const float> dout, const float* lse, MatrixBatch<float> dq,
                        MatrixBatch<float> dk, MatrixBatch<float> dv);
+
+// ---- fused attention in bfloat16 (attention_bf16.cpp) ------------------------------------------
+// q, k, v and out in bfloat16 (bits, as gemm_bf16's operands); the mask, the scale, keep_scale,
+// lse and the gradients in float32. The formulas above, computed as PyTorch's CPU flash attention
+// source computes a reduced floating type (2.6's build rounds q·kᵀ and P·v too), with the roundings
+// to bfloat16 at these points only:
+//   S  = q·kᵀ                 gemm_bf16's chain (float32), the bf16 operands as they are
+//   P, m, l, lse              float32 (the active table's attn_fwd_tile, as the float32 kernel)
+//   out = (bf16(P∘keep) · v) / l, rounded to bf16 once; O sums gemm_bf16's chain in float32
+// Backward, D = rowsum(dout ∘ out) from the bf16 dout and out, in float32:
+//   dP = dout·vᵀ (chain, float32);  P and dS = scale·P∘(dP∘keep − D) in float32 (attn_bwd_tile)
+//   dv += bf16(P∘keep)ᵀ · dout,  dk += bf16(dS)ᵀ · q,  dq += bf16(dS) · k   (chains in float32)
+//   dq, dk, dv are written in float32, each rounded to bfloat16's precision once at the end
+//   (the caller narrows them to bf16 exactly, or keeps float32 for a float32 leaf under autocast).
+// The threading contract is the float32 kernel's: the same bits for any thread count. The
+// products are the same bits on every path (gemm_bf16's chain), the softmax is not: each path's
+// attn_fwd_tile/attn_bwd_tile has its own exp and sum order, so paths differ in the last float32
+// bits of P, and so in a bf16 rounding now and then. No flex attention (p.mod must be nullptr:
+// std::invalid_argument; flex_attention itself takes float32 and float64 only).
+using AttnProblemBf16 = AttnProblem<uint16_t, float>;
+// Writes out [L, Ev] (bf16) per problem and lse[n·L + i].
+void sdpa_forward_bf16(const AttnProblemBf16& p, MatrixBatch<uint16_t> out, float* lse);
+// From the forward's out and lse and dout (bf16): overwrites dq, dk, dv (float32 holding bf16
+// values) of every problem; none may alias another or an input.
+void sdpa_backward_bf16(const AttnProblemBf16& p, MatrixBatch<const uint16_t> out,
+                        MatrixBatch<const uint16_t> dout, const float* lse, MatrixBatch<float> dq,
+                        MatrixBatch<float> dk, MatrixBatch<float> dv);
+// The bf16 kernel's tile on the active path (AttnTileSize's grid, from the bf16 micro-tile).
+AttnTileSize sdpa_bf16_tile_size();
 
 // ---- dispatch -----------------------------------------------------------------------------------
 // Paths compiled into this binary AND supported by this CPU, slowest first ("scalar" always).

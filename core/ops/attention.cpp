@@ -1,6 +1,8 @@
 // scaled_dot_product_attention: PyTorch 2's F.scaled_dot_product_attention as one node on the
-// tape, over the fused kernel of core/kernels/attention.cpp (float32) or its row-by-row reference
-// (float64). The composite it replaces, the book's §3.5 formula:
+// tape, over the fused kernel of core/kernels/attention.cpp (float32), its bfloat16 variant
+// attention_bf16.cpp (bf16 q, k, v, also under autocast: products in bf16, softmax and sums in
+// float32, the weights rounded to bf16 where PyTorch's CPU flash kernel rounds them) or its
+// row-by-row reference (float64). The composite it replaces, the book's §3.5 formula:
 //   attn = softmax(q·kᵀ · scale + mask) (causal: j ≤ i),  attn = dropout(attn, p),  out = attn · v
 //
 // Forward (per matrix of the batch; the kernel stores only out and the row's log-sum-exp):
@@ -11,11 +13,13 @@
 //   in the forward: x = q·kᵀ · scale  so  dq = dx · k · scale,  dk = dxᵀ · q · scale
 // A float attn_mask that requires grad takes the composite route (PyTorch's math path does too),
 // so that its gradient exists; any other mask is fused.
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <new>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -79,9 +83,9 @@ Dims check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
 // broadcasts it to (..., L, S) through strides, see batched_mask), its keys adjacent or all one
 // value (a last dim of size 1 or stride 0); any other last-dim stride (a transposed mask) is
 // copied. A bool mask keeps True (0) and removes False (-inf), as PyTorch's.
-Tensor additive_mask(const Tensor& mask, const Tensor& q, const Dims& d) {
-  if (mask.dtype() != DType::Bool && mask.dtype() != q.dtype())
-    fail(kOp, "attn_mask must be bool or have the query's dtype ", dtype_name(q.dtype()), ", got ",
+Tensor additive_mask(const Tensor& mask, DType dt, const Dims& d) {
+  if (mask.dtype() != DType::Bool && mask.dtype() != dt)
+    fail(kOp, "attn_mask must be bool or have the query's dtype ", dtype_name(dt), ", got ",
          dtype_name(mask.dtype()));
   const Shape full = with_last2(d.batch, d.L, d.S);
   Shape b;
@@ -95,8 +99,7 @@ Tensor additive_mask(const Tensor& mask, const Tensor& q, const Dims& d) {
          " does not broadcast to the attention weights' shape ", shape_str(full));
   Tensor m = mask.detach();
   if (mask.dtype() == DType::Bool)
-    m = where(m, zeros({}, q.dtype()),
-              tg::full({}, -std::numeric_limits<double>::infinity(), q.dtype()));
+    m = where(m, zeros({}, dt), tg::full({}, -std::numeric_limits<double>::infinity(), dt));
   if (m.dim() > 0 && m.size(-1) > 1 && m.strides().back() > 1) m = m.contiguous();  // transposed
   return m;
 }
@@ -187,37 +190,56 @@ Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return matmul(dropout(w, p, true, gen), v);
 }
 
-// The problem the kernel solves, over operands it can read.
+// The kernels' element type for T: bfloat16 is read as its bits (kernels.h), others as they are.
 template <class T>
+struct KernelElem {
+  using type = T;
+};
+template <>
+struct KernelElem<bfloat16> {
+  using type = uint16_t;
+};
+template <class T>
+auto kernel_view(kernels::MatrixBatch<T> m) {
+  using E = typename KernelElem<std::remove_const_t<T>>::type;
+  using U = std::conditional_t<std::is_const_v<T>, const E, E>;
+  return kernels::MatrixBatch<U>{reinterpret_cast<U*>(m.base), m.ld, m.off};
+}
+
+// The problem the kernel solves, over operands it can read: q, k, v of type T, the mask and the
+// scales of type F (float32 for bfloat16's kernel).
+template <class T, class F = T>
 struct Prepared {
   Dims d;
   bool causal = false;
   double scale = 1;
-  BatchedTensor<const T> q, k, v, mask;  // mask.tensor undefined: none
+  BatchedTensor<const T> q, k, v;
+  BatchedTensor<const F> mask;  // mask.tensor undefined: none
   int64_t mask_cs = 1;
   std::shared_ptr<std::vector<uint64_t>> bits;
-  T keep_scale = 1;
+  F keep_scale = 1;
 
-  kernels::AttnProblem<T> problem() const {
-    kernels::AttnProblem<T> p;
+  kernels::AttnProblem<typename KernelElem<T>::type, F> problem() const {
+    kernels::AttnProblem<typename KernelElem<T>::type, F> p;
     p.batch = numel_of(d.batch), p.L = d.L, p.S = d.S, p.E = d.E, p.Ev = d.Ev;
-    p.scale = T(scale), p.causal = causal;
-    p.q = q.matrices(), p.k = k.matrices(), p.v = v.matrices();
+    p.scale = F(scale), p.causal = causal;
+    p.q = kernel_view(q.matrices()), p.k = kernel_view(k.matrices());
+    p.v = kernel_view(v.matrices());
     if (mask.tensor.defined()) p.mask = mask.matrices(), p.mask_cs = mask_cs;
     if (bits) p.keep_bits = bits->data(), p.keep_scale = keep_scale;
     return p;
   }
 };
 
-template <class T>
-Prepared<T> prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                    const Dims& d, bool causal, double scale) {
-  Prepared<T> pr;
+template <class T, class F = T>
+Prepared<T, F> prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                       const Dims& d, bool causal, double scale) {
+  Prepared<T, F> pr;
   pr.d = d, pr.causal = causal, pr.scale = scale;
   pr.q = batched<const T>(q, d.batch);
   pr.k = batched<const T>(k, d.batch);
   pr.v = batched<const T>(v, d.batch);
-  if (mask.defined()) pr.mask = batched_mask<T>(mask, d, pr.mask_cs);
+  if (mask.defined()) pr.mask = batched_mask<F>(mask, d, pr.mask_cs);
   return pr;
 }
 
@@ -269,27 +291,90 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   return out;
 }
 
+// ---- bfloat16: kernels::sdpa_forward_bf16 (bf16 products, float32 softmax and sums) ----
+// The gradient of a bf16 route's input from the kernel's (float32 holding bf16 values): summed
+// over the leading dims the input broadcast over (that sum rounded to bf16 once more, as a bf16
+// gradient's sum is), in the input's dtype: bf16, or float32 for a float32 input under autocast
+// (what the cast's ToCopyBackward0 makes of the bf16 gradient, as autocast_linear keeps it).
+Tensor input_grad(const Tensor& g, const Shape& shape, DType dt) {
+  Tensor s = sum_to(g, shape);
+  if (dt == DType::BFloat16 || s.shape() != g.shape()) s = s.to(DType::BFloat16);
+  return s.to(dt);
+}
+
+// q16, k16, v16: the bf16 operands; in: the inputs the node takes gradients for (themselves, or
+// the float32 tensors autocast cast to them off the tape: one node, as autocast_linear's).
+// mask: additive in float32 (or undefined).
+Tensor fused_bf16(const std::array<Tensor, 3>& in, const std::array<Tensor, 3>& x16,
+                  const Tensor& mask, const Dims& d, bool causal, double scale, double p,
+                  Generator* gen) {
+  auto pr = prepare<bfloat16, float>(x16[0], x16[1], x16[2], mask, d, causal, scale);
+  const int64_t nb = numel_of(d.batch);
+  if (p > 0)
+    pr.bits = draw_keep_bits(nb * d.L * d.S, p, gen), pr.keep_scale = keep_scale_of<float>(p);
+  Tensor out = new_result(x16[0], d.batch, d.L, d.Ev, DType::BFloat16);
+  Tensor lse = empty({nb * d.L}, DType::Float32);
+  try {  // the kernel packs each problem's kᵀ and v: an expanded key can be too long for it
+    kernels::sdpa_forward_bf16(
+        pr.problem(), kernel_view(batched<bfloat16>(out, d.batch).matrices()), lse.data<float>());
+  } catch (const std::bad_alloc&) {
+    fail(kOp, "out of memory packing a key of length ", d.S, " (query ", shape_str(x16[0].shape()),
+         ", key ", shape_str(x16[1].shape()), ")");
+  }
+  if (!any_requires_grad({&in[0], &in[1], &in[2]})) return out;
+  std::vector<Tensor> save = {x16[0], x16[1], x16[2], out, lse};
+  if (mask.defined()) save.push_back(mask);
+  record(
+      "ScaledDotProductFlashAttentionForCpuBackward0", {in[0], in[1], in[2]}, save,
+      [d, causal, scale, bits = pr.bits, ks = pr.keep_scale,
+       dt = std::array{in[0].dtype(), in[1].dtype(), in[2].dtype()}](
+          Node& n, const Tensor& g) -> std::vector<Tensor> {
+        const Tensor &q = n.saved_tensor(0), &k = n.saved_tensor(1), &v = n.saved_tensor(2);
+        auto pr = prepare<bfloat16, float>(
+            q, k, v, n.saved.size() > 5 ? n.saved_tensor(5) : Tensor(), d, causal, scale);
+        pr.bits = bits, pr.keep_scale = ks;
+        const auto out = batched<const bfloat16>(n.saved_tensor(3), d.batch);
+        const auto dout = batched<const bfloat16>(g.to(DType::BFloat16), d.batch);
+        const auto dq = batched<float>(new_result(q, d.batch, d.L, d.E, DType::Float32), d.batch);
+        const auto dk = batched<float>(new_result(k, d.batch, d.S, d.E, DType::Float32), d.batch);
+        const auto dv = batched<float>(new_result(v, d.batch, d.S, d.Ev, DType::Float32), d.batch);
+        kernels::sdpa_backward_bf16(pr.problem(), kernel_view(out.matrices()),
+                                    kernel_view(dout.matrices()), n.saved_tensor(4).data<float>(),
+                                    dq.matrices(), dk.matrices(), dv.matrices());
+        return {n.needs(0) ? input_grad(dq.tensor, q.shape(), dt[0]) : Tensor(),
+                n.needs(1) ? input_grad(dk.tensor, k.shape(), dt[1]) : Tensor(),
+                n.needs(2) ? input_grad(dv.tensor, v.shape(), dt[2]) : Tensor()};
+      },
+      {&out});
+  return out;
+}
+
+// A bf16 attention whose float mask needs its gradient: the composite in float32 on operands
+// widened on the tape (under autocast, cast to bf16 first, as torch.autocast casts them), its
+// result rounded once.
+Tensor composite_bf16(const Tensor& query, const Tensor& key, const Tensor& value,
+                      const Tensor& mask, double p, double scale, Generator* gen) {
+  const auto f32 = [](const Tensor& t) { return detail::autocast_bf16(t).to(DType::Float32); };
+  const Tensor q = f32(query), k = f32(key), v = f32(value);
+  AutocastGuard in_float32(false);
+  return composite(q, k, v, mask.to(DType::Float32), p, scale, gen).to(DType::BFloat16);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
-  if (autocast_enabled()) {
-    const Tensor q = detail::autocast_bf16(query), k = detail::autocast_bf16(key);
-    const Tensor v = detail::autocast_bf16(value);
-    if (!q.same(query) || !k.same(key) || !v.same(value))
-      return scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
-  }
-  const Dims d = check_shapes(query, key, value);
-  if (query.dtype() == DType::BFloat16) {  // in float32, the result rounded once
-    AutocastGuard in_float32(false);
-    const auto f32 = [](const Tensor& t) {
-      return t.defined() && is_floating(t.dtype()) ? t.to(DType::Float32) : t;
-    };
-    return scaled_dot_product_attention(f32(query), f32(key), f32(value), f32(attn_mask), dropout_p,
-                                        is_causal, scale, gen)
-        .to(DType::BFloat16);
-  }
+  // Under autocast, float32 operands become bf16 off the tape: the bf16 node takes their
+  // gradients (fused_bf16).
+  const auto operand = [](const Tensor& t) {
+    return autocast_enabled() && t.defined() && t.dtype() == DType::Float32
+               ? t.detach().to(DType::BFloat16)
+               : t;
+  };
+  const Tensor q16 = operand(query), k16 = operand(key), v16 = operand(value);
+  const Dims d = check_shapes(q16, k16, v16);
+  const bool bf16 = q16.dtype() == DType::BFloat16;
   if (!(dropout_p >= 0 && dropout_p <= 1))
     fail(kOp, "dropout_p must be in [0, 1], got ", dropout_p);
   if (scale && !std::isfinite(*scale)) fail(kOp, "scale must be finite, got ", *scale);
@@ -299,9 +384,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     fail(kOp, "query and key have E = 0, where the default scale 1/sqrt(E) is undefined (pass a ",
          "scale)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(double(d.E));
-  Tensor mask = attn_mask.defined() ? additive_mask(attn_mask, query, d) : Tensor();
+  // bf16: the mask added in float32 (a floating mask widened, as the softmax reads it).
+  const Tensor m = bf16 && attn_mask.defined() && is_floating(attn_mask.dtype())
+                       ? attn_mask.detach().to(DType::Float32)
+                       : attn_mask;
+  Tensor mask = m.defined() ? additive_mask(m, bf16 ? DType::Float32 : query.dtype(), d) : Tensor();
   if (attn_mask.defined() && attn_mask.requires_grad() && grad_enabled())
-    return composite(query, key, value, attn_mask, dropout_p, sc, gen);
+    return bf16 ? composite_bf16(query, key, value, attn_mask, dropout_p, sc, gen)
+                : composite(query, key, value, attn_mask, dropout_p, sc, gen);
+  if (bf16)
+    return fused_bf16({query, key, value}, {q16, k16, v16}, mask, d, is_causal, sc, dropout_p, gen);
   return detail::dispatch_float(kOp, query.dtype(), [&](auto z) {
     return fused<decltype(z)>(query, key, value, mask, d, is_causal, sc, dropout_p, gen);
   });
