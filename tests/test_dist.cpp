@@ -342,6 +342,18 @@ std::vector<Row> rows_for_build(std::vector<Row> rows, size_t asan_row) {
 #endif
 }
 
+// Cases that check what mpirun and the processes do (refusals, failures, resumes across process
+// counts, cores), not memory: the release build runs them; under AddressSanitizer (every rank ~5x
+// slower) they took 3 of the sanitizer run's 7 minutes, while the code they reach runs there in
+// the cases left (the promise's own row, DDP's checks, the pieces in-process).
+bool release_only() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 TEST_CASE("mpirun -np N gives --micro-batches N's log and checkpoint, N = 2, 3, 4") {
@@ -369,7 +381,8 @@ TEST_CASE("mpirun -np N gives --micro-batches N's log and checkpoint, N = 2, 3, 
 
 // --pad-vocab changes no number under mpirun either: the padded rows' zero gradients travel in
 // the exchange (the flat gradient is longer) and their AdamW shards stay 0; clipping gathers them.
-TEST_CASE("mpirun -np 2 --pad-vocab 100 gives one unpadded process's log and checkpoint") {
+TEST_CASE("mpirun -np 2 --pad-vocab 100 gives one unpadded process's log and checkpoint" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -382,7 +395,8 @@ TEST_CASE("mpirun -np 2 --pad-vocab 100 gives one unpadded process's log and che
 
 // Several micro-batches per rank (K/N > 1): rank r computes micro-batches r*K/N .. (r+1)*K/N - 1,
 // and the K gradients must still be added in micro-batch order, as one process adds them.
-TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-batches K") {
+TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-batches K" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -404,7 +418,8 @@ TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-
   }
 }
 
-TEST_CASE("a checkpoint of K = 4 micro-batches resumes from N ranks under N' to the same bits") {
+TEST_CASE("a checkpoint of K = 4 micro-batches resumes from N ranks under N' to the same bits" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -430,7 +445,8 @@ TEST_CASE("a checkpoint of K = 4 micro-batches resumes from N ranks under N' to 
   }
 }
 
-TEST_CASE("a checkpoint resumes under another process count to the uninterrupted run's bits") {
+TEST_CASE("a checkpoint resumes under another process count to the uninterrupted run's bits" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -456,7 +472,8 @@ TEST_CASE("a checkpoint resumes under another process count to the uninterrupted
                               "split among 4 processes; give a multiple of 4\n") == 0);
 }
 
-TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other options") {
+TEST_CASE("mpirun refusals: a batch the ranks do not divide, ranks with other options" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -503,7 +520,8 @@ std::string default_threads_of(const Dir& d, const std::string& launch, const st
 
 }  // namespace
 
-TEST_CASE("without --threads a run takes the cores its affinity allows, shared by ranks alike") {
+TEST_CASE("without --threads a run takes the cores its affinity allows, shared by ranks alike" *
+          doctest::skip(release_only())) {
   if (std::system("command -v taskset > /dev/null 2>&1") != 0) {
     MESSAGE("skipped: no taskset");
     return;
@@ -582,7 +600,8 @@ std::string unset_shown(const char* name, const std::string& value) {
 
 }  // namespace
 
-TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds, in one line") {
+TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds, in one line" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -653,7 +672,8 @@ TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds
 // DIR on rank 0's machine only (rank 1 runs where the relative path is not): rank 0 reads its
 // config, weights and tokenizer and sends what the others need, so the job trains as one process
 // does. (Before DIR's own tokenizer was used, this fixture was refused at GPT-2's 50257 tokens.)
-TEST_CASE("mpirun: --init-from DIR on rank 0's machine only trains") {
+TEST_CASE("mpirun: --init-from DIR on rank 0's machine only trains" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
@@ -674,7 +694,8 @@ TEST_CASE("mpirun: --init-from DIR on rank 0's machine only trains") {
 
 // An error one rank meets alone in the middle of a step (its own memory: rank 1 runs under
 // ulimit -v): that rank names itself and ends the job, which no longer waits for it for ever.
-TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, naming itself") {
+TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, naming itself" *
+          doctest::skip(release_only())) {
 #if defined(__SANITIZE_ADDRESS__)
   MESSAGE("skipped: ulimit -v leaves AddressSanitizer no room for its shadow memory");
   return;
@@ -755,7 +776,8 @@ void write_gpt2_folder(const std::string& dir) {
 
 // Rank 0 reads --init-from DIR and sends it: rank 1 runs in a folder where the relative DIR is
 // not (another machine), and the run is still one process's with --micro-batches 2.
-TEST_CASE("mpirun: --init-from DIR is needed on rank 0's machine only") {
+TEST_CASE("mpirun: --init-from DIR is needed on rank 0's machine only" *
+          doctest::skip(release_only())) {
   if (!have_mpirun()) {
     MESSAGE("skipped: this build has no MPI or mpirun is missing");
     return;
