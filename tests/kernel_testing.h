@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ inline std::vector<float> randv(std::mt19937& g, int64_t n, float lo = -1.f, flo
   std::vector<float> v(static_cast<size_t>(n > 0 ? n : 0));
   for (auto& x : v) x = d(g);
   return v;
+}
+
+// Whether a and b hold the same floats bit for bit (-0 is not +0; empty vectors are equal).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
 // Runs body once per available path with that path active; restores the default afterwards.

@@ -24,6 +24,7 @@
 namespace k = tg::kernels;
 using tg::testing::for_each_isa;
 using tg::testing::randv;
+using tg::testing::same_bits;
 using namespace tg::testing::attention;
 
 namespace {
@@ -84,10 +85,8 @@ struct Result16 {
         dk(s.batch, s.S, s.E),
         dv(s.batch, s.S, s.Ev) {}
   bool operator==(const Result16& o) const {
-    return out.x == o.out.x && std::memcmp(lse.data(), o.lse.data(), lse.size() * 4) == 0 &&
-           std::memcmp(dq.x.data(), o.dq.x.data(), dq.x.size() * 4) == 0 &&
-           std::memcmp(dk.x.data(), o.dk.x.data(), dk.x.size() * 4) == 0 &&
-           std::memcmp(dv.x.data(), o.dv.x.data(), dv.x.size() * 4) == 0;
+    return out.x == o.out.x && same_bits(lse, o.lse) && same_bits(dq.x, o.dq.x) &&
+           same_bits(dk.x, o.dk.x) && same_bits(dv.x, o.dv.x);
   }
 };
 
@@ -261,7 +260,7 @@ TEST_CASE("bf16 attention: within bf16's precision of the float32 reference, eve
         for (const Out* o : {&got.dq, &got.dk, &got.dv}) {
           std::vector<float> r = o->x;
           round_in_place(r);
-          CHECK(std::memcmp(r.data(), o->x.data(), r.size() * 4) == 0);
+          CHECK(same_bits(r, o->x));
         }
       });
     }
@@ -367,10 +366,10 @@ TEST_CASE("bf16 attention: each path gives the bits of its algorithm written pla
         plain_forward(pr.p, want);
         plain_backward(pr.p, dout.bits, want);
         CHECK(got.out.x == want.out.x);
-        CHECK(std::memcmp(got.lse.data(), want.lse.data(), got.lse.size() * 4) == 0);
-        CHECK(std::memcmp(got.dq.x.data(), want.dq.x.data(), got.dq.x.size() * 4) == 0);
-        CHECK(std::memcmp(got.dk.x.data(), want.dk.x.data(), got.dk.x.size() * 4) == 0);
-        CHECK(std::memcmp(got.dv.x.data(), want.dv.x.data(), got.dv.x.size() * 4) == 0);
+        CHECK(same_bits(got.lse, want.lse));
+        CHECK(same_bits(got.dq.x, want.dq.x));
+        CHECK(same_bits(got.dk.x, want.dk.x));
+        CHECK(same_bits(got.dv.x, want.dv.x));
       });
     }
 }
