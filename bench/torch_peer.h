@@ -17,6 +17,7 @@
 #include "bench/cli_args.h"
 #include "bench/peer_env.h"
 #include "core/kernels/kernels.h"
+#include "core/tensor.h"
 
 namespace bench {
 
@@ -122,6 +123,10 @@ print("ATen %s, %s" % (cap or "unknown", blas))
 // and the header says so either way.
 inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::string& kernels) {
   PeerEnv env = torch_env(isa);
+  if (tg::huge_pages_enabled())
+    peer_var(env, "THP_MEM_ALLOC_ENABLE", "1",
+             "PyTorch's allocator (2.x) asks for transparent huge pages for big tensors, as ours "
+             "does (TAPEGRAD_HUGE_PAGES=0 turns both off)");
   TorchKernels k = torch_kernels(p, env);
   const size_t at = k.kernels.find("OpenBLAS ");
   if ((isa == "avx512" || isa == "avx512_bf16") && at != std::string::npos) {

@@ -2,10 +2,15 @@
 #include "core/tensor.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <sstream>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "core/autograd.h"
 #include "core/impl.h"
@@ -35,12 +40,41 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 // --- storage ---
+// Buffers of 2 MiB and more are 2 MiB-aligned and asked of Linux as transparent huge pages
+// (madvise, what PyTorch's THP_MEM_ALLOC_ENABLE=1 does): a first touch then faults once per 2 MiB
+// instead of once per 4 KiB. On the VMs here a 4 KiB fault costs ~13 us, so a fresh 384 MiB score
+// tensor spent 1.3 s in faults, 0.06 s with huge pages (Zen 5 VM, measured). TAPEGRAD_HUGE_PAGES=0
+// turns it off. Where the kernel refuses, the advice is ignored and nothing else changes.
+bool parse_huge_pages(const char* text) {
+  if (text == nullptr || *text == '\0' || std::string(text) == "1") return true;
+  if (std::string(text) == "0") return false;
+  throw std::invalid_argument(std::string("TAPEGRAD_HUGE_PAGES='") + text +
+                              "' is not a switch: use 1 (the default) or 0");
+}
+
+bool huge_pages_enabled() {
+  static const bool on = parse_huge_pages(std::getenv("TAPEGRAD_HUGE_PAGES"));
+  return on;
+}
+
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+
+size_t storage_alignment(size_t n) {
+  return n >= kHugePage && huge_pages_enabled() ? kHugePage : 64;
+}
+}  // namespace
+
 // The nothrow form: under AddressSanitizer the throwing operator new aborts instead of throwing.
 Storage::Storage(size_t n) : nbytes(n) {
-  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(64), std::nothrow);
+  const size_t align = storage_alignment(n);
+  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(align), std::nothrow);
   if (data == nullptr) throw std::bad_alloc();
+#ifdef __linux__
+  if (align == kHugePage) madvise(data, n, MADV_HUGEPAGE);
+#endif
 }
-Storage::~Storage() { ::operator delete(data, std::align_val_t(64)); }
+Storage::~Storage() { ::operator delete(data, std::align_val_t(storage_alignment(nbytes))); }
 
 std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op) {
   const int64_t nbytes = checked_nbytes(shape, dtype, op);

@@ -129,6 +129,7 @@ std::vector<Case> settings_cases() {
       "8192, NC at most 65536), e.g. 240,256,1024";
   const std::string threads =
       "TAPEGRAD_THREADS='0' is not a thread count: use an integer from 1 to 1024";
+  const std::string huge = "TAPEGRAD_HUGE_PAGES='on' is not a switch: use 1 (the default) or 0";
   const std::string unknown =
       "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, avx512_bf16, "
       "neon";
@@ -137,6 +138,7 @@ std::vector<Case> settings_cases() {
     v.push_back({{"TAPEGRAD_ISA=avx512x"}, {p}, 2, p + ": " + unknown});
     v.push_back({{"TAPEGRAD_GEMM_BLOCKING=1,2"}, {p}, 2, p + ": " + blocking});
     v.push_back({{"TAPEGRAD_THREADS=0"}, {p}, 2, p + ": " + threads});
+    v.push_back({{"TAPEGRAD_HUGE_PAGES=on"}, {p}, 2, p + ": " + huge});
 #if defined(__x86_64__)
     v.push_back({{"TAPEGRAD_ISA=neon"},
                  {p},

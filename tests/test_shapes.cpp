@@ -252,6 +252,29 @@ TEST_CASE("a thread count past the pool's limit is refused saying the limit") {
   CHECK(what_of([] { set_num_threads(0); }) == "set_num_threads(0): need 1 to 1024 threads");
 }
 
+TEST_CASE("TAPEGRAD_HUGE_PAGES is 1, 0 or unset, and anything else is refused naming it") {
+  CHECK(parse_huge_pages(nullptr));
+  CHECK(parse_huge_pages(""));
+  CHECK(parse_huge_pages("1"));
+  CHECK_FALSE(parse_huge_pages("0"));
+  for (const char* bad : {"yes", "2", " 1", "01", "off"})
+    CHECK(what_of([&] { parse_huge_pages(bad); }) ==
+          std::string("TAPEGRAD_HUGE_PAGES='") + bad +
+              "' is not a switch: use 1 (the default) or 0");
+}
+
+TEST_CASE("a tensor past the huge-page size keeps its values through views, copies and frees") {
+  // 2 MiB and more: a 2 MiB-aligned buffer given to madvise; one byte less: the 64-byte one.
+  for (const int64_t n : {int64_t(1) << 19, (int64_t(1) << 19) - 16, int64_t(3) << 19}) {
+    const Tensor a = arange(double(0), double(n), 1.0);
+    CHECK(reinterpret_cast<uintptr_t>(a.data<float>()) % 64 == 0);
+    const Tensor b = a.slice(0, 1, n).contiguous() + 1.0;
+    CHECK(b.numel() == n - 1);
+    CHECK(b.data<float>()[0] == 2.0f);
+    CHECK(b.data<float>()[n - 2] == float(n));
+  }
+}
+
 TEST_CASE("a tensor with a zero dimension is contiguous and goes through views as in PyTorch") {
   manual_seed(0);
   const Tensor x = randn({2, 0, 8});

@@ -147,6 +147,10 @@ std::vector<Entry> setting_entries() {
     if (const char* t = std::getenv("TAPEGRAD_THREADS"); t && *t) parse_thread_count(t);
     return Read();
   });
+  setting("TAPEGRAD_HUGE_PAGES", [] {  // checked only: where memory sits changes no number
+    huge_pages_enabled();
+    return Read();
+  });
   setting("TAPEGRAD_BUCKET_MB", [] {
     const std::string mb = typed_number(bucket_mb_from_env());
     return Read(mb, mb);
