@@ -264,8 +264,8 @@ TEST_CASE("TAPEGRAD_HUGE_PAGES is 1, 0 or unset, and anything else is refused na
 }
 
 TEST_CASE("a tensor past the huge-page size keeps its values through views, copies and frees") {
-  // 2 MiB and more: a 2 MiB-aligned buffer given to madvise; one byte less: the 64-byte one.
-  for (const int64_t n : {int64_t(1) << 19, (int64_t(1) << 19) - 16, int64_t(3) << 19}) {
+  // 32 MiB and more: a 2 MiB-aligned buffer given to madvise; 64 bytes less: the 64-byte one.
+  for (const int64_t n : {int64_t(1) << 23, (int64_t(1) << 23) - 16, int64_t(3) << 22}) {
     const Tensor a = arange(double(0), double(n), 1.0);
     CHECK(reinterpret_cast<uintptr_t>(a.data<float>()) % 64 == 0);
     const Tensor b = a.slice(0, 1, n).contiguous() + 1.0;
