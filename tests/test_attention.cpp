@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels/kernels.h"
 #include "core/rng.h"
 #include "core/threadpool.h"
 #include "tests/gradcheck.h"
@@ -335,6 +336,43 @@ TEST_CASE("sdpa is bit-identical for 1, 2 and 3 threads: causal or padding mask,
     }
   }
   set_num_threads(before);
+}
+
+// The same values and gradients, for the kernel's view of the mask: the bool mask's -inf empties
+// whole tiles, which the kernel skips (core/ops/attention.cpp: MaskTiles); -1e30 in their place
+// empties none (every tile runs), and removes the same keys exactly (exp(-1e30 - m) is 0). Every
+// row keeps keys, so both give the same softmax; == on the values (a skipped +0 may be a -0).
+TEST_CASE("sdpa with a mask that empties whole tiles skips them and changes no value") {
+  const kernels::AttnTileSize ts = kernels::sdpa_tile_size();
+  const int64_t L = 4 * ts.br + 5, S = 4 * ts.bc + 3, E = 24;
+  // Documents of 1.5 tiles' length (so tiles are empty, full or partial): rows and keys of the
+  // same document take part.
+  std::vector<float> same(size_t(L * S));
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < S; ++j)
+      same[size_t(i * S + j)] = i / (3 * ts.br / 2) == j / (3 * ts.bc / 2);
+  const Tensor keep = gt(from_vector(same, {L, S}), 0.5);
+  const Tensor far = where(keep, zeros({}), full({}, -1e30));
+  manual_seed(5);
+  const Tensor q0 = randn({2, 3, L, E}), k0 = randn({2, 3, S, E}), v0 = randn({2, 3, S, E});
+  std::vector<std::vector<float>> got[2];
+  for (int skip = 0; skip < 2; ++skip) {
+    Tensor q = q0.detach(), k = k0.detach(), v = v0.detach();
+    q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+    const Tensor out = scaled_dot_product_attention(q, k, v, skip ? keep : far);
+    (out * out).sum().backward();
+    got[skip] = {out.contiguous().to_vector<float>(), q.grad().contiguous().to_vector<float>(),
+                 k.grad().contiguous().to_vector<float>(),
+                 v.grad().contiguous().to_vector<float>()};
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(got[0][i] == got[1][i]);
+  }
+  // And against the composite, which has no tiles.
+  const Tensor q = q0.detach(), k = k0.detach(), v = v0.detach();
+  check_rel(scaled_dot_product_attention(q, k, v, keep), book_attention(q, k, v, false, keep), 1e-5,
+            "document mask");
 }
 
 TEST_CASE("sdpa errors: query, key and value (undefined, dtype, dims, shapes)") {

@@ -13,6 +13,7 @@
 //   in the forward: x = q·kᵀ · scale  so  dq = dx · k · scale,  dk = dxᵀ · q · scale
 // A float attn_mask that requires grad takes the composite route (PyTorch's math path does too),
 // so that its gradient exists; any other mask is fused.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -20,6 +21,7 @@
 #include <new>
 #include <optional>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -243,6 +245,80 @@ Prepared<T, F> prepare(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return pr;
 }
 
+// The tiles of the kernel's grid that a mask empties (every key -inf), for the kernel to skip
+// through flex attention's hook (kernels.h: AttnScoreMod), as it skips causal tiles past the
+// diagonal. Skipping one changes no bit: its P is 0, so the online softmax's m, l and O pass
+// through it unchanged (alpha = 1) and its gradients are 0. The bonus notebook's section 6 mask
+// (triu(ones, 1).bool(), True: takes part) empties half the tiles. Every other tile runs with its
+// mask as before. Problems that share a mask matrix (a mask broadcast over batch and heads) share
+// one scan. Not used when q or k holds a NaN or an infinity: an emptied tile would then carry
+// NaN (NaN + -inf) into its rows, as PyTorch's kernel does, and skipping would drop it.
+class MaskTiles final : public kernels::AttnScoreMod {
+ public:
+  MaskTiles(const kernels::AttnProblem<float>& p, kernels::AttnTileSize ts)
+      : nbr_((p.L + ts.br - 1) / ts.br), nbc_((p.S + ts.bc - 1) / ts.bc) {
+    std::unordered_map<int64_t, size_t> seen;  // mask offset -> its scan in empty_
+    which_.resize(size_t(p.batch));
+    for (int64_t n = 0; n < p.batch; ++n) {
+      const auto [at, fresh] = seen.emplace(p.mask.off[n], seen.size());
+      which_[size_t(n)] = at->second;
+      if (fresh) scan(p, ts, n);
+    }
+  }
+  bool any_empty() const { return std::find(empty_.begin(), empty_.end(), 1) != empty_.end(); }
+  kernels::TileInfo tile(int64_t n, int64_t ib, int64_t jb) const override {
+    const size_t at = which_[size_t(n)] * size_t(nbr_ * nbc_) + size_t(ib * nbc_ + jb);
+    return {empty_[at] ? kernels::TileKind::empty : kernels::TileKind::full, 0};
+  }
+  // No tile is partial, so the kernel never asks these.
+  bool rewrite(int64_t, int64_t, int64_t, int64_t, int64_t, float, float*, int64_t,
+               float*) const override {
+    return false;
+  }
+  double element(int64_t, int64_t, int64_t, double scaled, double* grad) const override {
+    *grad = 1;
+    return scaled;
+  }
+
+ private:
+  void scan(const kernels::AttnProblem<float>& p, kernels::AttnTileSize ts, int64_t n) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t ib = 0; ib < nbr_; ++ib)
+      for (int64_t jb = 0; jb < nbc_; ++jb) {
+        bool empty = true;
+        for (int64_t i = ib * ts.br; i < std::min(p.L, (ib + 1) * ts.br) && empty; ++i) {
+          const float* row = p.mask.at(n, i);
+          for (int64_t j = jb * ts.bc; j < std::min(p.S, (jb + 1) * ts.bc) && empty; ++j)
+            empty = row[j * p.mask_cs] == ninf;
+        }
+        empty_.push_back(empty ? 1 : 0);
+      }
+  }
+  int64_t nbr_, nbc_;
+  std::vector<size_t> which_;  // per problem: which scan
+  std::vector<uint8_t> empty_;
+};
+
+// Whether every element of the rows of q (or k) is finite.
+bool all_finite(kernels::MatrixBatch<const float> m, int64_t batch, int64_t rows, int64_t cols) {
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* r = m.at(n, i);
+      for (int64_t j = 0; j < cols; ++j)
+        if (!std::isfinite(r[j])) return false;
+    }
+  return true;
+}
+
+// The emptied tiles of a float32 problem with a mask, or null where there are none to skip.
+std::shared_ptr<const MaskTiles> mask_tiles(const kernels::AttnProblem<float>& p) {
+  if (p.mask.base == nullptr || p.causal || p.mod != nullptr || p.L == 0 || p.S == 0)
+    return nullptr;
+  if (!all_finite(p.q, p.batch, p.L, p.E) || !all_finite(p.k, p.batch, p.S, p.E)) return nullptr;
+  auto t = std::make_shared<const MaskTiles>(p, kernels::sdpa_tile_size());
+  return t->any_empty() ? t : nullptr;
+}
+
 // F.dropout's kept value: 1/(1-p) rounded to the dtype, as its mask holds it.
 template <class T>
 T keep_scale_of(double p) {
@@ -258,8 +334,15 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   if (p > 0) pr.bits = draw_keep_bits(nb * d.L * d.S, p, gen), pr.keep_scale = keep_scale_of<T>(p);
   Tensor out = new_result(query, d.batch, d.L, d.Ev, query.dtype());
   Tensor lse = empty({nb * d.L}, query.dtype());
+  std::shared_ptr<const MaskTiles> tiles;
+  if constexpr (std::is_same_v<T, float>) tiles = mask_tiles(pr.problem());
+  const auto problem = [&](const Prepared<T>& prep) {
+    auto pb = prep.problem();
+    if constexpr (std::is_same_v<T, float>) pb.mod = tiles.get();
+    return pb;
+  };
   try {  // the kernel packs each problem's kᵀ (S × E): an expanded key can be too long for it
-    kernels::sdpa_forward(pr.problem(), batched<T>(out, d.batch).matrices(), lse.data<T>());
+    kernels::sdpa_forward(problem(pr), batched<T>(out, d.batch).matrices(), lse.data<T>());
   } catch (const std::bad_alloc&) {
     fail(kOp, "out of memory packing a key of length ", d.S, " (query ", shape_str(query.shape()),
          ", key ", shape_str(key.shape()), ")");
@@ -268,7 +351,7 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   std::vector<Tensor> save = {query, key, value, out, lse};
   if (mask.defined()) save.push_back(mask);
   record("ScaledDotProductFlashAttentionForCpuBackward0", {query, key, value}, save,
-         [d, causal, scale, bits = pr.bits, ks = pr.keep_scale](
+         [d, causal, scale, bits = pr.bits, ks = pr.keep_scale, tiles](
              Node& n, const Tensor& g) -> std::vector<Tensor> {
            const Tensor &q = n.saved_tensor(0), &k = n.saved_tensor(1), &v = n.saved_tensor(2);
            Prepared<T> pr = prepare<T>(q, k, v, n.saved.size() > 5 ? n.saved_tensor(5) : Tensor(),
@@ -279,7 +362,9 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
            const auto dq = batched<T>(new_result(q, d.batch, d.L, d.E, g.dtype()), d.batch);
            const auto dk = batched<T>(new_result(k, d.batch, d.S, d.E, g.dtype()), d.batch);
            const auto dv = batched<T>(new_result(v, d.batch, d.S, d.Ev, g.dtype()), d.batch);
-           kernels::sdpa_backward(pr.problem(), out.matrices(), dout.matrices(),
+           auto pb = pr.problem();
+           if constexpr (std::is_same_v<T, float>) pb.mod = tiles.get();
+           kernels::sdpa_backward(pb, out.matrices(), dout.matrices(),
                                   n.saved_tensor(4).template data<T>(), dq.matrices(),
                                   dk.matrices(), dv.matrices());
            // Leading dims an input broadcast over get their gradients summed back.
