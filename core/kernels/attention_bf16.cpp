@@ -65,6 +65,18 @@ Bf16Matrix pack_a16(const KernelTable& t, int64_t rows, int64_t K, const uint16_
   if (rows > 0 && K > 0) pack_a_bf16(t, rows, K, M, rs, cs, MR, out);
   return {out, rows, K, 0, 0, std::max<int64_t>(MR * 2 * ((K + 1) / 2), 1)};
 }
+// A = Mᵀ for M[0:K, 0:rows] row-major (rows ld apart): the transposed tile operands of dv and dk
+// (bf16(P∘keep)ᵀ, bf16(dS)ᵀ) packed into MR-row micro-panels. Their pairs of k are pairs of M's
+// rows side by side, the B panels' layout with MR for NR: pack_b_bf16's interleave of two rows,
+// where pack_a_bf16 would gather element by element down M's columns. Their causal skips are
+// k_from ranges, which end at K: tile_gemm reads them from their first pair on, as its own packing
+// of that range would hold them.
+Bf16Matrix pack_a16_transposed(const KernelTable& t, int64_t rows, int64_t K, const uint16_t* M,
+                               int64_t ld, uint16_t* out) {
+  const int64_t MR = t.gemm_bf16_blocking.mr;
+  if (rows > 0 && K > 0) pack_b_bf16(t, K, rows, M, ld, 1, MR, out);
+  return {out, rows, K, 0, 0, std::max<int64_t>(MR * 2 * ((K + 1) / 2), 1)};
+}
 int64_t packed_a_size(const KernelTable& t, int64_t rows, int64_t K) {
   const int64_t MR = t.gemm_bf16_blocking.mr;
   return std::max<int64_t>((rows + MR - 1) / MR * MR * 2 * ((K + 1) / 2), 1);
@@ -229,7 +241,7 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
                    const KeyBlock& kb) {
   thread_local TileScratch16 sc;
   thread_local Scratch s_buf, dp_buf, keep_buf;
-  thread_local ScratchOf<uint16_t> p_buf, ds_buf;
+  thread_local ScratchOf<uint16_t> p_buf, ds_buf, pt_buf, dst_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), cols = kb.cols, ld = bl.bc;
   float* const s = s_buf.get(bl.br * bl.bc);
   float* const dp = dp_buf.get(bl.br * bl.bc);
@@ -249,14 +261,17 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
   t.attn_bwd_tile(tl, s, dp, io.lse + n * p.L + i0, D + i0);
   round_tile(t, s, rows, cols, ld, p16);    // bf16(P∘keep)
   round_tile(t, dp, rows, cols, ld, ds16);  // bf16(dS)
-  const Bf16Matrix pk = row_major(p16, rows, cols, ld), ds = row_major(ds16, rows, cols, ld);
+  const int64_t pt_size = packed_a_size(t, cols, rows);
+  const Bf16Matrix pk_t = pack_a16_transposed(t, cols, rows, p16, ld, pt_buf.get(pt_size));
+  const Bf16Matrix ds_t = pack_a16_transposed(t, cols, rows, ds16, ld, dst_buf.get(pt_size));
+  const Bf16Matrix ds = row_major(ds16, rows, cols, ld);
   // dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
   const TileOut dv_j = add_to(io.dv.at(n, kb.j0), io.dv.ld);
   const TileOut dk_j = add_to(io.dk.at(n, kb.j0), io.dk.ld);
   const Bf16Matrix dout_i = sub_panels(qp.dout_b, NR, i0, rows, 0, p.Ev);
   const Bf16Matrix q_i = sub_panels(qp.q_b, NR, i0, rows, 0, p.E);
-  tile_gemm(t, sc, {.c = dv_j, .a = pk.transposed(), .b = dout_i, .causal = skip.k_from});
-  tile_gemm(t, sc, {.c = dk_j, .a = ds.transposed(), .b = q_i, .causal = skip.k_from});
+  tile_gemm(t, sc, {.c = dv_j, .a = pk_t, .b = dout_i, .causal = skip.k_from});
+  tile_gemm(t, sc, {.c = dk_j, .a = ds_t, .b = q_i, .causal = skip.k_from});
   tile_gemm(t, sc,
             {.c = add_to(io.dq.at(n, i0), io.dq.ld), .a = ds, .b = kb.k, .causal = skip.k_upto});
 }
