@@ -596,25 +596,6 @@ inline void store_bf16_n(uint16_t* p, V::T v, int64_t cnt) {
   V::store_bf16(buf, v);
   std::memcpy(p, buf, static_cast<size_t>(cnt) * sizeof(uint16_t));
 }
-// n pairs to dst; a fixed n (the tables' MR) is a few vector moves, not a call to memcpy.
-template <int64_t kN>
-inline void copy_pairs_n(uint16_t* dst, const float* src) {
-  std::memcpy(dst, src, kN * sizeof(float));
-}
-inline void copy_pairs(uint16_t* dst, const float* src, int64_t n) {
-  switch (n) {
-    case 4:
-      return copy_pairs_n<4>(dst, src);
-    case 8:
-      return copy_pairs_n<8>(dst, src);
-    case 12:
-      return copy_pairs_n<12>(dst, src);
-    case 16:
-      return copy_pairs_n<16>(dst, src);
-    default:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  }
-}
 // Per pair of rows, W columns at a time: both rows rounded and paired (V::pair_bf16) into a stack
 // buffer of whole panels' columns, then copied into the panels w at a time (a panel's w columns
 // of one pair of rows are adjacent). The buffer holds +0 pairs past cols: the last panel's
@@ -645,7 +626,8 @@ void attn_bf16_panels_simd(int64_t rows, int64_t cols, const float* src, int64_t
       }
       for (int64_t c = end; c < c0 + span; c += V::W) V::store(pairs + (c - c0), V::set1(0.f));
       uint16_t* const out = panels + c0 / w * panel + q * w * 2;
-      for (int64_t j = 0; j < span / w; ++j) copy_pairs(out + j * panel, pairs + j * w, w);
+      for (int64_t j = 0; j < span / w; ++j)  // w pairs: as many floats
+        copy_tile_row(reinterpret_cast<float*>(out + j * panel), pairs + j * w, w);
     }
   }
 }

@@ -49,6 +49,33 @@ inline const uint16_t* gemv_chunk(const uint16_t* src, int64_t len, int64_t widt
   return tail;
 }
 
+// Copies W floats (packing.cpp, simd_generic.h); a fixed-size memcpy compiles to a few vector moves
+// (a plain loop stays scalar: the compiler cannot rule out that out and in overlap).
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  std::memcpy(out, in, W * sizeof(float));
+}
+
+// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
+inline void copy_tile_row(float* out, const float* in, int64_t w) {
+  switch (w) {
+    case 32:
+      return copy_row<32>(out, in);
+    case 16:
+      return copy_row<16>(out, in);
+    case 12:
+      return copy_row<12>(out, in);
+    case 8:
+      return copy_row<8>(out, in);
+    case 6:
+      return copy_row<6>(out, in);
+    case 4:
+      return copy_row<4>(out, in);
+    default:
+      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
+  }
+}
+
 // A table's own values are the fallback when the caches are unknown; sgemm derives its blocks
 // from the caches (gemm_blocking_for).
 struct GemmBlocking {
