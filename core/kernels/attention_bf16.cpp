@@ -22,6 +22,8 @@
 // diagonal on:
 //     S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ      (bf16 micro-kernel)
 //     attn_bwd_tile: S → P∘keep, dP → dS = scale · P ∘ (dP∘keep − D)   (float32)
+//     attn_bf16_panels: bf16(P∘keep)ᵀ and bf16(dS)ᵀ rounded straight into packed A panels,
+//                       bf16(dS) also row-major (one pass each; table.h)
 //     dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
 //   dk_j, dv_j rounded to bf16 precision once their query loop ends; dq once the problem ends.
 // Not here: flex attention (an AttnScoreMod; flex_attention takes float32 and float64 only).
