@@ -233,6 +233,47 @@ Variant variant(int v) {
 
 }  // namespace
 
+// ---- the tile operands alone: attn_bf16_panels --------------------------------------------------
+TEST_CASE("bf16 attention: the tile operands' panels (attn_bf16_panels), every path, bit for bit") {
+  struct Case {
+    int64_t rows, cols, ld, w;
+  };
+  // Odd rows (a last pair's zero half), cols around w and the SIMD widths, a partial last panel,
+  // the backward's own tile (72 × 64, MR 12), more columns than the SIMD buffer holds (200), and
+  // widths without a fixed-size copy (5, 64).
+  const Case cases[] = {{1, 1, 1, 4},      {2, 5, 7, 4},     {3, 12, 12, 12},  {7, 13, 16, 12},
+                        {16, 16, 16, 8},   {17, 33, 40, 12}, {72, 64, 64, 12}, {9, 70, 75, 16},
+                        {5, 200, 203, 12}, {4, 37, 37, 5},   {6, 3, 3, 64},    {1, 100, 100, 64}};
+  std::mt19937 g(26);
+  constexpr uint16_t kUnwritten = 0xBEEF;
+  for (const Case& c : cases) {
+    CAPTURE(c.rows);
+    CAPTURE(c.cols);
+    CAPTURE(c.w);
+    std::vector<float> src = randv(g, c.rows * c.ld, -4.f, 4.f);
+    // NaN (a payload), ±inf, ±0, a float32 denormal, ties to even both ways, the largest float
+    const uint32_t special[] = {0x7FA00001u, 0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u,
+                                0x00000123u, 0x3F808000u, 0x3F818000u, 0x7F7FFFFFu};
+    for (size_t i = 0; i < std::size(special) && 3 * i < src.size(); ++i)
+      std::memcpy(&src[3 * i], &special[i], 4);
+    const int64_t kp = (c.rows + 1) / 2, size = (c.cols + c.w - 1) / c.w * c.w * 2 * kp;
+    // 64 more: whatever a path writes past the panels shows
+    std::vector<uint16_t> want(size_t(size + 64), kUnwritten), want_rm(src.size(), kUnwritten);
+    k::attn_bf16_panels_ref(c.rows, c.cols, src.data(), c.ld, c.w, want.data(), want_rm.data());
+    for_each_isa([&](const std::string&) {
+      std::vector<uint16_t> got(want.size(), kUnwritten), got_rm(src.size(), kUnwritten);
+      k::active_table().attn_bf16_panels(c.rows, c.cols, src.data(), c.ld, c.w, got.data(),
+                                         got_rm.data());
+      CHECK(got == want);
+      CHECK(got_rm == want_rm);
+      std::vector<uint16_t> alone(want.size(), kUnwritten);  // no row-major copy
+      k::active_table().attn_bf16_panels(c.rows, c.cols, src.data(), c.ld, c.w, alone.data(),
+                                         nullptr);
+      CHECK(alone == want);
+    });
+  }
+}
+
 TEST_CASE("bf16 attention: within bf16's precision of the float32 reference, every path") {
   std::mt19937 g(21);
   double worst = 0;

@@ -22,6 +22,8 @@
 // diagonal on:
 //     S = q_i · k_jᵀ,  dP = dout_i · v_jᵀ      (bf16 micro-kernel)
 //     attn_bwd_tile: S → P∘keep, dP → dS = scale · P ∘ (dP∘keep − D)   (float32)
+//     attn_bf16_panels: bf16(P∘keep)ᵀ and bf16(dS)ᵀ rounded straight into packed A panels,
+//                       bf16(dS) also row-major (one pass each; table.h)
 //     dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
 //   dk_j, dv_j rounded to bf16 precision once their query loop ends; dq once the problem ends.
 // Not here: flex attention (an AttnScoreMod; flex_attention takes float32 and float64 only).
@@ -64,6 +66,13 @@ Bf16Matrix pack_a16(const KernelTable& t, int64_t rows, int64_t K, const uint16_
   const int64_t MR = t.gemm_bf16_blocking.mr;
   if (rows > 0 && K > 0) pack_a_bf16(t, rows, K, M, rs, cs, MR, out);
   return {out, rows, K, 0, 0, std::max<int64_t>(MR * 2 * ((K + 1) / 2), 1)};
+}
+// The A panels (kp pairs each) of the transpose of a K × rows tile, as attn_bf16_panels writes
+// them: the operands bf16(P∘keep)ᵀ and bf16(dS)ᵀ of dv and dk. Their causal skips are k_from
+// ranges, which end at K: tile_gemm reads them from their first pair on, as its own packing of
+// that range would hold them.
+Bf16Matrix transposed_panels(const KernelTable& t, int64_t rows, int64_t K, const uint16_t* p) {
+  return {p, rows, K, 0, 0, std::max<int64_t>(t.gemm_bf16_blocking.mr * 2 * ((K + 1) / 2), 1)};
 }
 int64_t packed_a_size(const KernelTable& t, int64_t rows, int64_t K) {
   const int64_t MR = t.gemm_bf16_blocking.mr;
@@ -229,11 +238,10 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
                    const KeyBlock& kb) {
   thread_local TileScratch16 sc;
   thread_local Scratch s_buf, dp_buf, keep_buf;
-  thread_local ScratchOf<uint16_t> p_buf, ds_buf;
+  thread_local ScratchOf<uint16_t> ds_buf, pt_buf, dst_buf;
   const int64_t rows = std::min(bl.br, p.L - i0), cols = kb.cols, ld = bl.bc;
   float* const s = s_buf.get(bl.br * bl.bc);
   float* const dp = dp_buf.get(bl.br * bl.bc);
-  uint16_t* const p16 = p_buf.get(bl.br * bl.bc);
   uint16_t* const ds16 = ds_buf.get(bl.br * bl.bc);
   auto* keep = reinterpret_cast<uint8_t*>(keep_buf.get(bl.br * bl.bc / 4 + 1));
   const CausalSkips skip = causal_skips(p.causal, i0 - kb.j0, cols);
@@ -247,16 +255,21 @@ void backward_tile(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, co
       {.c = into(dp, ld), .a = sub_rows(qp.dout_a, MR, i0, rows), .b = kb.vt, .causal = skip.cols});
   const AttnTile tl = make_tile(p, n, i0, kb.j0, rows, cols, ld, keep);
   t.attn_bwd_tile(tl, s, dp, io.lse + n * p.L + i0, D + i0);
-  round_tile(t, s, rows, cols, ld, p16);    // bf16(P∘keep)
-  round_tile(t, dp, rows, cols, ld, ds16);  // bf16(dS)
-  const Bf16Matrix pk = row_major(p16, rows, cols, ld), ds = row_major(ds16, rows, cols, ld);
+  // bf16(P∘keep)ᵀ and bf16(dS)ᵀ as packed A panels, bf16(dS) also row-major: no pass of its own
+  const int64_t pt_size = packed_a_size(t, cols, rows);
+  uint16_t *const pt = pt_buf.get(pt_size), *const dst = dst_buf.get(pt_size);
+  t.attn_bf16_panels(rows, cols, s, ld, MR, pt, nullptr);
+  t.attn_bf16_panels(rows, cols, dp, ld, MR, dst, ds16);
+  const Bf16Matrix pk_t = transposed_panels(t, cols, rows, pt);
+  const Bf16Matrix ds_t = transposed_panels(t, cols, rows, dst);
+  const Bf16Matrix ds = row_major(ds16, rows, cols, ld);
   // dv_j += bf16(P∘keep)ᵀ · dout_i,  dk_j += bf16(dS)ᵀ · q_i,  dq_i += bf16(dS) · k_j
   const TileOut dv_j = add_to(io.dv.at(n, kb.j0), io.dv.ld);
   const TileOut dk_j = add_to(io.dk.at(n, kb.j0), io.dk.ld);
   const Bf16Matrix dout_i = sub_panels(qp.dout_b, NR, i0, rows, 0, p.Ev);
   const Bf16Matrix q_i = sub_panels(qp.q_b, NR, i0, rows, 0, p.E);
-  tile_gemm(t, sc, {.c = dv_j, .a = pk.transposed(), .b = dout_i, .causal = skip.k_from});
-  tile_gemm(t, sc, {.c = dk_j, .a = ds.transposed(), .b = q_i, .causal = skip.k_from});
+  tile_gemm(t, sc, {.c = dv_j, .a = pk_t, .b = dout_i, .causal = skip.k_from});
+  tile_gemm(t, sc, {.c = dk_j, .a = ds_t, .b = q_i, .causal = skip.k_from});
   tile_gemm(t, sc,
             {.c = add_to(io.dq.at(n, i0), io.dq.ld), .a = ds, .b = kb.k, .causal = skip.k_upto});
 }

@@ -196,4 +196,16 @@ void attn_bwd_tile_ref(const AttnTile& t, float* s, float* dp, const float* lse,
   }
 }
 
+void attn_bf16_panels_ref(int64_t rows, int64_t cols, const float* src, int64_t ld, int64_t w,
+                          uint16_t* panels, uint16_t* rm) {
+  const int64_t kp = (rows + 1) / 2, panel = w * 2 * kp;
+  for (int64_t c = 0; c < (cols + w - 1) / w * w; ++c)
+    for (int64_t r = 0; r < 2 * kp; ++r) {
+      uint16_t h = 0;
+      if (r < rows && c < cols) f32_to_bf16_ref(1, src + r * ld + c, &h);
+      if (r < rows && c < cols && rm != nullptr) rm[r * ld + c] = h;
+      panels[c / w * panel + ((r / 2) * w + c % w) * 2 + r % 2] = h;
+    }
+}
+
 }  // namespace tg::kernels

@@ -189,15 +189,26 @@ inline float widened(uint16_t h) {
 }
 
 // D = rowsum(dout ∘ out) of problem n in float32, and dq = 0 (it accumulates over key blocks).
+// Each row's sum runs e = 0, 1, … in turn; kRows rows at a time, so that the adds of one row
+// do not each wait for the one before.
 template <class T>
 void backward_start(const AttnProblem<T, float>& p, MatrixBatch<const T> out,
                     MatrixBatch<const T> dout, MatrixBatch<float> dq, int64_t n, float* D) {
-  for (int64_t i = 0; i < p.L; ++i) {
-    const T *go = dout.at(n, i), *o = out.at(n, i);
-    float d = 0.f;
-    for (int64_t e = 0; e < p.Ev; ++e) d += widened(go[e]) * widened(o[e]);
-    D[i] = d;
-    std::fill(dq.at(n, i), dq.at(n, i) + p.E, 0.f);
+  constexpr int64_t kRows = 8;
+  for (int64_t i0 = 0; i0 < p.L; i0 += kRows) {
+    const int64_t rows = std::min(kRows, p.L - i0);
+    const T *go[kRows], *o[kRows];
+    float d[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {  // rows past L repeat the last one, and are dropped
+      go[r] = dout.at(n, i0 + std::min(r, rows - 1)), o[r] = out.at(n, i0 + std::min(r, rows - 1));
+      d[r] = 0.f;
+    }
+    for (int64_t e = 0; e < p.Ev; ++e)
+      for (int64_t r = 0; r < kRows; ++r) d[r] += widened(go[r][e]) * widened(o[r][e]);
+    for (int64_t r = 0; r < rows; ++r) {
+      D[i0 + r] = d[r];
+      std::fill(dq.at(n, i0 + r), dq.at(n, i0 + r) + p.E, 0.f);
+    }
   }
 }
 

@@ -283,6 +283,11 @@ struct V {
   using M = __m256;  // all-ones / all-zeros lanes
   static constexpr int W = 8;
   static T load(const float* p) { return _mm256_loadu_ps(p); }
+  // The first n lanes (0 <= n <= 8) from p, zeros after; nothing past them is read.
+  static T load_first(const float* p, int64_t n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lane));
+  }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float f) { return _mm256_set1_ps(f); }
   static T add(T a, T b) { return _mm256_add_ps(a, b); }
@@ -291,7 +296,8 @@ struct V {
   static T div(T a, T b) { return _mm256_div_ps(a, b); }
   static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
   // bf16 (kernels.h's rounding): 8 widened exactly; rounded to nearest even with NaN as 0x7FC0,
-  // kept as float32; and a rounded vector's top halves stored.
+  // kept as float32; two rounded vectors paired (lo's bf16 in the low half of each 32-bit lane,
+  // hi's above); and a rounded vector's top halves stored.
   static T load_bf16(const uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -304,6 +310,10 @@ struct V {
                          _mm256_set1_epi32(int(0xFFFF0000u)));
     const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
+  }
+  static T pair_bf16(T lo, T hi) {
+    return _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16), _mm256_castps_si256(hi)));
   }
   static void store_bf16(uint16_t* p, T v) {
     const __m256i s = _mm256_srli_epi32(_mm256_castps_si256(v), 16);

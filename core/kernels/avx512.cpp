@@ -285,6 +285,10 @@ struct V {
   using M = __mmask16;
   static constexpr int W = 16;
   static T load(const float* p) { return _mm512_loadu_ps(p); }
+  // The first n lanes (0 <= n <= 16) from p, zeros after; nothing past them is read.
+  static T load_first(const float* p, int64_t n) {
+    return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1u), p);
+  }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float f) { return _mm512_set1_ps(f); }
   static T add(T a, T b) { return _mm512_add_ps(a, b); }
@@ -294,7 +298,8 @@ struct V {
   static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   static T sqrt(T a) { return _mm512_sqrt_ps(a); }
   // bf16 (kernels.h's rounding): 16 widened exactly; rounded to nearest even with NaN as
-  // 0x7FC0, kept as float32; and a rounded vector's top halves stored.
+  // 0x7FC0, kept as float32; two rounded vectors paired (lo's bf16 in the low half of each 32-bit
+  // lane, hi's above); and a rounded vector's top halves stored.
   static T load_bf16(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -307,6 +312,10 @@ struct V {
                          _mm512_set1_epi32(int(0xFFFF0000u)));
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
                                                        _mm512_set1_epi32(0x7FC00000)));
+  }
+  static T pair_bf16(T lo, T hi) {
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16), _mm512_castps_si512(hi)));
   }
   static void store_bf16(uint16_t* p, T v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),

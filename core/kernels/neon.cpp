@@ -207,6 +207,12 @@ struct V {
   using M = uint32x4_t;
   static constexpr int W = 4;
   static T load(const float* p) { return vld1q_f32(p); }
+  // The first n lanes (0 <= n <= 4) from p, zeros after; nothing past them is read.
+  static T load_first(const float* p, int64_t n) {
+    float buf[4] = {};
+    for (int64_t i = 0; i < n; ++i) buf[i] = p[i];
+    return vld1q_f32(buf);
+  }
   static void store(float* p, T v) { vst1q_f32(p, v); }
   static T set1(float f) { return vdupq_n_f32(f); }
   static T add(T a, T b) { return vaddq_f32(a, b); }
@@ -215,7 +221,8 @@ struct V {
   static T div(T a, T b) { return vdivq_f32(a, b); }
   static T fma(T a, T b, T c) { return vfmaq_f32(c, a, b); }
   // bf16 (kernels.h's rounding): 4 widened exactly; rounded to nearest even with NaN as 0x7FC0,
-  // kept as float32; and a rounded vector's top halves stored.
+  // kept as float32; two rounded vectors paired (lo's bf16 in the low half of each 32-bit lane,
+  // hi's above); and a rounded vector's top halves stored.
   static T load_bf16(const uint16_t* p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
   }
@@ -225,6 +232,10 @@ struct V {
     const uint32x4_t r =
         vandq_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), lsb)), vdupq_n_u32(0xFFFF0000u));
     return vreinterpretq_f32_u32(vbslq_u32(vceqq_f32(v, v), r, vdupq_n_u32(0x7FC00000)));
+  }
+  static T pair_bf16(T lo, T hi) {
+    return vreinterpretq_f32_u32(
+        vorrq_u32(vshrq_n_u32(vreinterpretq_u32_f32(lo), 16), vreinterpretq_u32_f32(hi)));
   }
   static void store_bf16(uint16_t* p, T v) {
     vst1_u16(p, vshrn_n_u32(vreinterpretq_u32_f32(v), 16));

@@ -11,33 +11,6 @@ namespace {
 // Rows ahead that packing prefetches (source rows are usually pages apart).
 constexpr int64_t kPackAhead = 4;
 
-// Copies W floats; a fixed-size memcpy compiles to a few vector moves (a plain loop stays
-// scalar: the compiler cannot rule out that out and in overlap).
-template <int64_t W>
-inline void copy_row(float* out, const float* in) {
-  std::memcpy(out, in, W * sizeof(float));
-}
-
-// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
-inline void copy_tile_row(float* out, const float* in, int64_t w) {
-  switch (w) {
-    case 32:
-      return copy_row<32>(out, in);
-    case 16:
-      return copy_row<16>(out, in);
-    case 12:
-      return copy_row<12>(out, in);
-    case 8:
-      return copy_row<8>(out, in);
-    case 6:
-      return copy_row<6>(out, in);
-    case 4:
-      return copy_row<4>(out, in);
-    default:
-      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
-  }
-}
-
 }  // namespace
 
 void pack_a(const KernelTable& t, int64_t mc, int64_t kc, const float* A, int64_t rsA, int64_t csA,

@@ -513,6 +513,7 @@ extern const KernelTable kScalarTable = {
 #include "core/kernels/vector_kernels.def"
     .attn_fwd_tile = attn_fwd_tile_ref,
     .attn_bwd_tile = attn_bwd_tile_ref,
+    .attn_bf16_panels = attn_bf16_panels_ref,
     .fma_probe = mul_add_probe_ref,
     .f32_to_bf16 = f32_to_bf16_ref,
     .bf16_to_f32 = bf16_to_f32_ref,

@@ -9,7 +9,9 @@
 //   round_nearest(v)  ldexp_int(y, n) = y * 2^n for integer-valued n in [-150, 128]
 //   ldexp_normal(y, n) = y * 2^n for integer-valued n in [-126, 127] (2^n a normal float)
 //   hsum(v) hmax(v)   is_nan(v) -> M   lt(a, b) -> M   select(M, a, b) = M ? a : b
-//   mask_u8(p) -> M (lane i set when p[i] != 0)
+//   mask_u8(p) -> M (lane i set when p[i] != 0)   load_first(p, n): lanes [0, n) from p, then 0
+//   bf16: load_bf16(p) round_bf16(v) store_bf16(p, v), pair_bf16(lo, hi) (kernels.h's rounding;
+//   the ISA files say more)
 // min(c, x) and max(c, x) must return x when x is NaN (x86 minps/maxps return the second operand
 // for a NaN; NEON propagates NaN), which keeps NaN inputs NaN through exp's clamp.
 //
@@ -585,4 +587,47 @@ void attn_bwd_tile_v(const AttnTile& t, float* s, float* dp, const float* lse, c
 void attn_bwd_tile_simd(const AttnTile& t, float* s, float* dp, const float* lse, const float* D) {
   if (t.mask != nullptr && t.mask_cs == 0) return attn_bwd_tile_v<true>(t, s, dp, lse, D);
   attn_bwd_tile_v<false>(t, s, dp, lse, D);
+}
+
+// The bf16 tile operands (table.h: attn_bf16_panels).
+inline void store_bf16_n(uint16_t* p, V::T v, int64_t cnt) {
+  if (cnt == V::W) return V::store_bf16(p, v);
+  uint16_t buf[V::W];
+  V::store_bf16(buf, v);
+  std::memcpy(p, buf, static_cast<size_t>(cnt) * sizeof(uint16_t));
+}
+// Per pair of rows, W columns at a time: both rows rounded and paired (V::pair_bf16) into a stack
+// buffer of whole panels' columns, then copied into the panels w at a time (a panel's w columns
+// of one pair of rows are adjacent). The buffer holds +0 pairs past cols: the last panel's
+// padding. (Vectors stored straight into the panels, spilling into the next pair of rows' place,
+// measured slower on Zen 5: six stores of 12 pairs per 64 columns, not four of 16.)
+void attn_bf16_panels_simd(int64_t rows, int64_t cols, const float* src, int64_t ld, int64_t w,
+                           uint16_t* panels, uint16_t* rm) {
+  constexpr int64_t kBuf = 192;  // columns; w <= 64 leaves at least 3 panels' worth
+  float pairs[kBuf + V::W];
+  const int64_t chunk = kBuf / w * w, whole = (cols + w - 1) / w * w;
+  const int64_t kp = (rows + 1) / 2, panel = w * 2 * kp;
+  for (int64_t q = 0; q < kp; ++q) {
+    const float* const s0 = src + 2 * q * ld;
+    const bool two = 2 * q + 1 < rows;
+    for (int64_t c0 = 0; c0 < whole; c0 += chunk) {
+      const int64_t span = std::min(chunk, whole - c0), end = std::min(c0 + span, cols);
+      for (int64_t c = c0; c < end; c += V::W) {
+        const int64_t cnt = std::min<int64_t>(end - c, V::W);
+        const auto load = [&](const float* p) {
+          return V::round_bf16(cnt == V::W ? V::load(p) : V::load_first(p, cnt));
+        };
+        const V::T lo = load(s0 + c), hi = two ? load(s0 + ld + c) : V::set1(0.f);
+        if (rm != nullptr) {
+          store_bf16_n(rm + 2 * q * ld + c, lo, cnt);
+          if (two) store_bf16_n(rm + (2 * q + 1) * ld + c, hi, cnt);
+        }
+        V::store(pairs + (c - c0), V::pair_bf16(lo, hi));
+      }
+      for (int64_t c = end; c < c0 + span; c += V::W) V::store(pairs + (c - c0), V::set1(0.f));
+      uint16_t* const out = panels + c0 / w * panel + q * w * 2;
+      for (int64_t j = 0; j < span / w; ++j)  // w pairs: as many floats
+        copy_tile_row(reinterpret_cast<float*>(out + j * panel), pairs + j * w, w);
+    }
+  }
 }

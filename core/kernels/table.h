@@ -49,6 +49,33 @@ inline const uint16_t* gemv_chunk(const uint16_t* src, int64_t len, int64_t widt
   return tail;
 }
 
+// Copies W floats (packing.cpp, simd_generic.h); a fixed-size memcpy compiles to a few vector moves
+// (a plain loop stays scalar: the compiler cannot rule out that out and in overlap).
+template <int64_t W>
+inline void copy_row(float* out, const float* in) {
+  std::memcpy(out, in, W * sizeof(float));
+}
+
+// out[0:w] = in[0:w] for a micro-tile width w, unrolled for the widths the tables use.
+inline void copy_tile_row(float* out, const float* in, int64_t w) {
+  switch (w) {
+    case 32:
+      return copy_row<32>(out, in);
+    case 16:
+      return copy_row<16>(out, in);
+    case 12:
+      return copy_row<12>(out, in);
+    case 8:
+      return copy_row<8>(out, in);
+    case 6:
+      return copy_row<6>(out, in);
+    case 4:
+      return copy_row<4>(out, in);
+    default:
+      std::memcpy(out, in, static_cast<size_t>(w) * sizeof(float));
+  }
+}
+
 // A table's own values are the fallback when the caches are unknown; sgemm derives its blocks
 // from the caches (gemm_blocking_for).
 struct GemmBlocking {
@@ -87,6 +114,15 @@ void attn_fwd_tile_ref(const AttnTile& t, float* s, float* m, float* l, float* a
 // lse[r] is the row's log-sum-exp over all its keys, so no x exceeds it (the SIMD paths' exp
 // assumes x − lse <= 0).
 void attn_bwd_tile_ref(const AttnTile& t, float* s, float* dp, const float* lse, const float* D);
+// The bf16 backward's tile operands (attention_bf16.cpp): a rows × cols tile (rows ld apart, P∘keep
+// or dS) rounded to bf16 as f32_to_bf16 rounds, straight into the bf16 GEMM's A panels of its
+// transpose, w <= 64 rows each (GemmBf16Ukernel's layout, MR = w): pairs of tile rows side by side,
+//   panels[(c / w)·panel + ((r / 2)·w + c % w)·2 + r % 2] = bf16(src[r·ld + c]),
+// panel = w·2·ceil(rows / 2), and +0 in the rest of the ceil(cols / w) panels (an odd rows' last
+// pair's other half, columns past cols); panels 4-byte aligned. rm, unless nullptr, also gets
+// bf16(src) row-major (rows ld apart), for the product that reads the tile untransposed.
+void attn_bf16_panels_ref(int64_t rows, int64_t cols, const float* src, int64_t ld, int64_t w,
+                          uint16_t* panels, uint16_t* rm);
 
 struct KernelTable {
   const char* name;
@@ -108,6 +144,7 @@ struct KernelTable {
 #include "core/kernels/vector_kernels.def"
   decltype(&attn_fwd_tile_ref) attn_fwd_tile;
   decltype(&attn_bwd_tile_ref) attn_bwd_tile;
+  decltype(&attn_bf16_panels_ref) attn_bf16_panels;
   // Benchmark aid: runs `iters` rounds of independent multiply-add chains sized to saturate this
   // ISA's FMA units (the machine's peak) and returns the flops executed.
   double (*fma_probe)(int64_t iters);
