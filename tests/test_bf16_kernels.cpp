@@ -340,20 +340,25 @@ TEST_CASE("bf16 GEMM, one row of A: B read in place, the packed GEMM's bits, 1/2
   tg::set_num_threads(before);
 }
 
-TEST_CASE("bf16 row axpys: the table's kernel against its reference, every column tail") {
+TEST_CASE("bf16 row axpys: the table's kernel against its reference, every column tail, from C") {
   std::mt19937 g(8);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
   for_each_isa([&](const std::string&) {
     const k::KernelTable& t = k::active_table();
     for (int64_t n = 0; n <= 70; ++n)
-      for (const int64_t kk : {0, 1, 2, 7, 64}) {
-        INFO("n=" << n << " k=" << kk);
-        const int64_t ldb = n + 2;
-        const std::vector<uint16_t> a = rand_bf16(g, kk, true), b = rand_bf16(g, kk * ldb, true);
-        std::vector<float> c(size_t(n), std::nanf("")), r = c;
-        t.gemm_bf16_row_axpys(n, kk, a.data(), b.data(), ldb, c.data());
-        k::gemm_bf16_row_axpys_ref(n, kk, a.data(), b.data(), ldb, r.data());
-        check_same(c, r, "gemm_bf16_row_axpys");
-      }
+      for (const int64_t kk : {0, 1, 2, 7, 64})
+        for (const bool accumulate : {false, true}) {
+          INFO("n=" << n << " k=" << kk << " accumulate=" << accumulate);
+          const int64_t ldb = n + 2;
+          const std::vector<uint16_t> a = rand_bf16(g, kk, true), b = rand_bf16(g, kk * ldb, true);
+          std::vector<float> c(size_t(n), std::nanf(""));  // not read without accumulate
+          for (auto& x : c) x = accumulate ? u(g) : x;
+          if (accumulate && n > 1) c[1] = -1e-40f;  // a denormal C reads as zero of its sign
+          std::vector<float> r = c;
+          t.gemm_bf16_row_axpys(n, kk, a.data(), b.data(), ldb, c.data(), accumulate);
+          k::gemm_bf16_row_axpys_ref(n, kk, a.data(), b.data(), ldb, r.data(), accumulate);
+          check_same(c, r, "gemm_bf16_row_axpys");
+        }
   });
 }
 

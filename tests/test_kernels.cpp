@@ -556,7 +556,7 @@ void run_row_case(std::mt19937& g, int64_t batch, int64_t N, int64_t K, bool dot
     k::sgemm(1, N, K, A.data() + b * sA, K, 1, B.data() + b * sB, rsB, csB, 0.f, P.data() + b * sC,
              N);
     k::sgemm_row_ref(dots, fused, N, K, kc, A.data() + b * sA, B.data() + b * sB, ldb,
-                     R.data() + b * sC);
+                     R.data() + b * sC, false);
   }
   check_equal(C, P, "one-row route vs the packed sgemm");
   check_equal(C, R, "one-row route vs sgemm_row_ref");

@@ -283,7 +283,7 @@ void gemv_rows_bf16_avx2(int64_t rows, int64_t cols, const uint16_t* w, int64_t 
 // odd half, as the padded pair. Columns past the last whole 8 take the reference (no 16-bit
 // masked loads).
 void gemm_bf16_row_axpys_avx2(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
-                              int64_t ldb, float* c) {
+                              int64_t ldb, float* c, bool accumulate) {
   const int64_t full = n / 8 * 8;
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | kFtzDaz);
@@ -296,7 +296,7 @@ void gemm_bf16_row_axpys_avx2(int64_t n, int64_t k, const uint16_t* a, const uin
     return _mm256_castsi256_ps(_mm256_set1_epi32(int(uint32_t(h) << 16)));
   };
   for (int64_t j = 0; j < full; j += 8) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = accumulate ? _mm256_loadu_ps(c + j) : _mm256_setzero_ps();
     for (int64_t p = 0; p < k; p += 2) {
       const bool odd = p + 1 < k;
       const __m256 bo = odd ? widen(b + (p + 1) * ldb + j) : _mm256_setzero_ps();
@@ -307,7 +307,7 @@ void gemm_bf16_row_axpys_avx2(int64_t n, int64_t k, const uint16_t* a, const uin
   }
   __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
   _mm_setcsr(csr);
-  gemm_bf16_row_axpys_ref(n - full, k, a, b + full, ldb, c + full);
+  gemm_bf16_row_axpys_ref(n - full, k, a, b + full, ldb, c + full, accumulate);
 }
 
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------

@@ -261,9 +261,13 @@ void gemv_packed_bf16_avx512(int64_t rows, int64_t cols, const uint32_t* panels,
 // G chains in flight; rows (<= 16·G) masks the last group's store.
 template <int G>
 void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, const float* b,
-                           int64_t ldb, float* c) {
+                           int64_t ldb, float* c, bool accumulate) {
   __m512 sum[G];
-  for (int j = 0; j < G; ++j) sum[j] = _mm512_setzero_ps();
+  __mmask16 kr[G];
+  for (int j = 0; j < G; ++j) {
+    kr[j] = __mmask16((1u << std::clamp<int64_t>(rows - 16 * j, 0, 16)) - 1u);
+    sum[j] = accumulate ? _mm512_maskz_loadu_ps(kr[j], c + 16 * j) : _mm512_setzero_ps();
+  }
   for (int64_t p0 = 0; p0 < k; p0 += kc) {
     const int64_t p1 = std::min(k, p0 + kc);
     __m512 acc[G];
@@ -286,29 +290,29 @@ void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, 
         }
       }
     }
-    for (int j = 0; j < G; ++j) sum[j] = p0 == 0 ? acc[j] : _mm512_add_ps(acc[j], sum[j]);
+    for (int j = 0; j < G; ++j)
+      sum[j] = p0 == 0 && !accumulate ? acc[j] : _mm512_add_ps(acc[j], sum[j]);
   }
-  for (int j = 0; j < G; ++j) {
-    const int64_t m = std::clamp<int64_t>(rows - 16 * j, 0, 16);
-    _mm512_mask_storeu_ps(c + 16 * j, __mmask16((1u << m) - 1u), sum[j]);
-  }
+  for (int j = 0; j < G; ++j) _mm512_mask_storeu_ps(c + 16 * j, kr[j], sum[j]);
 }
 
 // Blocks of 64 rows, then groups of 16, the last one partial.
 void sgemm_row_dots_avx512(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
-                           int64_t ldb, float* c) {
+                           int64_t ldb, float* c, bool accumulate) {
   int64_t r = 0;
-  for (; r + 64 <= n; r += 64) sgemm_row_dots_groups<4>(64, k, kc, a, b + r * ldb, ldb, c + r);
+  for (; r + 64 <= n; r += 64)
+    sgemm_row_dots_groups<4>(64, k, kc, a, b + r * ldb, ldb, c + r, accumulate);
   for (; r < n; r += 16)
-    sgemm_row_dots_groups<1>(std::min<int64_t>(16, n - r), k, kc, a, b + r * ldb, ldb, c + r);
+    sgemm_row_dots_groups<1>(std::min<int64_t>(16, n - r), k, kc, a, b + r * ldb, ldb, c + r,
+                             accumulate);
 }
 
 // ---- one row of A times a row-major B in bf16 (table.h: gemm_bf16_row_axpys) -----------------
 // One lane per column of C: per pair of k, the two rows' pieces widen to float32 (16 bf16 each,
 // masked past n) and take two FMAs, the odd k first, under DAZ and FTZ: gemm_bf16's chain, as the
-// GEMM kernel above computes it. An odd k's last pair has a zero odd half (a zero product, which
-// turns an acc of -0 into +0, as the unit's padded pair does). Four vectors of columns side by
-// side: four chains in flight.
+// GEMM kernel above computes it, from C (a denormal read as zero: DAZ) or +0. An odd k's last pair
+// has a zero odd half (a zero product, which turns an acc of -0 into +0, as the unit's padded pair
+// does). Four vectors of columns side by side: four chains in flight.
 inline __m512 widen_bf16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
@@ -317,7 +321,7 @@ inline __m512 bf16_set1(uint16_t h) {
   return _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(h) << 16)));
 }
 void gemm_bf16_row_axpys_avx512(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
-                                int64_t ldb, float* c) {
+                                int64_t ldb, float* c, bool accumulate) {
   with_ftz_daz([&] {
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
       __mmask16 m[4];
@@ -325,7 +329,7 @@ void gemm_bf16_row_axpys_avx512(int64_t n, int64_t k, const uint16_t* a, const u
       for (int v = 0; v < 4; ++v) {
         const int64_t cnt = std::clamp<int64_t>(n - j0 - 16 * v, 0, 16);
         m[v] = __mmask16((1u << cnt) - 1u);
-        acc[v] = _mm512_setzero_ps();
+        acc[v] = accumulate ? _mm512_maskz_loadu_ps(m[v], c + j0 + 16 * v) : _mm512_setzero_ps();
       }
       const uint16_t* bj = b + j0;
       for (int64_t p = 0; p < k; p += 2) {

@@ -59,7 +59,7 @@ bool sgemm_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N
   const SgemmRow row = dots ? t.sgemm_row_dots : t.sgemm_row_axpys;
   for_each_piece(batch, N, K, [&](int64_t b, int64_t j0, int64_t j1) {
     row(j1 - j0, K, kc, A + b * strideA, B + b * strideB + j0 * (dots ? ldb : 1), ldb,
-        C + b * strideC + j0);
+        C + b * strideC + j0, false);
   });
   return true;
 }
@@ -77,7 +77,7 @@ bool gemm_bf16_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64
     if (dots)
       t.gemv_rows_bf16(j1 - j0, K, B + b * strideB + j0 * ldb, ldb, a, nullptr, c);
     else
-      t.gemm_bf16_row_axpys(j1 - j0, K, a, B + b * strideB + j0, ldb, c);
+      t.gemm_bf16_row_axpys(j1 - j0, K, a, B + b * strideB + j0, ldb, c, false);
   });
   return true;
 }

@@ -158,15 +158,15 @@ void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, co
                           const float* b, float* y);
 
 // ---- scalar references of the batched GEMMs' route for one row of A (table.h: SgemmRow) -------
-// c[j] = Σ_p a[p]·B(p, j) for j < n, B(p, j) = b[j*ldb + p] (dots) or b[p*ldb + j] (axpys), in
-// K blocks of kc, as table.h says; fused: each link one FMA (the SIMD paths), else the product
+// c[j] (+)= Σ_p a[p]·B(p, j) for j < n, B(p, j) = b[j*ldb + p] (dots) or b[p*ldb + j] (axpys),
+// in K blocks of kc, as table.h says; fused: each link one FMA (the SIMD paths), else the product
 // rounded first (the scalar path).
 void sgemm_row_ref(bool dots, bool fused, int64_t n, int64_t k, int64_t kc, const float* a,
-                   const float* b, int64_t ldb, float* c);
-// gemm_bf16's chain for c[j] = Σ_p a[p]·b[p*ldb + j], j < n, from +0: gemm_bf16(1, n, k, a, k, 1,
-// b, ldb, 1, 0, c, n).
+                   const float* b, int64_t ldb, float* c, bool accumulate);
+// gemm_bf16's chain for c[j] (+)= Σ_p a[p]·b[p*ldb + j], j < n, from c[j] (accumulate) or +0:
+// gemm_bf16(1, n, k, a, k, 1, b, ldb, accumulate ? 1 : 0, c, n).
 void gemm_bf16_row_axpys_ref(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
-                             int64_t ldb, float* c);
+                             int64_t ldb, float* c, bool accumulate);
 
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with

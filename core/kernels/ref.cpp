@@ -392,22 +392,22 @@ void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, co
 
 // The M = 1 GEMM over a row-major B.
 void gemm_bf16_row_axpys_ref(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
-                             int64_t ldb, float* c) {
-  gemm_bf16_ref_one(1, n, k, a, k, 1, b, ldb, 1, 0.f, c, n);
+                             int64_t ldb, float* c, bool accumulate) {
+  gemm_bf16_ref_one(1, n, k, a, k, 1, b, ldb, 1, accumulate ? 1.f : 0.f, c, n);
 }
 
 // ---- one row of A times B in place (table.h: SgemmRow) -----------------------------------------
 void sgemm_row_ref(bool dots, bool fused, int64_t n, int64_t k, int64_t kc, const float* a,
-                   const float* b, int64_t ldb, float* c) {
+                   const float* b, int64_t ldb, float* c, bool accumulate) {
   for (int64_t j = 0; j < n; ++j) {
-    float sum = 0.f;
+    float sum = accumulate ? c[j] : 0.f;
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       float acc = 0.f;
       for (int64_t p = p0; p < std::min(k, p0 + kc); ++p) {
         const float bv = dots ? b[j * ldb + p] : b[p * ldb + j];
         acc = fused ? std::fma(a[p], bv, acc) : acc + a[p] * bv;
       }
-      sum = p0 == 0 ? acc : acc + sum;
+      sum = p0 == 0 && !accumulate ? acc : acc + sum;
     }
     c[j] = sum;
   }
@@ -416,12 +416,12 @@ void sgemm_row_ref(bool dots, bool fused, int64_t n, int64_t k, int64_t kc, cons
 namespace {
 // The scalar table's: sgemm_ukernel_ref_4x8 rounds each product.
 void sgemm_row_dots_ref(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
-                        int64_t ldb, float* c) {
-  sgemm_row_ref(true, false, n, k, kc, a, b, ldb, c);
+                        int64_t ldb, float* c, bool accumulate) {
+  sgemm_row_ref(true, false, n, k, kc, a, b, ldb, c, accumulate);
 }
 void sgemm_row_axpys_ref(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
-                         int64_t ldb, float* c) {
-  sgemm_row_ref(false, false, n, k, kc, a, b, ldb, c);
+                         int64_t ldb, float* c, bool accumulate) {
+  sgemm_row_ref(false, false, n, k, kc, a, b, ldb, c, accumulate);
 }
 }  // namespace
 

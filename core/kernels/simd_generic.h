@@ -364,7 +364,7 @@ void gemv_rows_simd(int64_t rows, int64_t cols, const float* w, int64_t ldw, con
 // the blocks before. Axpys: four vectors of columns side by side (four chains in flight), each k
 // one broadcast of a[p] and a row piece of B.
 void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
-                          int64_t ldb, float* c) {
+                          int64_t ldb, float* c, bool accumulate) {
   constexpr int64_t G = 4;
   for (int64_t j0 = 0; j0 < n; j0 += G * V::W) {
     int64_t cnt[G];
@@ -373,7 +373,8 @@ void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, cons
       cnt[v] = left < 0 ? 0 : left < V::W ? left : V::W;
     }
     V::T sum[G];
-    for (auto& s : sum) s = V::set1(0.f);
+    for (int64_t v = 0; v < G; ++v)
+      sum[v] = accumulate && cnt[v] > 0 ? load_n(c + j0 + v * V::W, cnt[v]) : V::set1(0.f);
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t p1 = k - p0 < kc ? k : p0 + kc;
       V::T acc[G];
@@ -383,7 +384,8 @@ void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, cons
         for (int64_t v = 0; v < G; ++v)
           if (cnt[v] > 0) acc[v] = V::fma(av, load_n(b + p * ldb + j0 + v * V::W, cnt[v]), acc[v]);
       }
-      for (int64_t v = 0; v < G; ++v) sum[v] = p0 == 0 ? acc[v] : V::add(acc[v], sum[v]);
+      for (int64_t v = 0; v < G; ++v)
+        sum[v] = p0 == 0 && !accumulate ? acc[v] : V::add(acc[v], sum[v]);
     }
     for (int64_t v = 0; v < G; ++v)
       if (cnt[v] > 0) store_n(c + j0 + v * V::W, sum[v], cnt[v]);
@@ -393,12 +395,12 @@ void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, cons
 // packing's transposition without its panel in memory); AVX-512 transposes in registers instead
 // (hence maybe_unused).
 [[maybe_unused]] void sgemm_row_dots_simd(int64_t n, int64_t k, int64_t kc, const float* a,
-                                          const float* b, int64_t ldb, float* c) {
+                                          const float* b, int64_t ldb, float* c, bool accumulate) {
   constexpr int64_t kChunk = 16;
   float t[kChunk][V::W];
   for (int64_t j0 = 0; j0 < n; j0 += V::W) {
     const int64_t rows = n - j0 < V::W ? n - j0 : V::W;
-    V::T sum = V::set1(0.f);
+    V::T sum = accumulate ? load_n(c + j0, rows) : V::set1(0.f);
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t p1 = k - p0 < kc ? k : p0 + kc;
       V::T acc = V::set1(0.f);
@@ -408,7 +410,7 @@ void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, cons
           for (int64_t q = 0; q < len; ++q) t[q][i] = i < rows ? b[(j0 + i) * ldb + p + q] : 0.f;
         for (int64_t q = 0; q < len; ++q) acc = V::fma(V::set1(a[p + q]), V::load(t[q]), acc);
       }
-      sum = p0 == 0 ? acc : V::add(acc, sum);
+      sum = p0 == 0 && !accumulate ? acc : V::add(acc, sum);
     }
     store_n(c + j0, sum, rows);
   }

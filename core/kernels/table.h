@@ -42,14 +42,16 @@ using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* 
 // sgemm's route for one row of A (M == 1, kernels.h: sgemm_batched), with B read in place:
 //   dots:  B(p, j) = b[j*ldb + p]  (B stored transposed: q·kᵀ, each output a dot with one row)
 //   axpys: B(p, j) = b[p*ldb + j]  (B row-major: w·V, each k adds a scaled row of B to c)
-// c[j] for j < n, overwritten: the micro-kernels' arithmetic for one row of C, so the same bits
-// as the GEMM on the same path. Per K block [p0, p0 + kc), a chain from zero in k order,
+// c[j] for j < n: the micro-kernels' arithmetic for one row of C, so the same bits as the GEMM
+// (or a fused attention tile) on the same path. Per K block [p0, p0 + kc), a chain from zero in
+// k order,
 //   acc = acc + a[p]·B(p, j)   (one FMA on the SIMD paths; the product rounded first on the
 //                               scalar path, as its micro-kernel)
-// then c[j] = acc for the first block and c[j] = acc + c[j] for the others. kc is the GEMM's KC
-// (gemm_blocking_for), so a K that spans several K blocks is cut where the GEMM cuts it.
+// then c[j] = acc + c[j], except for the first block without accumulate: c[j] = acc (c not read).
+// kc is the GEMM's KC (gemm_blocking_for), so a K that spans several K blocks is cut where the
+// GEMM cuts it; a fused attention tile, which sums its K whole, passes kc >= k.
 using SgemmRow = void (*)(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
-                          int64_t ldb, float* c);
+                          int64_t ldb, float* c, bool accumulate);
 
 // One row's chunk for a bf16 gemv (kernels.h: gemv_rows_bf16) on an ISA without 16-bit masked
 // loads: src itself when the chunk is whole (len == width), else its len values copied into tail
@@ -138,7 +140,7 @@ struct KernelTable {
   SgemmRow sgemm_row_dots;
   SgemmRow sgemm_row_axpys;
   // gemm_bf16's chain for one row of A and a row-major B (the bf16 axpys; the bf16 dots are
-  // gemv_rows_bf16).
+  // gemv_rows_bf16), from C or from +0 (kernels.h: gemm_bf16_row_axpys_ref).
   decltype(&gemm_bf16_row_axpys_ref) gemm_bf16_row_axpys;
 };
 
