@@ -258,7 +258,9 @@ void gemv_packed_bf16_avx512(int64_t rows, int64_t cols, const uint32_t* panels,
 // as the micro-kernel does. Per 16 k, a group's 16 rows are loaded (masked past the K block and
 // past n: zeros, nothing read beyond) and transposed in registers, so r[q] holds k = p + q of
 // every row: the packing's transposition without the panel it writes. G groups side by side keep
-// G chains in flight; rows (<= 16·G) masks the last group's store.
+// G chains in flight; rows (<= 16·G) masks the last group's store. As gemv_block (avx512_shared.h),
+// each group's chunk prefetches 1 KiB of the next block, in memory order, into L2: the 16·G rows
+// are too many streams for the hardware prefetchers (the cached keys come from memory).
 template <int G>
 void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, const float* b,
                            int64_t ldb, float* c, bool accumulate) {
@@ -268,6 +270,7 @@ void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, 
     kr[j] = __mmask16((1u << std::clamp<int64_t>(rows - 16 * j, 0, 16)) - 1u);
     sum[j] = accumulate ? _mm512_maskz_loadu_ps(kr[j], c + 16 * j) : _mm512_setzero_ps();
   }
+  const char* next = reinterpret_cast<const char*>(b + 16 * G * ldb);
   for (int64_t p0 = 0; p0 < k; p0 += kc) {
     const int64_t p1 = std::min(k, p0 + kc);
     __m512 acc[G];
@@ -279,9 +282,11 @@ void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, 
       for (int j = 0; j < G; ++j) {
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i)
+        for (int i = 0; i < 16; ++i) {
+          _mm_prefetch(next + (((p / 16) * G + j) * 16 + i) * 64, _MM_HINT_T1);
           r[i] = 16 * j + i < rows ? _mm512_maskz_loadu_ps(kl, b + (16 * j + i) * ldb + p)
                                    : _mm512_setzero_ps();
+        }
         transpose16x16(r);
 #pragma GCC unroll 16
         for (int q = 0; q < 16; ++q) {
@@ -312,11 +317,14 @@ void sgemm_row_dots_avx512(int64_t n, int64_t k, int64_t kc, const float* a, con
 // masked past n) and take two FMAs, the odd k first, under DAZ and FTZ: gemm_bf16's chain, as the
 // GEMM kernel above computes it, from C (a denormal read as zero: DAZ) or +0. An odd k's last pair
 // has a zero odd half (a zero product, which turns an acc of -0 into +0, as the unit's padded pair
-// does). Four vectors of columns side by side: four chains in flight.
+// does). Four vectors of columns side by side: four chains in flight. The rows kAxpyAhead ahead
+// are prefetched: the cached values come from memory, and without it the loads, not the chains,
+// bound the kernel.
 inline __m512 widen_bf16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
+constexpr int64_t kAxpyAhead = 16;
 inline __m512 bf16_set1(uint16_t h) {
   return _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(h) << 16)));
 }
@@ -334,6 +342,10 @@ void gemm_bf16_row_axpys_avx512(int64_t n, int64_t k, const uint16_t* a, const u
       const uint16_t* bj = b + j0;
       for (int64_t p = 0; p < k; p += 2) {
         const bool odd = p + 1 < k;
+        for (int64_t r = p + kAxpyAhead; r < p + kAxpyAhead + 2; ++r) {  // 64 columns: 2 lines
+          _mm_prefetch(reinterpret_cast<const char*>(bj + r * ldb), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(bj + r * ldb + 32), _MM_HINT_T0);
+        }
         const __m512 ao = bf16_set1(odd ? a[p + 1] : uint16_t(0)), ae = bf16_set1(a[p]);
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {

@@ -362,7 +362,8 @@ void gemv_rows_simd(int64_t rows, int64_t cols, const float* w, int64_t ldw, con
 // Lanes are columns of C, so each lane runs its column's chain in k order, one FMA a link, as the
 // micro-kernels do; per K block of kc the chains start from zero and are then added to the sum of
 // the blocks before. Axpys: four vectors of columns side by side (four chains in flight), each k
-// one broadcast of a[p] and a row piece of B.
+// one broadcast of a[p] and a row piece of B, the rows 8 ahead prefetched (B, a KV cache's values,
+// streams from memory).
 void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
                           int64_t ldb, float* c, bool accumulate) {
   constexpr int64_t G = 4;
@@ -380,6 +381,7 @@ void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, cons
       V::T acc[G];
       for (auto& x : acc) x = V::set1(0.f);
       for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t v = 0; v < G; ++v) __builtin_prefetch(b + (p + 8) * ldb + j0 + v * V::W);
         const V::T av = V::set1(a[p]);
         for (int64_t v = 0; v < G; ++v)
           if (cnt[v] > 0) acc[v] = V::fma(av, load_n(b + p * ldb + j0 + v * V::W, cnt[v]), acc[v]);
