@@ -350,8 +350,10 @@ TEST_CASE("bf16 row axpys: the table's kernel against its reference, every colum
         for (const bool accumulate : {false, true}) {
           INFO("n=" << n << " k=" << kk << " accumulate=" << accumulate);
           const int64_t ldb = n + 2;
-          const std::vector<uint16_t> a = rand_bf16(g, kk, true), b = rand_bf16(g, kk * ldb, true);
-          std::vector<float> c(size_t(n), std::nanf(""));  // not read without accumulate
+          // At least one element each: no kernel is handed the null data() of an empty vector.
+          const std::vector<uint16_t> a = rand_bf16(g, std::max<int64_t>(kk, 1), true),
+                                      b = rand_bf16(g, std::max<int64_t>(kk * ldb, 1), true);
+          std::vector<float> c(size_t(std::max<int64_t>(n, 1)), std::nanf(""));  // not read
           for (auto& x : c) x = accumulate ? u(g) : x;
           if (accumulate && n > 1) c[1] = -1e-40f;  // a denormal C reads as zero of its sign
           std::vector<float> r = c;

@@ -595,6 +595,33 @@ TEST_CASE("sgemm_batched, one row of A: B read in place, the packed GEMM's bits,
   tg::set_num_threads(before);
 }
 
+TEST_CASE("one-row kernels: the table's dots and axpys against sgemm_row_ref, every tail, from C") {
+  std::mt19937 g(78);
+  for_each_isa([&](const std::string& isa) {
+    const k::KernelTable& t = k::active_table();
+    for (int64_t n = 0; n <= 70; ++n)
+      for (const int64_t kk : {0, 1, 17, 64})
+        for (int v = 0; v < 8; ++v) {
+          const bool dots = v & 1, accumulate = v & 2;
+          const int64_t kc = v & 4 ? 7 : std::max<int64_t>(kk, 1);
+          INFO("n=" << n << " k=" << kk << " kc=" << kc << " dots=" << dots
+                    << " accumulate=" << accumulate);
+          const int64_t ldb = dots ? kk + 3 : n + 5;
+          // At least one element each: no kernel is handed the null data() of an empty vector.
+          const std::vector<float> a = randv(g, std::max<int64_t>(kk, 1)),
+                                   b = randv(g, std::max<int64_t>((dots ? n : kk) * ldb, 1));
+          std::vector<float> c = randv(g, std::max<int64_t>(n, 1));
+          if (!accumulate) std::fill(c.begin(), c.end(), std::nanf(""));  // C not read
+          std::vector<float> r = c;
+          (dots ? t.sgemm_row_dots : t.sgemm_row_axpys)(n, kk, kc, a.data(), b.data(), ldb,
+                                                        c.data(), accumulate);
+          k::sgemm_row_ref(dots, isa != "scalar", n, kk, kc, a.data(), b.data(), ldb, r.data(),
+                           accumulate);
+          check_equal(c, r, dots ? "sgemm_row_dots" : "sgemm_row_axpys");
+        }
+  });
+}
+
 TEST_CASE("the default thread count is the CPUs this thread may run on, not the machine's") {
   cpu_set_t all;
   CPU_ZERO(&all);
