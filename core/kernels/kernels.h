@@ -84,8 +84,8 @@ void bf16_round(int64_t n, const float* x, float* out);
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
                const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
 // The batched form, as sgemm_batched: C + b*strideC = (A + b*strideA) · (B + b*strideB), with
-// its route for one row of A (the same chain: B stored transposed through gemv_rows_bf16's
-// kernel, row-major B through gemm_bf16_row_axpys_ref's).
+// its route for one row of A and B read in place (the same chains: gemv_rows_bf16's kernel for a
+// B stored transposed, the bf16 axpys of gemm_bf16_row_axpys_ref for a row-major one).
 void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
@@ -184,6 +184,8 @@ void gemm_bf16_row_axpys_ref(int64_t n, int64_t k, const uint16_t* a, const uint
 // Threads: the forward splits over (problem, query block), the backward over problems; every
 // element is computed by the same operations whoever runs it, so results are bit-identical for
 // any thread count. Block sizes depend on the shapes and the ISA's micro-tile only.
+// One query row (L == 1, not causal, no flex hook: each step of KV-cache generation) runs the same
+// blocks with k and v read in place (no packing), giving the same bits (float32 and bfloat16).
 //
 // q, k, v, the mask, out and the gradients are each a MatrixBatch: matrix n starts at
 // base + off[n], its rows are ld elements apart and its columns adjacent. The mask is read through
