@@ -294,24 +294,24 @@ TEST_CASE("bf16 GEMM: batched, over the batch or inside each GEMM, as the refere
 }
 
 // One row of A, batched (kernels.h: gemm_bf16_batched's M == 1 route, B read in place): per entry
-// the bits of gemm_bf16's packed route (gemm_bf16 itself) and of the reference, for B stored
-// transposed (dots, rows ldb > K apart) and row-major (axpys, ldb > N); wild values (denormals,
-// flushed products, infinities); C starts as NaN (beta 0 must not read it).
-void run_row_case(std::mt19937& g, int64_t batch, int64_t N, int64_t K, bool dots,
+// the bits of gemm_bf16's packed route (gemm_bf16 itself) and of the reference, for both layouts
+// of B (tg::testing::RowLayout); wild values (denormals, flushed products, infinities); C starts
+// as NaN (beta 0 must not read it).
+void run_row_case(std::mt19937& g, const tg::testing::RowShape& s, bool dots,
                   std::vector<float>& out) {
+  const int64_t batch = s.batch, N = s.N, K = s.K;
   INFO("batch=" << batch << " N=" << N << " K=" << K << " dots=" << dots);
-  const int64_t ldb = dots ? K + 3 : N + 5, sA = K + 2, sB = (dots ? N : K) * ldb + 1;
-  const int64_t sC = N + 7, rsB = dots ? 1 : ldb, csB = dots ? ldb : 1;
-  const std::vector<uint16_t> A = rand_bf16(g, batch * sA, true),
-                              B = rand_bf16(g, batch * sB, true);
-  std::vector<float> C(size_t(batch * sC), std::nanf("")), P = C, R = C;
-  k::gemm_bf16_batched(batch, 1, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB, 0.f, C.data(),
-                       sC, N);
-  k::gemm_bf16_batched_ref(batch, 1, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB, 0.f,
-                           R.data(), sC, N);
+  const tg::testing::RowLayout l(N, K, dots);
+  const std::vector<uint16_t> A = rand_bf16(g, batch * l.sA, true),
+                              B = rand_bf16(g, batch * l.sB, true);
+  std::vector<float> C(size_t(batch * l.sC), std::nanf("")), P = C, R = C;
+  k::gemm_bf16_batched(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                       C.data(), l.sC, N);
+  k::gemm_bf16_batched_ref(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                           R.data(), l.sC, N);
   for (int64_t b = 0; b < batch; ++b)
-    k::gemm_bf16(1, N, K, A.data() + b * sA, K, 1, B.data() + b * sB, rsB, csB, 0.f,
-                 P.data() + b * sC, N);
+    k::gemm_bf16(1, N, K, A.data() + b * l.sA, K, 1, B.data() + b * l.sB, l.rsB, l.csB, 0.f,
+                 P.data() + b * l.sC, N);
   check_same(C, P, "one-row route vs the packed gemm_bf16");
   check_same(C, R, "one-row route vs gemm_bf16_batched_ref");
   out.insert(out.end(), C.begin(), C.end());
@@ -319,25 +319,12 @@ void run_row_case(std::mt19937& g, int64_t batch, int64_t N, int64_t K, bool dot
 
 TEST_CASE("bf16 GEMM, one row of A: B read in place, the packed GEMM's bits, 1/2/3 threads") {
   std::mt19937 g(31);
-  const int before = tg::num_threads();
-  // Tails of the 16- and 64-wide groups, K = 0, 1 and odd, and sizes the threads split.
-  const Shape shapes[] = {{1, 1, 1},     {3, 17, 5},    {2, 5, 0},     {4, 64, 1},
-                          {12, 255, 64}, {1, 1000, 64}, {2, 130, 701}, {5, 79, 33}};
   for_each_isa([&](const std::string&) {
-    std::vector<float> first;
-    const uint32_t seed = g();
-    for (int threads : {1, 2, 3}) {
-      tg::set_num_threads(threads);
-      INFO("threads = " << threads);
-      std::mt19937 same(seed);  // the same operands for every thread count
-      std::vector<float> all;
-      for (const Shape& s : shapes)  // here {batch, N, K}
-        for (const bool dots : {true, false}) run_row_case(same, s.M, s.N, s.K, dots, all);
-      if (threads == 1) first = all;
-      CHECK(tg::testing::same_bits(all, first));
-    }
+    tg::testing::same_bits_at_1_2_3_threads(g(), [&](std::mt19937& same, std::vector<float>& all) {
+      for (const tg::testing::RowShape& s : tg::testing::kRowShapes)
+        for (const bool dots : {true, false}) run_row_case(same, s, dots, all);
+    });
   });
-  tg::set_num_threads(before);
 }
 
 TEST_CASE("bf16 row axpys: the table's kernel against its reference, every column tail, from C") {

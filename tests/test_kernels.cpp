@@ -540,23 +540,23 @@ TEST_CASE("sgemm_batched matches the reference per batch entry") {
 
 // One row of A, batched (kernels.h: sgemm_batched's M == 1 route, B read in place): per entry the
 // bits of sgemm's packed route (sgemm itself) and of sgemm_row_ref (fused on the SIMD paths, as
-// their micro-kernels; product then sum on the scalar path), for B stored transposed (dots, rows
-// ldb > K apart) and row-major (axpys, ldb > N); C starts as NaN (beta 0 must not read it).
-void run_row_case(std::mt19937& g, int64_t batch, int64_t N, int64_t K, bool dots, bool fused,
+// their micro-kernels; product then sum on the scalar path), for both layouts of B
+// (tg::testing::RowLayout); C starts as NaN (beta 0 must not read it).
+void run_row_case(std::mt19937& g, const tg::testing::RowShape& s, bool dots, bool fused,
                   std::vector<float>& out) {
+  const int64_t batch = s.batch, N = s.N, K = s.K;
   INFO("batch=" << batch << " N=" << N << " K=" << K << " dots=" << dots);
-  const int64_t ldb = dots ? K + 3 : N + 5, sA = K + 2, sB = (dots ? N : K) * ldb + 1;
-  const int64_t sC = N + 7, rsB = dots ? 1 : ldb, csB = dots ? ldb : 1;
-  const std::vector<float> A = randv(g, batch * sA), B = randv(g, batch * sB);
-  std::vector<float> C(size_t(batch * sC), std::nanf("")), P = C, R = C;
-  k::sgemm_batched(batch, 1, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB, 0.f, C.data(), sC,
-                   N);
+  const tg::testing::RowLayout l(N, K, dots);
+  const std::vector<float> A = randv(g, batch * l.sA), B = randv(g, batch * l.sB);
+  std::vector<float> C(size_t(batch * l.sC), std::nanf("")), P = C, R = C;
+  k::sgemm_batched(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                   C.data(), l.sC, N);
   const int64_t kc = k::gemm_blocking_for(k::active_table()).kc;
   for (int64_t b = 0; b < batch; ++b) {
-    k::sgemm(1, N, K, A.data() + b * sA, K, 1, B.data() + b * sB, rsB, csB, 0.f, P.data() + b * sC,
-             N);
-    k::sgemm_row_ref(dots, fused, N, K, kc, A.data() + b * sA, B.data() + b * sB, ldb,
-                     R.data() + b * sC, false);
+    const float* a = A.data() + b * l.sA;
+    k::sgemm(1, N, K, a, K, 1, B.data() + b * l.sB, l.rsB, l.csB, 0.f, P.data() + b * l.sC, N);
+    k::sgemm_row_ref(dots, fused, N, K, kc, a, B.data() + b * l.sB, l.ldb, R.data() + b * l.sC,
+                     false);
   }
   check_equal(C, P, "one-row route vs the packed sgemm");
   check_equal(C, R, "one-row route vs sgemm_row_ref");
@@ -565,34 +565,19 @@ void run_row_case(std::mt19937& g, int64_t batch, int64_t N, int64_t K, bool dot
 
 TEST_CASE("sgemm_batched, one row of A: B read in place, the packed GEMM's bits, 1/2/3 threads") {
   std::mt19937 g(77);
-  const int before = tg::num_threads();
-  struct RowShape {
-    int64_t batch, N, K;
-  };
-  // Tails of the 16- and 64-row groups, K = 0 and 1, a K past KC, and sizes the threads split.
-  const RowShape shapes[] = {{1, 1, 1},     {3, 17, 5},    {2, 5, 0},     {4, 64, 1},
-                             {12, 255, 64}, {1, 1000, 64}, {2, 130, 700}, {5, 79, 33}};
   for (const bool small_kc : {false, true}) {
     if (small_kc) k::set_sgemm_blocking_override(13, 7, 19);  // every K block edge
     INFO("small KC = " << small_kc);
     for_each_isa([&](const std::string& isa) {
-      std::vector<float> first;
-      const uint32_t seed = g();
-      for (int threads : {1, 2, 3}) {
-        tg::set_num_threads(threads);
-        INFO("threads = " << threads);
-        std::mt19937 same(seed);  // the same operands for every thread count
-        std::vector<float> all;
-        for (const RowShape& s : shapes)
-          for (const bool dots : {true, false})
-            run_row_case(same, s.batch, s.N, s.K, dots, isa != "scalar", all);
-        if (threads == 1) first = all;
-        CHECK(tg::testing::same_bits(all, first));
-      }
+      tg::testing::same_bits_at_1_2_3_threads(
+          g(), [&](std::mt19937& same, std::vector<float>& all) {
+            for (const tg::testing::RowShape& s : tg::testing::kRowShapes)
+              for (const bool dots : {true, false})
+                run_row_case(same, s, dots, isa != "scalar", all);
+          });
     });
     k::set_sgemm_blocking_override(0, 0, 0);
   }
-  tg::set_num_threads(before);
 }
 
 TEST_CASE("one-row kernels: the table's dots and axpys against sgemm_row_ref, every tail, from C") {

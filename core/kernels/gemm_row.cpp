@@ -28,6 +28,15 @@ bool takes(int64_t M, int64_t K, int64_t csA, int64_t rsB, int64_t csB, float be
   return M == 1 && beta == 0.f && (csA == 1 || K <= 1) && (rsB == 1 || csB == 1);
 }
 
+// How the route reads B: dots (B stored transposed) or axpys (row-major), rows ldb apart; and
+// where the columns from j0 on start.
+struct RowB {
+  bool dots;
+  int64_t ldb;
+  RowB(int64_t rsB, int64_t csB) : dots(rsB == 1), ldb(rsB == 1 ? csB : rsB) {}
+  int64_t at(int64_t j0) const { return dots ? j0 * ldb : j0; }
+};
+
 // f(b, j0, j1) for the columns [j0, j1) of product b, over the pool when the work is enough: each
 // product whole, or cut into up to ceil(threads / batch) column ranges.
 template <class F>
@@ -54,12 +63,12 @@ bool sgemm_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                        int64_t strideC) {
   if (!takes(M, K, csA, rsB, csB, beta)) return false;
-  const bool dots = rsB == 1;
-  const int64_t ldb = dots ? csB : rsB, kc = gemm_blocking_for(t).kc;
-  const SgemmRow row = dots ? t.sgemm_row_dots : t.sgemm_row_axpys;
+  const RowB rb(rsB, csB);
+  const int64_t kc = gemm_blocking_for(t).kc;
+  const SgemmRow row = rb.dots ? t.sgemm_row_dots : t.sgemm_row_axpys;
   for_each_piece(batch, N, K, [&](int64_t b, int64_t j0, int64_t j1) {
-    row(j1 - j0, K, kc, A + b * strideA, B + b * strideB + j0 * (dots ? ldb : 1), ldb,
-        C + b * strideC + j0, false);
+    row(j1 - j0, K, kc, A + b * strideA, B + b * strideB + rb.at(j0), rb.ldb, C + b * strideC + j0,
+        false);
   });
   return true;
 }
@@ -69,15 +78,14 @@ bool gemm_bf16_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64
                            int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                            int64_t strideC) {
   if (!takes(M, K, csA, rsB, csB, beta)) return false;
-  const bool dots = rsB == 1;
-  const int64_t ldb = dots ? csB : rsB;
+  const RowB rb(rsB, csB);
   for_each_piece(batch, N, K, [&](int64_t b, int64_t j0, int64_t j1) {
-    const uint16_t* a = A + b * strideA;
+    const uint16_t *a = A + b * strideA, *bj = B + b * strideB + rb.at(j0);
     float* c = C + b * strideC + j0;
-    if (dots)
-      t.gemv_rows_bf16(j1 - j0, K, B + b * strideB + j0 * ldb, ldb, a, nullptr, c);
+    if (rb.dots)
+      t.gemv_rows_bf16(j1 - j0, K, bj, rb.ldb, a, nullptr, c);
     else
-      t.gemm_bf16_row_axpys(j1 - j0, K, a, B + b * strideB + j0, ldb, c, false);
+      t.gemm_bf16_row_axpys(j1 - j0, K, a, bj, rb.ldb, c, false);
   });
   return true;
 }
