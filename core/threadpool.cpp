@@ -1,8 +1,8 @@
 // Persistent thread pool: each job hands out task indices through one atomic counter, so load
 // balance is dynamic but results never depend on it (every task writes its own disjoint outputs).
-// Between jobs a worker first spins (yielding now and then) for up to kSpin, then sleeps on a
-// condition variable: back-to-back GEMMs in a training step then start without a futex wake-up
-// (~10-50 µs, the whole run time of a 128³ GEMM), while an idle pool costs nothing.
+// Between jobs a worker first spins (yielding) for up to kSpin, then sleeps on a condition
+// variable: back-to-back GEMMs in a training step then start without a futex wake-up (~10-50 µs,
+// the whole run time of a 128³ GEMM), while an idle pool costs nothing.
 #include "core/threadpool.h"
 
 #include <sched.h>
@@ -35,28 +35,13 @@ thread_local bool t_inside_task = false;
 
 constexpr std::chrono::microseconds kSpin{100};
 
-// The CPU's spin-wait hint (a few dozen cycles, no system call).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-// Spins until pred() holds or kSpin has passed; returns pred(). Yields the CPU once every 64
-// checks only: a yield is a system call (costly in a VM), and a worker inside one when a job is
-// published starts it late while the caller waits for its share.
+// Yields until pred() holds or kSpin has passed; returns pred().
 template <class P>
 bool spin_until(P pred) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0;; ++i) {
     if (pred()) return true;
-    if ((i & 63) != 63) {
-      cpu_relax();
-      continue;
-    }
-    if (std::chrono::steady_clock::now() - t0 > kSpin) return pred();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() - t0 > kSpin) return pred();
     std::this_thread::yield();
   }
 }

@@ -195,8 +195,8 @@ void sum_rows(int64_t rows, int64_t cols, const float* x, float* out) {
         [&](int64_t lo, int64_t hi) { t.sum_rows(hi - lo, cols, x + lo * cols, out + lo); });
 }
 // The gemvs (a Linear on one row: each token of generation) are cut into kGemvPieces pieces per
-// thread, taken dynamically: a worker that starts a job late (inside a yield, or descheduled on a
-// shared machine) then takes fewer pieces instead of the caller waiting for its whole half.
+// thread, taken dynamically: a worker that starts a job a little late (still in the system call of
+// its spin's yield) then takes fewer pieces instead of the caller waiting for its whole half.
 constexpr int kGemvPieces = 4;
 void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
                const float* b, float* y) {
