@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernels/kernels.h"
+#include "core/threadpool.h"
 
 namespace tg::testing {
 
@@ -37,6 +38,45 @@ void for_each_isa(F body) {
     body(isa);
   }
   k::set_isa(before);
+}
+
+// ---- one row of A, batched (kernels.h: the batched GEMMs' route for M == 1)
+// ---------------------- {batch, N, K}: tails of the 16- and 64-wide groups, K = 0, 1 and odd (past
+// KC too), and sizes the threads split.
+struct RowShape {
+  int64_t batch, N, K;
+};
+inline constexpr RowShape kRowShapes[] = {{1, 1, 1},     {3, 17, 5},    {2, 5, 0},     {4, 64, 1},
+                                          {12, 255, 64}, {1, 1000, 64}, {2, 130, 701}, {5, 79, 33}};
+// One case's operands: B stored transposed (dots, rows ldb > K apart: rsB 1, csB ldb) or row-major
+// (axpys, ldb > N), the batch's A, B and C sA, sB, sC elements apart.
+struct RowLayout {
+  int64_t ldb, sA, sB, sC, rsB, csB;
+  RowLayout(int64_t N, int64_t K, bool dots)
+      : ldb(dots ? K + 3 : N + 5),
+        sA(K + 2),
+        sB((dots ? N : K) * ldb + 1),
+        sC(N + 7),
+        rsB(dots ? 1 : ldb),
+        csB(dots ? ldb : 1) {}
+};
+
+// Runs cases(g, out) at 1, 2 and 3 threads, g seeded with `seed` each time: the C's it appends to
+// out must be the same bits at every thread count. Restores the thread count.
+template <class F>
+void same_bits_at_1_2_3_threads(uint32_t seed, F cases) {
+  const int before = tg::num_threads();
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    tg::set_num_threads(threads);
+    INFO("threads = " << threads);
+    std::mt19937 g(seed);
+    std::vector<float> all;
+    cases(g, all);
+    if (threads == 1) first = all;
+    CHECK(same_bits(all, first));
+  }
+  tg::set_num_threads(before);
 }
 
 }  // namespace tg::testing

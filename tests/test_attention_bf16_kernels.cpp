@@ -389,8 +389,16 @@ TEST_CASE("bf16 attention: each path gives the bits of its algorithm written pla
   // pad 0: rows of an even E start on 4 bytes, where packing moves pairs through the float
   // routines; pad 5 (odd): pair by pair.
   const std::pair<Shape5, int64_t> shapes[] = {
-      {{2, 70, 130, 17, 33}, 5}, {{1, 130, 70, 63, 64}, 5},  {{2, 64, 64, 64, 64}, 0},
-      {{1, 33, 31, 3, 5}, 5},    {{2, 129, 129, 32, 32}, 0}, {{1, 200, 200, 16, 48}, 0}};
+      {{2, 70, 130, 17, 33}, 5},
+      {{1, 130, 70, 63, 64}, 5},
+      {{2, 64, 64, 64, 64}, 0},
+      {{1, 33, 31, 3, 5}, 5},
+      {{2, 129, 129, 32, 32}, 0},
+      {{1, 200, 200, 16, 48}, 0},
+      // one query row, k and v read in place (not causal; the causal variants take the tiles)
+      {{3, 1, 130, 17, 33}, 5},
+      {{12, 1, 255, 64, 64}, 0},
+      {{2, 1, 1, 64, 64}, 0}};
   for (const auto& [s, pad] : shapes)
     for (int vi = 0; vi < 7; ++vi) {
       const Variant va = variant(vi);
@@ -418,9 +426,11 @@ TEST_CASE("bf16 attention: each path gives the bits of its algorithm written pla
 TEST_CASE("bf16 attention is bit-identical for 1, 2 and 3 threads, every path") {
   std::mt19937 g(23);
   const int before = tg::num_threads();
-  for (int vi = 0; vi < 3; ++vi) {
+  for (int vi = 0; vi < 4; ++vi) {
     CAPTURE(vi);
-    const Shape5 s = vi == 2 ? Shape5{3, 90, 70, 33, 17} : Shape5{5, 150, 150, 64, 64};
+    const Shape5 s = vi == 2   ? Shape5{3, 90, 70, 33, 17}
+                     : vi == 3 ? Shape5{12, 1, 300, 64, 64}  // one query row: k, v in place
+                               : Shape5{5, 150, 150, 64, 64};
     const Problem16 pr(s, vi == 0, vi == 1 ? 1 : 0, vi >= 1, g, vi == 2 ? 5 : 0);
     const Dout dout(s, g);
     for_each_isa([&](const std::string&) {

@@ -152,6 +152,48 @@ TEST_CASE("fused attention matches the reference: block edges, masks, dropout, s
     }
 }
 
+// One query row (L == 1, not causal: each step of KV-cache generation) reads k and v in place
+// (attention.cpp: forward_row); its out and lse must be the bits of the same row computed in a
+// block of three rows by the tiled route, with every mask kind and dropout (the row's bits copied
+// where L == 1 indexes them), on every path.
+TEST_CASE("fused attention, one query row: k and v in place, the tiled route's bits") {
+  std::mt19937 g(17);
+  const Shape5 shapes[] = {{3, 3, 130, 17, 33},
+                           {12, 3, 255, 64, 64},
+                           {2, 3, 1, 64, 64},
+                           {1, 3, 70, 0, 8},
+                           {2, 3, 300, 64, 16}};
+  for (const Shape5& s : shapes)
+    for (int variant = 0; variant < 6; ++variant) {
+      CAPTURE(s.S);
+      CAPTURE(s.E);
+      CAPTURE(variant);
+      const Problem pr(s, false, variant % 5, variant == 5, g);
+      Result three(pr.d);
+      for_each_isa([&](const std::string&) {
+        k::sdpa_forward(pr.p, three.out.op(), three.lse.data());
+        k::AttnProblem<float> p1 = pr.p;  // the same offsets: row 0 of each problem
+        p1.L = 1;
+        std::vector<uint64_t> bits(size_t((s.batch * s.S + 63) / 64), 0);
+        for (int64_t n = 0; n < s.batch && p1.keep_bits != nullptr; ++n)
+          for (int64_t j = 0; j < s.S; ++j) {
+            const int64_t from = n * s.L * s.S + j, to = n * s.S + j;
+            bits[size_t(to / 64)] |= (pr.bits[size_t(from / 64)] >> (from % 64) & 1u) << (to % 64);
+          }
+        if (p1.keep_bits != nullptr) p1.keep_bits = bits.data();
+        Out out(s.batch, 1, s.Ev);
+        std::vector<float> lse(size_t(s.batch));
+        k::sdpa_forward(p1, out.op(), lse.data());
+        for (int64_t n = 0; n < s.batch; ++n) {
+          CAPTURE(n);
+          const float* want = three.out.x.data() + n * s.L * s.Ev;
+          CHECK(std::memcmp(out.x.data() + n * s.Ev, want, size_t(s.Ev) * 4) == 0);
+          CHECK(std::memcmp(&lse[size_t(n)], &three.lse[size_t(n * s.L)], 4) == 0);
+        }
+      });
+    }
+}
+
 TEST_CASE("fused attention: a row no key reaches gives out 0, lse -inf and zero gradients") {
   std::mt19937 g(3);
   const Problem pr({2, 9, 70, 16, 16}, false, 1, false, g);  // mask row 2 is all -inf

@@ -293,6 +293,64 @@ TEST_CASE("bf16 GEMM: batched, over the batch or inside each GEMM, as the refere
   tg::set_num_threads(before);
 }
 
+// One row of A, batched (kernels.h: gemm_bf16_batched's M == 1 route, B read in place): per entry
+// the bits of gemm_bf16's packed route (gemm_bf16 itself) and of the reference, for both layouts
+// of B (tg::testing::RowLayout); wild values (denormals, flushed products, infinities); C starts
+// as NaN (beta 0 must not read it).
+void run_row_case(std::mt19937& g, const tg::testing::RowShape& s, bool dots,
+                  std::vector<float>& out) {
+  const int64_t batch = s.batch, N = s.N, K = s.K;
+  INFO("batch=" << batch << " N=" << N << " K=" << K << " dots=" << dots);
+  const tg::testing::RowLayout l(N, K, dots);
+  const std::vector<uint16_t> A = rand_bf16(g, batch * l.sA, true),
+                              B = rand_bf16(g, batch * l.sB, true);
+  std::vector<float> C(size_t(batch * l.sC), std::nanf("")), P = C, R = C;
+  k::gemm_bf16_batched(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                       C.data(), l.sC, N);
+  k::gemm_bf16_batched_ref(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                           R.data(), l.sC, N);
+  for (int64_t b = 0; b < batch; ++b)
+    k::gemm_bf16(1, N, K, A.data() + b * l.sA, K, 1, B.data() + b * l.sB, l.rsB, l.csB, 0.f,
+                 P.data() + b * l.sC, N);
+  check_same(C, P, "one-row route vs the packed gemm_bf16");
+  check_same(C, R, "one-row route vs gemm_bf16_batched_ref");
+  out.insert(out.end(), C.begin(), C.end());
+}
+
+TEST_CASE("bf16 GEMM, one row of A: B read in place, the packed GEMM's bits, 1/2/3 threads") {
+  std::mt19937 g(31);
+  for_each_isa([&](const std::string&) {
+    tg::testing::same_bits_at_1_2_3_threads(g(), [&](std::mt19937& same, std::vector<float>& all) {
+      for (const tg::testing::RowShape& s : tg::testing::kRowShapes)
+        for (const bool dots : {true, false}) run_row_case(same, s, dots, all);
+    });
+  });
+}
+
+TEST_CASE("bf16 row axpys: the table's kernel against its reference, every column tail, from C") {
+  std::mt19937 g(8);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for_each_isa([&](const std::string&) {
+    const k::KernelTable& t = k::active_table();
+    for (int64_t n = 0; n <= 70; ++n)
+      for (const int64_t kk : {0, 1, 2, 7, 64})
+        for (const bool accumulate : {false, true}) {
+          INFO("n=" << n << " k=" << kk << " accumulate=" << accumulate);
+          const int64_t ldb = n + 2;
+          // At least one element each: no kernel is handed the null data() of an empty vector.
+          const std::vector<uint16_t> a = rand_bf16(g, std::max<int64_t>(kk, 1), true),
+                                      b = rand_bf16(g, std::max<int64_t>(kk * ldb, 1), true);
+          std::vector<float> c(size_t(std::max<int64_t>(n, 1)), std::nanf(""));  // not read
+          for (auto& x : c) x = accumulate ? u(g) : x;
+          if (accumulate && n > 1) c[1] = -1e-40f;  // a denormal C reads as zero of its sign
+          std::vector<float> r = c;
+          t.gemm_bf16_row_axpys(n, kk, a.data(), b.data(), ldb, c.data(), accumulate);
+          k::gemm_bf16_row_axpys_ref(n, kk, a.data(), b.data(), ldb, r.data(), accumulate);
+          check_same(c, r, "gemm_bf16_row_axpys");
+        }
+  });
+}
+
 TEST_CASE("bf16 dispatch: the bf16 unit is its own path, with a probe") {
   for_each_isa([&](const std::string& isa) {
     const k::KernelTable& t = k::active_table();

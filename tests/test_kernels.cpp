@@ -538,6 +538,75 @@ TEST_CASE("sgemm_batched matches the reference per batch entry") {
   });
 }
 
+// One row of A, batched (kernels.h: sgemm_batched's M == 1 route, B read in place): per entry the
+// bits of sgemm's packed route (sgemm itself) and of sgemm_row_ref (fused on the SIMD paths, as
+// their micro-kernels; product then sum on the scalar path), for both layouts of B
+// (tg::testing::RowLayout); C starts as NaN (beta 0 must not read it).
+void run_row_case(std::mt19937& g, const tg::testing::RowShape& s, bool dots, bool fused,
+                  std::vector<float>& out) {
+  const int64_t batch = s.batch, N = s.N, K = s.K;
+  INFO("batch=" << batch << " N=" << N << " K=" << K << " dots=" << dots);
+  const tg::testing::RowLayout l(N, K, dots);
+  const std::vector<float> A = randv(g, batch * l.sA), B = randv(g, batch * l.sB);
+  std::vector<float> C(size_t(batch * l.sC), std::nanf("")), P = C, R = C;
+  k::sgemm_batched(batch, 1, N, K, A.data(), l.sA, K, 1, B.data(), l.sB, l.rsB, l.csB, 0.f,
+                   C.data(), l.sC, N);
+  const int64_t kc = k::gemm_blocking_for(k::active_table()).kc;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* a = A.data() + b * l.sA;
+    k::sgemm(1, N, K, a, K, 1, B.data() + b * l.sB, l.rsB, l.csB, 0.f, P.data() + b * l.sC, N);
+    k::sgemm_row_ref(dots, fused, N, K, kc, a, B.data() + b * l.sB, l.ldb, R.data() + b * l.sC,
+                     false);
+  }
+  check_equal(C, P, "one-row route vs the packed sgemm");
+  check_equal(C, R, "one-row route vs sgemm_row_ref");
+  out.insert(out.end(), C.begin(), C.end());
+}
+
+TEST_CASE("sgemm_batched, one row of A: B read in place, the packed GEMM's bits, 1/2/3 threads") {
+  std::mt19937 g(77);
+  for (const bool small_kc : {false, true}) {
+    if (small_kc) k::set_sgemm_blocking_override(13, 7, 19);  // every K block edge
+    INFO("small KC = " << small_kc);
+    for_each_isa([&](const std::string& isa) {
+      tg::testing::same_bits_at_1_2_3_threads(
+          g(), [&](std::mt19937& same, std::vector<float>& all) {
+            for (const tg::testing::RowShape& s : tg::testing::kRowShapes)
+              for (const bool dots : {true, false})
+                run_row_case(same, s, dots, isa != "scalar", all);
+          });
+    });
+    k::set_sgemm_blocking_override(0, 0, 0);
+  }
+}
+
+TEST_CASE("one-row kernels: the table's dots and axpys against sgemm_row_ref, every tail, from C") {
+  std::mt19937 g(78);
+  for_each_isa([&](const std::string& isa) {
+    const k::KernelTable& t = k::active_table();
+    for (int64_t n = 0; n <= 70; ++n)
+      for (const int64_t kk : {0, 1, 17, 64})
+        for (int v = 0; v < 8; ++v) {
+          const bool dots = v & 1, accumulate = v & 2;
+          const int64_t kc = v & 4 ? 7 : std::max<int64_t>(kk, 1);
+          INFO("n=" << n << " k=" << kk << " kc=" << kc << " dots=" << dots
+                    << " accumulate=" << accumulate);
+          const int64_t ldb = dots ? kk + 3 : n + 5;
+          // At least one element each: no kernel is handed the null data() of an empty vector.
+          const std::vector<float> a = randv(g, std::max<int64_t>(kk, 1)),
+                                   b = randv(g, std::max<int64_t>((dots ? n : kk) * ldb, 1));
+          std::vector<float> c = randv(g, std::max<int64_t>(n, 1));
+          if (!accumulate) std::fill(c.begin(), c.end(), std::nanf(""));  // C not read
+          std::vector<float> r = c;
+          (dots ? t.sgemm_row_dots : t.sgemm_row_axpys)(n, kk, kc, a.data(), b.data(), ldb,
+                                                        c.data(), accumulate);
+          k::sgemm_row_ref(dots, isa != "scalar", n, kk, kc, a.data(), b.data(), ldb, r.data(),
+                           accumulate);
+          check_equal(c, r, dots ? "sgemm_row_dots" : "sgemm_row_axpys");
+        }
+  });
+}
+
 TEST_CASE("the default thread count is the CPUs this thread may run on, not the machine's") {
   cpu_set_t all;
   CPU_ZERO(&all);

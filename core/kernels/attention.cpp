@@ -139,9 +139,35 @@ void forward_block(const KernelTable& t, const AttnProblem<float>& p, Blocks bl,
   for (int64_t r = 0; r < rows; ++r) std::copy_n(st.o + r * p.Ev, p.Ev, out.at(n, i0 + r));
 }
 
+// One query row (L == 1, not causal, no flex hook: each step of KV-cache generation), problem n:
+// forward_block's loop with its two products on the table's one-row kernels, k and v read in
+// place, where forward() would pack all of kᵀ for one row's use (O(cache) writes per token). The
+// same bits: S sums E whole from zero, O adds each key block's sum to O (table.h: SgemmRow).
+void forward_row(const KernelTable& t, const AttnProblem<float>& p, Blocks bl, int64_t n,
+                 MatrixBatch<float> out, float* lse) {
+  const auto [s, st, keep] = forward_buffers(bl, 1, p.Ev);
+  for (int64_t j0 = 0; j0 < p.S; j0 += bl.bc) {
+    const int64_t cols = std::min(bl.bc, p.S - j0);
+    // S = q · k_jᵀ
+    t.sgemm_row_dots(cols, p.E, std::max<int64_t>(p.E, 1), p.q.at(n, 0), p.k.at(n, j0), p.k.ld, s,
+                     false);
+    t.attn_fwd_tile(make_tile(p, n, 0, j0, 1, cols, bl.bc, keep), s, st.m, st.l, st.alpha);
+    st.rescale();
+    // O = O·alpha + (P∘keep) · v_j
+    t.sgemm_row_axpys(p.Ev, cols, cols, s, p.v.at(n, j0), p.v.ld, st.o, true);
+  }
+  st.finish(lse + n * p.L);  // O / l
+  std::copy_n(st.o, p.Ev, out.at(n, 0));
+}
+
 void forward(const KernelTable& t, const AttnProblem<float>& p, MatrixBatch<float> out,
              float* lse) {
   const Blocks bl = blocks_for(t.sgemm_blocking);
+  if (p.L == 1 && !p.causal && p.mod == nullptr) {
+    for_each_query_block(p.batch, 1, bl.br,
+                         [&](int64_t n, int64_t) { forward_row(t, p, bl, n, out, lse); });
+    return;
+  }
   const int64_t NR = t.sgemm_blocking.nr;
   // kᵀ of every problem, packed once: the B operand of all its score tiles.
   const int64_t kt_size = (p.S + NR - 1) / NR * NR * std::max<int64_t>(p.E, 1);

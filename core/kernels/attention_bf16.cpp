@@ -183,9 +183,37 @@ void forward_block(const KernelTable& t, const AttnProblemBf16& p, Blocks bl,
   for (int64_t r = 0; r < rows; ++r) t.f32_to_bf16(p.Ev, st.o + r * p.Ev, out.at(n, i0 + r));
 }
 
+// One query row (L == 1, not causal: each step of KV-cache generation), problem n: forward_block's
+// loop with k and v read in place by the table's one-row kernels (gemv_rows_bf16 for S, the bf16
+// axpys for O), where forward() would pack all of kᵀ and v for one row's use. The same chains:
+// S from +0 over E, O continued from O over each key block's pairs.
+void forward_row(const KernelTable& t, const AttnProblemBf16& p, Blocks bl, int64_t n,
+                 MatrixBatch<uint16_t> out, float* lse) {
+  thread_local ScratchOf<uint16_t> p_buf;
+  const auto [s, st, keep] = forward_buffers(bl, 1, p.Ev);
+  uint16_t* const p16 = p_buf.get(bl.bc);  // bf16(P∘keep)
+  for (int64_t j0 = 0; j0 < p.S; j0 += bl.bc) {
+    const int64_t cols = std::min(bl.bc, p.S - j0);
+    // S = q · k_jᵀ
+    t.gemv_rows_bf16(cols, p.E, p.k.at(n, j0), p.k.ld, p.q.at(n, 0), nullptr, s);
+    t.attn_fwd_tile(make_tile(p, n, 0, j0, 1, cols, bl.bc, keep), s, st.m, st.l, st.alpha);
+    t.f32_to_bf16(cols, s, p16);
+    st.rescale();
+    // O = O·alpha + bf16(P∘keep) · v_j
+    t.gemm_bf16_row_axpys(p.Ev, cols, p16, p.v.at(n, j0), p.v.ld, st.o, true);
+  }
+  st.finish(lse + n * p.L);  // O / l, rounded once below
+  t.f32_to_bf16(p.Ev, st.o, out.at(n, 0));
+}
+
 void forward(const KernelTable& t, const AttnProblemBf16& p, MatrixBatch<uint16_t> out,
              float* lse) {
   const Blocks bl = blocks_for(t.gemm_bf16_blocking);
+  if (p.L == 1 && !p.causal) {
+    for_each_query_block(p.batch, 1, bl.br,
+                         [&](int64_t n, int64_t) { forward_row(t, p, bl, n, out, lse); });
+    return;
+  }
   // kᵀ and v of every problem, packed once: the B operands of all its tiles.
   const int64_t kt_size = packed_size(t, p.E, p.S), v_size = packed_size(t, p.S, p.Ev);
   ScratchOf<uint16_t> kt_buf, v_buf;

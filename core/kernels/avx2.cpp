@@ -277,6 +277,39 @@ void gemv_rows_bf16_avx2(int64_t rows, int64_t cols, const uint16_t* w, int64_t 
   gemv_rows_bf16_ref(rows - full, cols, w + full * ldw, ldw, x, b ? b + full : nullptr, y + full);
 }
 
+// ---- one row of A times a row-major B in bf16 (table.h: gemm_bf16_row_axpys) -----------------
+// One lane per column of C: per pair of k, the two rows' 8-column pieces widen to float32 and take
+// the GEMM kernel's two FMAs (odd k first) under its MXCSR modes; an odd k's last pair has a zero
+// odd half, as the padded pair. Columns past the last whole 8 take the reference (no 16-bit
+// masked loads).
+void gemm_bf16_row_axpys_avx2(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                              int64_t ldb, float* c, bool accumulate) {
+  const int64_t full = n / 8 * 8;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | kFtzDaz);
+  __asm__ volatile("" ::: "memory");  // no load of the operands before the mode is set
+  auto widen = [](const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  };
+  auto set1 = [](uint16_t h) {
+    return _mm256_castsi256_ps(_mm256_set1_epi32(int(uint32_t(h) << 16)));
+  };
+  for (int64_t j = 0; j < full; j += 8) {
+    __m256 acc = accumulate ? _mm256_loadu_ps(c + j) : _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; p += 2) {
+      const bool odd = p + 1 < k;
+      const __m256 bo = odd ? widen(b + (p + 1) * ldb + j) : _mm256_setzero_ps();
+      acc = _mm256_fmadd_ps(set1(a[p]), widen(b + p * ldb + j),
+                            _mm256_fmadd_ps(set1(odd ? a[p + 1] : uint16_t(0)), bo, acc));
+    }
+    _mm256_storeu_ps(c + j, acc);
+  }
+  __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
+  _mm_setcsr(csr);
+  gemm_bf16_row_axpys_ref(n - full, k, a, b + full, ldb, c + full, accumulate);
+}
+
 // ---- V: 8 floats in a ymm ----------------------------------------------------------------------
 struct V {
   using T = __m256;
@@ -415,6 +448,9 @@ const KernelTable* avx2_table() {
       .gemv_rows_bf16 = gemv_rows_bf16_avx2,
       .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,
+      .sgemm_row_dots = sgemm_row_dots_simd,
+      .sgemm_row_axpys = sgemm_row_axpys_simd,
+      .gemm_bf16_row_axpys = gemm_bf16_row_axpys_avx2,
   };
   return &t;
 }

@@ -220,7 +220,7 @@ void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t
 
 // ---- bf16 gemv (kernels.h: gemv_rows_bf16), widening to float32 ------------------------------
 // avx512_shared.h's loop with the GEMM kernel's step above: two FMAs per pair (odd k first) under
-// DAZ and FTZ, set for the call; the rows past the last group of 16 take the reference.
+// DAZ and FTZ, set for the call.
 struct WidenStep {
   __m512 operator()(__m512 acc, __m512i xi, __m512i wi) const {
     const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
@@ -245,14 +245,119 @@ void with_ftz_daz(F body) {
 
 void gemv_rows_bf16_avx512(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
                            const uint16_t* x, const float* b, float* y) {
-  int64_t done = 0;
-  with_ftz_daz([&] { done = gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, WidenStep{}); });
-  gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
+  with_ftz_daz([&] { gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, WidenStep{}); });
 }
 
 void gemv_packed_bf16_avx512(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
                              const float* b, float* y) {
   with_ftz_daz([&] { gemv_packed_x16(rows, cols, panels, x, b, y, WidenStep{}); });
+}
+
+// ---- one row of A times a transposed B in place (table.h: SgemmRow, dots) -------------------
+// One lane per row of B (a column of C), so each lane runs its chain in k order, one FMA a link,
+// as the micro-kernel does. Per 16 k, a group's 16 rows are loaded (masked past the K block and
+// past n: zeros, nothing read beyond) and transposed in registers, so r[q] holds k = p + q of
+// every row: the packing's transposition without the panel it writes. G groups side by side keep
+// G chains in flight; rows (<= 16·G) masks the last group's store. As gemv_block (avx512_shared.h),
+// each group's chunk prefetches 1 KiB of the next block, in memory order, into L2: the 16·G rows
+// are too many streams for the hardware prefetchers (the cached keys come from memory).
+template <int G>
+void sgemm_row_dots_groups(int64_t rows, int64_t k, int64_t kc, const float* a, const float* b,
+                           int64_t ldb, float* c, bool accumulate) {
+  __m512 sum[G];
+  __mmask16 kr[G];
+  for (int j = 0; j < G; ++j) {
+    kr[j] = __mmask16((1u << std::clamp<int64_t>(rows - 16 * j, 0, 16)) - 1u);
+    sum[j] = accumulate ? _mm512_maskz_loadu_ps(kr[j], c + 16 * j) : _mm512_setzero_ps();
+  }
+  const char* next = reinterpret_cast<const char*>(b + 16 * G * ldb);
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t p1 = std::min(k, p0 + kc);
+    __m512 acc[G];
+    for (int j = 0; j < G; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t p = p0; p < p1; p += 16) {
+      const int64_t len = std::min<int64_t>(16, p1 - p);
+      const __mmask16 kl = len >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << len) - 1u);
+#pragma GCC unroll 4
+      for (int j = 0; j < G; ++j) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) {
+          _mm_prefetch(next + (((p / 16) * G + j) * 16 + i) * 64, _MM_HINT_T1);
+          r[i] = 16 * j + i < rows ? _mm512_maskz_loadu_ps(kl, b + (16 * j + i) * ldb + p)
+                                   : _mm512_setzero_ps();
+        }
+        transpose16x16(r);
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q) {
+          if (q >= len) break;
+          acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(a[p + q]), r[q], acc[j]);
+        }
+      }
+    }
+    for (int j = 0; j < G; ++j)
+      sum[j] = p0 == 0 && !accumulate ? acc[j] : _mm512_add_ps(acc[j], sum[j]);
+  }
+  for (int j = 0; j < G; ++j) _mm512_mask_storeu_ps(c + 16 * j, kr[j], sum[j]);
+}
+
+// Blocks of 64 rows, then groups of 16, the last one partial.
+void sgemm_row_dots_avx512(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
+                           int64_t ldb, float* c, bool accumulate) {
+  int64_t r = 0;
+  for (; r + 64 <= n; r += 64)
+    sgemm_row_dots_groups<4>(64, k, kc, a, b + r * ldb, ldb, c + r, accumulate);
+  for (; r < n; r += 16)
+    sgemm_row_dots_groups<1>(std::min<int64_t>(16, n - r), k, kc, a, b + r * ldb, ldb, c + r,
+                             accumulate);
+}
+
+// ---- one row of A times a row-major B in bf16 (table.h: gemm_bf16_row_axpys) -----------------
+// One lane per column of C: per pair of k, the two rows' pieces widen to float32 (16 bf16 each,
+// masked past n) and take two FMAs, the odd k first, under DAZ and FTZ: gemm_bf16's chain, as the
+// GEMM kernel above computes it, from C (a denormal read as zero: DAZ) or +0. An odd k's last pair
+// has a zero odd half (a zero product, which turns an acc of -0 into +0, as the unit's padded pair
+// does). Four vectors of columns side by side: four chains in flight. The rows kAxpyAhead ahead
+// are prefetched: the cached values come from memory, and without it the loads, not the chains,
+// bound the kernel.
+inline __m512 widen_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+constexpr int64_t kAxpyAhead = 16;
+inline __m512 bf16_set1(uint16_t h) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32(int(uint32_t(h) << 16)));
+}
+void gemm_bf16_row_axpys_avx512(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                                int64_t ldb, float* c, bool accumulate) {
+  with_ftz_daz([&] {
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+      __mmask16 m[4];
+      __m512 acc[4];
+      for (int v = 0; v < 4; ++v) {
+        const int64_t cnt = std::clamp<int64_t>(n - j0 - 16 * v, 0, 16);
+        m[v] = __mmask16((1u << cnt) - 1u);
+        acc[v] = accumulate ? _mm512_maskz_loadu_ps(m[v], c + j0 + 16 * v) : _mm512_setzero_ps();
+      }
+      const uint16_t* bj = b + j0;
+      for (int64_t p = 0; p < k; p += 2) {
+        const bool odd = p + 1 < k;
+        for (int64_t r = p + kAxpyAhead; r < p + kAxpyAhead + 2; ++r) {  // 64 columns: 2 lines
+          _mm_prefetch(reinterpret_cast<const char*>(bj + r * ldb), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(bj + r * ldb + 32), _MM_HINT_T0);
+        }
+        const __m512 ao = bf16_set1(odd ? a[p + 1] : uint16_t(0)), ae = bf16_set1(a[p]);
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const __m512 bo =
+              odd ? widen_bf16(bj + (p + 1) * ldb + 16 * v, m[v]) : _mm512_setzero_ps();
+          acc[v] = _mm512_fmadd_ps(ae, widen_bf16(bj + p * ldb + 16 * v, m[v]),
+                                   _mm512_fmadd_ps(ao, bo, acc[v]));
+        }
+      }
+      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(c + j0 + 16 * v, m[v], acc[v]);
+    }
+  });
 }
 
 // ---- bfloat16 conversions ---------------------------------------------------------------------
@@ -384,6 +489,9 @@ const KernelTable* avx512_table() {
       .gemv_rows_bf16 = gemv_rows_bf16_avx512,
       .gemv_packed_bf16 = gemv_packed_bf16_avx512,
       .bf16_probe = nullptr,
+      .sgemm_row_dots = sgemm_row_dots_avx512,
+      .sgemm_row_axpys = sgemm_row_axpys_simd,
+      .gemm_bf16_row_axpys = gemm_bf16_row_axpys_avx512,
   };
   return &t;
 }

@@ -119,15 +119,12 @@ double bf16_probe_avx512bf16(int64_t iters) {
 }
 
 // The bf16 gemv (kernels.h: gemv_rows_bf16) on the unit: avx512_shared.h's loop, one vdpbf16ps
-// per pair of k (the unit's own chain, so the GEMM's bits); rows past the last group of 16 take
-// the reference.
+// per pair of k (the unit's own chain, so the GEMM's bits).
 void gemv_rows_bf16_avx512bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
                                const uint16_t* x, const float* b, float* y) {
-  const int64_t done =
-      gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, [](__m512 acc, __m512i xi, __m512i wi) {
-        return _mm512_dpbf16_ps(acc, as_bh(xi), as_bh(wi));
-      });
-  gemv_rows_bf16_ref(rows - done, cols, w + done * ldw, ldw, x, b ? b + done : nullptr, y + done);
+  gemv_rows_bf16_x16(rows, cols, w, ldw, x, b, y, [](__m512 acc, __m512i xi, __m512i wi) {
+    return _mm512_dpbf16_ps(acc, as_bh(xi), as_bh(wi));
+  });
 }
 
 void gemv_packed_bf16_avx512bf16(int64_t rows, int64_t cols, const uint32_t* panels,

@@ -80,18 +80,22 @@ inline __m512 gemv_links(__m512 acc, const __m512 t[16], const uint16_t* x, int6
   return acc;
 }
 
-// Rows [0, 16·G) of w into y: G groups of 16 side by side, so G chains are in flight (with one
-// group, GPT-2's out_head from memory ran 2.5× slower on Zen 5: the loads waited on one chain).
+// Rows [0, rows) of w into y, rows <= 16·G: G groups of 16 side by side (the rows of the last
+// group past `rows` read as zeros, nothing read or stored beyond), so G chains are in flight (with
+// one group, GPT-2's out_head from memory ran 2.5× slower on Zen 5: the loads waited on one chain).
 // Each group's chunk also prefetches 1 KiB of the next block, in memory order, into L2 (its 16·G
 // rows are as many streams, too many for the hardware prefetchers; ~10% on out_head). In cache
 // the 16×16 transposes, 4 shuffles a link, bound the kernel; a prefetch past the matrix is
 // harmless.
 template <int G, class Step>
-void gemv_block(int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x, const float* b,
-                float* y, Step step) {
+void gemv_block(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
+                const float* b, float* y, Step step) {
   __m512 acc[G];
-  for (int j = 0; j < G; ++j)
-    acc[j] = b != nullptr ? _mm512_loadu_ps(b + 16 * j) : _mm512_setzero_ps();
+  __mmask16 kr[G];
+  for (int j = 0; j < G; ++j) {
+    kr[j] = __mmask16((1u << std::clamp<int64_t>(rows - 16 * j, 0, 16)) - 1u);
+    acc[j] = b != nullptr ? _mm512_maskz_loadu_ps(kr[j], b + 16 * j) : _mm512_setzero_ps();
+  }
   const char* next = reinterpret_cast<const char*>(w + 16 * G * ldw);
   for (int64_t p = 0; p < cols; p += 32) {
     const int64_t len = std::min<int64_t>(32, cols - p);
@@ -103,26 +107,27 @@ void gemv_block(int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) {
         _mm_prefetch(next + (((p / 32) * G + j) * 16 + i) * 64, _MM_HINT_T1);
-        t[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, wj + i * ldw));
+        t[i] = 16 * j + i < rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, wj + i * ldw))
+                                 : _mm512_setzero_ps();
       }
       transpose16x16(t);
       acc[j] = gemv_links(acc[j], t, x, p, len, cols, step);
     }
   }
-  for (int j = 0; j < G; ++j) _mm512_storeu_ps(y + 16 * j, acc[j]);
+  for (int j = 0; j < G; ++j) _mm512_mask_storeu_ps(y + 16 * j, kr[j], acc[j]);
 }
 
-// Blocks of 64 rows, then of 16; returns the rows done (whole groups of 16), the caller computes
-// the rest.
+// Blocks of 64 rows, then groups of 16, the last one partial (a short key range of the batched
+// GEMMs' one-row route would otherwise take the scalar reference).
 template <class Step>
-int64_t gemv_rows_bf16_x16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
-                           const uint16_t* x, const float* b, float* y, Step step) {
+void gemv_rows_bf16_x16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
+                        const uint16_t* x, const float* b, float* y, Step step) {
   int64_t r = 0;
   for (; r + 64 <= rows; r += 64)
-    gemv_block<4>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
-  for (; r + 16 <= rows; r += 16)
-    gemv_block<1>(cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
-  return r;
+    gemv_block<4>(64, cols, w + r * ldw, ldw, x, b ? b + r : nullptr, y + r, step);
+  for (; r < rows; r += 16)
+    gemv_block<1>(std::min<int64_t>(16, rows - r), cols, w + r * ldw, ldw, x, b ? b + r : nullptr,
+                  y + r, step);
 }
 
 // ---- the packed bf16 gemv (kernels.h: gemv_packed_bf16) ---------------------------------------

@@ -51,11 +51,15 @@ std::atomic<const KernelTable*> g_active{nullptr};
 // Pieces of at least this many elements (or row elements) before a job is split over threads.
 constexpr int64_t kMinPerTask = int64_t(1) << 15;
 
-// Calls f(lo, hi) over [0, n) cut into up to num_threads() pieces of >= min_per_task units each,
-// boundaries aligned to `align` units. Each unit is independent, so the cut cannot change results.
+// Calls f(lo, hi) over [0, n) cut into up to num_threads() · per_thread pieces of >= min_per_task
+// units each (one piece on one thread), boundaries aligned to `align` units. Each unit is
+// independent, so the cut cannot change results.
 template <class F>
-void split(int64_t n, int64_t min_per_task, int64_t align, F f) {
-  const int64_t parts = std::min<int64_t>(num_threads(), n / std::max<int64_t>(min_per_task, 1));
+void split(int64_t n, int64_t min_per_task, int64_t align, F f, int per_thread = 1) {
+  const int nt = num_threads();
+  const int64_t parts =
+      nt <= 1 ? 1
+              : std::min<int64_t>(int64_t(nt) * per_thread, n / std::max<int64_t>(min_per_task, 1));
   if (parts <= 1) {
     if (n > 0) f(int64_t(0), n);
     return;
@@ -190,30 +194,44 @@ void sum_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   split(rows, min_rows(cols), 1,
         [&](int64_t lo, int64_t hi) { t.sum_rows(hi - lo, cols, x + lo * cols, out + lo); });
 }
+// The gemvs (a Linear on one row: each token of generation) are cut into kGemvPieces pieces per
+// thread, taken dynamically: a worker that starts a job a little late (still in the system call of
+// its spin's yield) then takes fewer pieces instead of the caller waiting for its whole half.
+constexpr int kGemvPieces = 4;
 void gemv_rows(int64_t rows, int64_t cols, const float* w, int64_t ldw, const float* x,
                const float* b, float* y) {
   const KernelTable& t = active_table();
-  split(rows, min_rows(cols), 4, [&](int64_t lo, int64_t hi) {
-    t.gemv_rows(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
-  });
+  split(
+      rows, min_rows(cols), 4,
+      [&](int64_t lo, int64_t hi) {
+        t.gemv_rows(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
+      },
+      kGemvPieces);
 }
-// Groups of 16 rows stay whole (the widest path's group), so no path computes a group's rows
-// through its scalar tail because of where a thread's share ended.
+// Blocks of 64 rows stay whole (the widest path's block of four 16-row groups, whose chains run
+// side by side; a lone group runs slower), so no path computes a group's rows through its scalar
+// tail, or a block as single groups, because of where a piece ended.
 void gemv_rows_bf16(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw, const uint16_t* x,
                     const float* b, float* y) {
   const KernelTable& t = active_table();
-  split(rows, min_rows(cols), 16, [&](int64_t lo, int64_t hi) {
-    t.gemv_rows_bf16(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
-  });
+  split(
+      rows, min_rows(cols), 64,
+      [&](int64_t lo, int64_t hi) {
+        t.gemv_rows_bf16(hi - lo, cols, w + lo * ldw, ldw, x, b ? b + lo : nullptr, y + lo);
+      },
+      kGemvPieces);
 }
 bool gemv_packed_bf16_available() { return active_table().gemv_packed_bf16 != nullptr; }
 void gemv_packed_bf16(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
                       const float* b, float* y) {
   const KernelTable& t = active_table();
   const int64_t pairs = (cols + 1) / 2;
-  split(rows, min_rows(cols), 16, [&](int64_t lo, int64_t hi) {  // lo: a whole group's first row
-    t.gemv_packed_bf16(hi - lo, cols, panels + lo * pairs, x, b ? b + lo : nullptr, y + lo);
-  });
+  split(
+      rows, min_rows(cols), 64,
+      [&](int64_t lo, int64_t hi) {  // lo: a whole block's first row
+        t.gemv_packed_bf16(hi - lo, cols, panels + lo * pairs, x, b ? b + lo : nullptr, y + lo);
+      },
+      kGemvPieces);
 }
 void max_rows(int64_t rows, int64_t cols, const float* x, float* out) {
   const KernelTable& t = active_table();

@@ -372,6 +372,8 @@ void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* 
                    int64_t rsA, int64_t csA, const float* B, int64_t strideB, int64_t rsB,
                    int64_t csB, float beta, float* C, int64_t strideC, int64_t ldc) {
   const KernelTable& t = active_table();
+  if (sgemm_batched_row(t, batch, M, N, K, A, strideA, csA, B, strideB, rsB, csB, beta, C, strideC))
+    return;
   const int nt = num_threads();
   if (batch >= nt && nt > 1 && batch * M * N * std::max<int64_t>(K, 1) >= kParallelMacs) {
     // Whole GEMMs per task: each C is still computed by the single-threaded nest.

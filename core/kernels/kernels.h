@@ -50,6 +50,9 @@ void dgemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t rsA, int64_
 // Strided batched GEMM (attention heads, e.g. Q·Kᵀ per (batch, head)): for b in [0, batch),
 //   C + b*strideC = (A + b*strideA) · (B + b*strideB)   with the strides/ldc of sgemm.
 // Splits over the batch when it has enough entries, otherwise over M/N inside each GEMM.
+// One row of A (M == 1, beta 0, A's columns adjacent; each KV-cache step's q·kᵀ and w·V per head)
+// with B row-major or stored transposed: B is read in place, not packed (gemm_row.cpp), with the
+// same bits as the packed route; the threads split the batch and the columns of C.
 void sgemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const float* A, int64_t strideA,
                    int64_t rsA, int64_t csA, const float* B, int64_t strideB, int64_t rsB,
                    int64_t csB, float beta, float* C, int64_t strideC, int64_t ldc);
@@ -80,7 +83,9 @@ void bf16_round(int64_t n, const float* x, float* out);
 // A NaN in gives a NaN out, of no specified payload.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
                const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc);
-// The batched form, as sgemm_batched: C + b*strideC = (A + b*strideA) · (B + b*strideB).
+// The batched form, as sgemm_batched: C + b*strideC = (A + b*strideA) · (B + b*strideB), with
+// its route for one row of A and B read in place (the same chains: gemv_rows_bf16's kernel for a
+// B stored transposed, the bf16 axpys of gemm_bf16_row_axpys_ref for a row-major one).
 void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
@@ -152,6 +157,17 @@ void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t l
 void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,
                           const float* b, float* y);
 
+// ---- scalar references of the batched GEMMs' route for one row of A (table.h: SgemmRow) -------
+// c[j] (+)= Σ_p a[p]·B(p, j) for j < n, B(p, j) = b[j*ldb + p] (dots) or b[p*ldb + j] (axpys),
+// in K blocks of kc, as table.h says; fused: each link one FMA (the SIMD paths), else the product
+// rounded first (the scalar path).
+void sgemm_row_ref(bool dots, bool fused, int64_t n, int64_t k, int64_t kc, const float* a,
+                   const float* b, int64_t ldb, float* c, bool accumulate);
+// gemm_bf16's chain for c[j] (+)= Σ_p a[p]·b[p*ldb + j], j < n, from c[j] (accumulate) or +0:
+// gemm_bf16(1, n, k, a, k, 1, b, ldb, accumulate ? 1 : 0, c, n).
+void gemm_bf16_row_axpys_ref(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                             int64_t ldb, float* c, bool accumulate);
+
 // ---- fused scaled-dot-product attention (attention.cpp: FlashAttention-2 on the CPU) ----------
 // `batch` independent problems n (a query, key, value and mask matrix each). Per problem, with
 // q [L, E], k [S, E], v [S, Ev]:
@@ -168,6 +184,8 @@ void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, co
 // Threads: the forward splits over (problem, query block), the backward over problems; every
 // element is computed by the same operations whoever runs it, so results are bit-identical for
 // any thread count. Block sizes depend on the shapes and the ISA's micro-tile only.
+// One query row (L == 1, not causal, no flex hook: each step of KV-cache generation) runs the same
+// blocks with k and v read in place (no packing), giving the same bits (float32 and bfloat16).
 //
 // q, k, v, the mask, out and the gradients are each a MatrixBatch: matrix n starts at
 // base + off[n], its rows are ld elements apart and its columns adjacent. The mask is read through

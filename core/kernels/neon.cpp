@@ -313,6 +313,11 @@ const KernelTable* neon_table() {
       .gemv_rows_bf16 = gemv_rows_bf16_neon,
       .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,
+      .sgemm_row_dots = sgemm_row_dots_simd,
+      .sgemm_row_axpys = sgemm_row_axpys_simd,
+      // The reference: FPCR's flush judges tininess before rounding, unlike the unit (see the GEMM
+      // kernel above), and the route's bf16 axpys are a small share of a step.
+      .gemm_bf16_row_axpys = gemm_bf16_row_axpys_ref,
   };
   return &t;
 }

@@ -390,6 +390,41 @@ void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, co
   }
 }
 
+// The M = 1 GEMM over a row-major B.
+void gemm_bf16_row_axpys_ref(int64_t n, int64_t k, const uint16_t* a, const uint16_t* b,
+                             int64_t ldb, float* c, bool accumulate) {
+  gemm_bf16_ref_one(1, n, k, a, k, 1, b, ldb, 1, accumulate ? 1.f : 0.f, c, n);
+}
+
+// ---- one row of A times B in place (table.h: SgemmRow) -----------------------------------------
+void sgemm_row_ref(bool dots, bool fused, int64_t n, int64_t k, int64_t kc, const float* a,
+                   const float* b, int64_t ldb, float* c, bool accumulate) {
+  for (int64_t j = 0; j < n; ++j) {
+    float sum = accumulate ? c[j] : 0.f;
+    for (int64_t p0 = 0; p0 < k; p0 += kc) {
+      float acc = 0.f;
+      for (int64_t p = p0; p < std::min(k, p0 + kc); ++p) {
+        const float bv = dots ? b[j * ldb + p] : b[p * ldb + j];
+        acc = fused ? std::fma(a[p], bv, acc) : acc + a[p] * bv;
+      }
+      sum = p0 == 0 && !accumulate ? acc : acc + sum;
+    }
+    c[j] = sum;
+  }
+}
+
+namespace {
+// The scalar table's: sgemm_ukernel_ref_4x8 rounds each product.
+void sgemm_row_dots_ref(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
+                        int64_t ldb, float* c, bool accumulate) {
+  sgemm_row_ref(true, false, n, k, kc, a, b, ldb, c, accumulate);
+}
+void sgemm_row_axpys_ref(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
+                         int64_t ldb, float* c, bool accumulate) {
+  sgemm_row_ref(false, false, n, k, kc, a, b, ldb, c, accumulate);
+}
+}  // namespace
+
 // ---- float / double references ------------------------------------------------------------------
 void sgemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                const float* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
@@ -523,6 +558,9 @@ extern const KernelTable kScalarTable = {
     .gemv_rows_bf16 = gemv_rows_bf16_ref,
     .gemv_packed_bf16 = nullptr,
     .bf16_probe = nullptr,
+    .sgemm_row_dots = sgemm_row_dots_ref,
+    .sgemm_row_axpys = sgemm_row_axpys_ref,
+    .gemm_bf16_row_axpys = gemm_bf16_row_axpys_ref,
 };
 
 }  // namespace tg::kernels

@@ -360,6 +360,66 @@ void gemv_rows_simd(int64_t rows, int64_t cols, const float* w, int64_t ldw, con
     y[r] = (b ? b[r] : 0.f) + V::hsum(s);
   }
 }
+// ---- one row of A times B in place (table.h: SgemmRow) ---------------------------------------
+// Lanes are columns of C, so each lane runs its column's chain in k order, one FMA a link, as the
+// micro-kernels do; per K block of kc the chains start from zero and are then added to the sum of
+// the blocks before. Axpys: four vectors of columns side by side (four chains in flight), each k
+// one broadcast of a[p] and a row piece of B, the rows 8 ahead prefetched (B, a KV cache's values,
+// streams from memory).
+void sgemm_row_axpys_simd(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
+                          int64_t ldb, float* c, bool accumulate) {
+  constexpr int64_t G = 4;
+  for (int64_t j0 = 0; j0 < n; j0 += G * V::W) {
+    int64_t cnt[G];
+    for (int64_t v = 0; v < G; ++v) {
+      const int64_t left = n - j0 - v * V::W;
+      cnt[v] = left < 0 ? 0 : left < V::W ? left : V::W;
+    }
+    V::T sum[G];
+    for (int64_t v = 0; v < G; ++v)
+      sum[v] = accumulate && cnt[v] > 0 ? load_n(c + j0 + v * V::W, cnt[v]) : V::set1(0.f);
+    for (int64_t p0 = 0; p0 < k; p0 += kc) {
+      const int64_t p1 = k - p0 < kc ? k : p0 + kc;
+      V::T acc[G];
+      for (auto& x : acc) x = V::set1(0.f);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t v = 0; v < G; ++v) __builtin_prefetch(b + (p + 8) * ldb + j0 + v * V::W);
+        const V::T av = V::set1(a[p]);
+        for (int64_t v = 0; v < G; ++v)
+          if (cnt[v] > 0) acc[v] = V::fma(av, load_n(b + p * ldb + j0 + v * V::W, cnt[v]), acc[v]);
+      }
+      for (int64_t v = 0; v < G; ++v)
+        sum[v] = p0 == 0 && !accumulate ? acc[v] : V::add(acc[v], sum[v]);
+    }
+    for (int64_t v = 0; v < G; ++v)
+      if (cnt[v] > 0) store_n(c + j0 + v * V::W, sum[v], cnt[v]);
+  }
+}
+// Dots: W rows of B side by side, 16 k at a time copied transposed into a small buffer (the
+// packing's transposition without its panel in memory); AVX-512 transposes in registers instead
+// (hence maybe_unused).
+[[maybe_unused]] void sgemm_row_dots_simd(int64_t n, int64_t k, int64_t kc, const float* a,
+                                          const float* b, int64_t ldb, float* c, bool accumulate) {
+  constexpr int64_t kChunk = 16;
+  float t[kChunk][V::W];
+  for (int64_t j0 = 0; j0 < n; j0 += V::W) {
+    const int64_t rows = n - j0 < V::W ? n - j0 : V::W;
+    V::T sum = accumulate ? load_n(c + j0, rows) : V::set1(0.f);
+    for (int64_t p0 = 0; p0 < k; p0 += kc) {
+      const int64_t p1 = k - p0 < kc ? k : p0 + kc;
+      V::T acc = V::set1(0.f);
+      for (int64_t p = p0; p < p1; p += kChunk) {
+        const int64_t len = p1 - p < kChunk ? p1 - p : kChunk;
+        for (int64_t i = 0; i < V::W; ++i)
+          for (int64_t q = 0; q < len; ++q) t[q][i] = i < rows ? b[(j0 + i) * ldb + p + q] : 0.f;
+        for (int64_t q = 0; q < len; ++q) acc = V::fma(V::set1(a[p + q]), V::load(t[q]), acc);
+      }
+      sum = p0 == 0 && !accumulate ? acc : V::add(acc, sum);
+    }
+    store_n(c + j0, sum, rows);
+  }
+}
+
 void sum_rows_simd(int64_t rows, int64_t cols, const float* x, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     V::T s = V::set1(0.f);

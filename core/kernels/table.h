@@ -39,6 +39,20 @@ using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, c
 using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
                                  int64_t ldc, int64_t m, int64_t n, bool accumulate);
 
+// sgemm's route for one row of A (M == 1, kernels.h: sgemm_batched), with B read in place:
+//   dots:  B(p, j) = b[j*ldb + p]  (B stored transposed: q·kᵀ, each output a dot with one row)
+//   axpys: B(p, j) = b[p*ldb + j]  (B row-major: w·V, each k adds a scaled row of B to c)
+// c[j] for j < n: the micro-kernels' arithmetic for one row of C, so the same bits as the GEMM
+// (or a fused attention tile) on the same path. Per K block [p0, p0 + kc), a chain from zero in
+// k order,
+//   acc = acc + a[p]·B(p, j)   (one FMA on the SIMD paths; the product rounded first on the
+//                               scalar path, as its micro-kernel)
+// then c[j] = acc + c[j], except for the first block without accumulate: c[j] = acc (c not read).
+// kc is the GEMM's KC (gemm_blocking_for), so a K that spans several K blocks is cut where the
+// GEMM cuts it; a fused attention tile, which sums its K whole, passes kc >= k.
+using SgemmRow = void (*)(int64_t n, int64_t k, int64_t kc, const float* a, const float* b,
+                          int64_t ldb, float* c, bool accumulate);
+
 // One row's chunk for a bf16 gemv (kernels.h: gemv_rows_bf16) on an ISA without 16-bit masked
 // loads: src itself when the chunk is whole (len == width), else its len values copied into tail
 // (width long) with zeros after them, so a short last chunk reads nothing past the row.
@@ -159,6 +173,12 @@ struct KernelTable {
   // The bf16 unit's peak, as fma_probe (flops: 2 per bf16 multiply-add); nullptr where the bf16
   // GEMM widens to float32 (fma_probe is its bound).
   double (*bf16_probe)(int64_t iters);
+  // ---- one row of A (gemm_row.cpp: the batched GEMMs' M == 1 route) ----
+  SgemmRow sgemm_row_dots;
+  SgemmRow sgemm_row_axpys;
+  // gemm_bf16's chain for one row of A and a row-major B (the bf16 axpys; the bf16 dots are
+  // gemv_rows_bf16), from C or from +0 (kernels.h: gemm_bf16_row_axpys_ref).
+  decltype(&gemm_bf16_row_axpys_ref) gemm_bf16_row_axpys;
 };
 
 // Defined by the file of each ISA; only the ones meson compiled for this target exist.
@@ -202,6 +222,19 @@ bool parse_gemm_blocking(const std::string& s, int64_t out[3], std::string& erro
 // Tuning aid for bench_matmul --blocking: replaces every table's MC/KC/NC (all > 0), or restores
 // the tables' own values when mc == 0. Not for production code paths.
 void set_sgemm_blocking_override(int64_t mc, int64_t kc, int64_t nc);
+
+// The batched GEMMs' route for one row of A (gemm_row.cpp; kernels.h: sgemm_batched): computes
+// the batch with B read in place and returns true, or returns false (and computes nothing) when
+// the shape is not one it takes: M != 1, beta != 0, A's columns not adjacent, or B neither
+// row-major nor stored transposed.
+bool sgemm_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       const float* A, int64_t strideA, int64_t csA, const float* B,
+                       int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                       int64_t strideC);
+bool gemm_bf16_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N, int64_t K,
+                           const uint16_t* A, int64_t strideA, int64_t csA, const uint16_t* B,
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                           int64_t strideC);
 
 // Row panels that a team member computed from another member's share since the process started
 // (gemm.cpp's PanelRange): lets the tests see that their threaded cases took that path.
