@@ -126,7 +126,7 @@ inline PeerEnv torch_setup(const TorchPeer& p, const std::string& isa, std::stri
   if (tg::huge_pages_enabled())
     peer_var(env, "THP_MEM_ALLOC_ENABLE", "1",
              "PyTorch's allocator (2.x) asks for transparent huge pages for big tensors, as ours "
-             "does (TAPEGRAD_HUGE_PAGES=0 turns both off)");
+             "does (TAPEGRAD_HUGE_PAGES=1)");
   TorchKernels k = torch_kernels(p, env);
   const size_t at = k.kernels.find("OpenBLAS ");
   if ((isa == "avx512" || isa == "avx512_bf16") && at != std::string::npos) {

@@ -160,7 +160,8 @@ Tensor from_vector(const std::vector<double>& v, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& shape);
 
 // Whether tensors of 32 MiB and more ask Linux for transparent huge pages (core/tensor.cpp):
-// TAPEGRAD_HUGE_PAGES unset, empty or 1 is on, 0 off, anything else std::invalid_argument.
+// TAPEGRAD_HUGE_PAGES=1 is on; unset, empty or 0 off (the default); anything else
+// std::invalid_argument.
 bool huge_pages_enabled();
 bool parse_huge_pages(const char* text);  // the same rule for one value (null: unset)
 

@@ -129,7 +129,7 @@ std::vector<Case> settings_cases() {
       "8192, NC at most 65536), e.g. 240,256,1024";
   const std::string threads =
       "TAPEGRAD_THREADS='0' is not a thread count: use an integer from 1 to 1024";
-  const std::string huge = "TAPEGRAD_HUGE_PAGES='on' is not a switch: use 1 (the default) or 0";
+  const std::string huge = "TAPEGRAD_HUGE_PAGES='on' is not a switch: use 0 (the default) or 1";
   const std::string unknown =
       "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, avx512_bf16, "
       "neon";

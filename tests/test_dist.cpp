@@ -637,8 +637,8 @@ TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds
        "tapegrad train: rank 1: TAPEGRAD_ISA: unknown kernel path 'sse9': use one of scalar, "
        "avx2, avx512, avx512_bf16, neon"},
       {"TAPEGRAD_HUGE_PAGES malformed on rank 1", "", "env TAPEGRAD_HUGE_PAGES=yes", tiny, 1,
-       "tapegrad train: rank 1: TAPEGRAD_HUGE_PAGES='yes' is not a switch: use 1 (the default) "
-       "or 0"},
+       "tapegrad train: rank 1: TAPEGRAD_HUGE_PAGES='yes' is not a switch: use 0 (the default) "
+       "or 1"},
       {"TAPEGRAD_BUCKET_MB malformed on both", "env TAPEGRAD_BUCKET_MB=inf",
        "env TAPEGRAD_BUCKET_MB=inf", tiny, 1,
        "tapegrad train: rank 0: TAPEGRAD_BUCKET_MB='inf' is not a bucket size: use a number of "

@@ -253,14 +253,14 @@ TEST_CASE("a thread count past the pool's limit is refused saying the limit") {
 }
 
 TEST_CASE("TAPEGRAD_HUGE_PAGES is 1, 0 or unset, and anything else is refused naming it") {
-  CHECK(parse_huge_pages(nullptr));
-  CHECK(parse_huge_pages(""));
-  CHECK(parse_huge_pages("1"));
+  CHECK_FALSE(parse_huge_pages(nullptr));
+  CHECK_FALSE(parse_huge_pages(""));
   CHECK_FALSE(parse_huge_pages("0"));
+  CHECK(parse_huge_pages("1"));
   for (const char* bad : {"yes", "2", " 1", "01", "off"})
     CHECK(what_of([&] { parse_huge_pages(bad); }) ==
           std::string("TAPEGRAD_HUGE_PAGES='") + bad +
-              "' is not a switch: use 1 (the default) or 0");
+              "' is not a switch: use 0 (the default) or 1");
 }
 
 TEST_CASE("a tensor past the huge-page size keeps its values through views, copies and frees") {
