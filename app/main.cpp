@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/tokenize_cmd.h"
+#include "core/tensor.h"
 #include "core/text.h"
 
 namespace {
@@ -57,6 +58,12 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (cmd != c.name) continue;
     try {
+      // The memory settings change no number, so nothing reads them before a tensor of 32 MiB:
+      // checked here, a bad one stops every command. train checks them itself, rank by rank.
+      if (cmd != "train") {
+        tg::huge_pages_enabled();
+        tg::block_cache_limit_mb();
+      }
       return c.run(argc - 1, argv + 1);
     } catch (const std::exception& e) {
       std::cerr << "tapegrad " << cmd << ": " << e.what() << "\n";

@@ -1,7 +1,7 @@
 // The TAPEGRAD_* settings a benchmark runs under (TAPEGRAD_ISA, TAPEGRAD_THREADS,
-// TAPEGRAD_GEMM_BLOCKING, TAPEGRAD_HUGE_PAGES), checked once in the parent before anything is
-// measured: a bad one is one line naming it and exit status 2, as a bad option is, never a child's
-// abort.
+// TAPEGRAD_GEMM_BLOCKING, TAPEGRAD_HUGE_PAGES, TAPEGRAD_BLOCK_CACHE_MB), checked once in the parent
+// before anything is measured: a bad one is one line naming it and exit status 2, as a bad option
+// is, never a child's abort.
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +19,7 @@ inline void check_settings(const char* prog) {
     tg::kernels::gemm_blocking_for(tg::kernels::active_table());
     tg::num_threads();
     tg::huge_pages_enabled();
+    tg::block_cache_limit_mb();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", prog, e.what());
     std::exit(2);

@@ -9,8 +9,9 @@
 
 namespace tg {
 
-// One 64-byte-aligned buffer. `version` counts in-place writes, so that a tensor saved for
-// backward and modified afterwards is detected (PyTorch's version counter).
+// One 64-byte-aligned buffer (2 MiB-aligned with TAPEGRAD_HUGE_PAGES=1 from 32 MiB). `version`
+// counts in-place writes, so that a tensor saved for backward and modified afterwards is detected
+// (PyTorch's version counter).
 struct Storage {
   explicit Storage(size_t nbytes);
   ~Storage();
@@ -18,6 +19,7 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+  size_t align = 64, capacity = 0;  // of the block underneath (core/block_cache.h)
   uint64_t version = 0;
   // A form of these bytes derived for a kernel and kept while they stay as they were (version):
   // the packed panels of a bf16 weight that generation reads one row at a time (ops/matmul.cpp).

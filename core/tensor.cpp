@@ -13,6 +13,7 @@
 #endif
 
 #include "core/autograd.h"
+#include "core/block_cache.h"
 #include "core/impl.h"
 #include "core/ops.h"
 #include "core/print.h"
@@ -71,16 +72,17 @@ size_t storage_alignment(size_t n) {
 }
 }  // namespace
 
-// The nothrow form: under AddressSanitizer the throwing operator new aborts instead of throwing.
-Storage::Storage(size_t n) : nbytes(n) {
-  const size_t align = storage_alignment(n);
-  data = ::operator new(std::max<size_t>(n, 64), std::align_val_t(align), std::nothrow);
+// Through the cache of big blocks (core/block_cache.cpp), with the nothrow form underneath: under
+// AddressSanitizer the throwing operator new aborts instead of throwing. A block from the cache
+// was advised when it was first mapped.
+Storage::Storage(size_t n) : nbytes(n), align(storage_alignment(n)) {
+  data = detail::block_acquire(std::max<size_t>(n, 64), align, &capacity);
   if (data == nullptr) throw std::bad_alloc();
 #ifdef __linux__
-  if (align == kHugePage) madvise(data, n, MADV_HUGEPAGE);
+  if (align == kHugePage) madvise(data, capacity, MADV_HUGEPAGE);
 #endif
 }
-Storage::~Storage() { ::operator delete(data, std::align_val_t(storage_alignment(nbytes))); }
+Storage::~Storage() { detail::block_release(data, capacity, align); }
 
 std::shared_ptr<TensorImpl> new_impl(const Shape& shape, DType dtype, const char* op) {
   const int64_t nbytes = checked_nbytes(shape, dtype, op);

@@ -663,3 +663,37 @@ TEST_CASE("make's apt-get waits for another package manager's lock, saying so, w
     CHECK(left >= c.timeout - 2);
   }
 }
+
+TEST_CASE("a bad memory setting stops every command with one line naming it") {
+  Dir d;
+  const std::string huge = "TAPEGRAD_HUGE_PAGES='yes' is not a switch: use 0 (the default) or 1";
+  const std::string cache =
+      "TAPEGRAD_BLOCK_CACHE_MB='lots' is not a size: use a whole number of MiB up to 16777216, 0 "
+      "to cache nothing (the default is 2048)";
+  const std::string text = std::string(TG_GOLDEN_DIR) + "/train_text.txt";
+  struct Case {
+    std::string env, args, line;
+  };
+  const std::vector<Case> cases = {
+      {"TAPEGRAD_HUGE_PAGES=yes", "chapter3 --cell 3", "tapegrad chapter3: " + huge},
+      {"TAPEGRAD_BLOCK_CACHE_MB=lots", "chapter3 --cell 3", "tapegrad chapter3: " + cache},
+      {"TAPEGRAD_BLOCK_CACHE_MB=lots", "tokenize " + text, "tapegrad tokenize: " + cache},
+      {"TAPEGRAD_HUGE_PAGES=yes", "bpe-train " + text + " --vocab-size 300 -o " + (d / "v"),
+       "tapegrad bpe-train: " + huge},
+      {"TAPEGRAD_BLOCK_CACHE_MB=lots", "generate --checkpoint " + (d / "none"),
+       "tapegrad generate: " + cache},
+      {"TAPEGRAD_BLOCK_CACHE_MB=lots",
+       "train --text " + text + " --tokenizer bpe:300 --context 16 --max-steps 1 --out " +
+           (d / "t"),
+       "tapegrad train: " + cache},
+  };
+  for (const Case& c : cases) {
+    INFO(c.env, " tapegrad ", c.args);
+    const std::string cmd =
+        "env " + c.env + " " + TG_TAPEGRAD_EXE + " " + c.args + " > /dev/null 2> " + (d / "err");
+    CHECK(WEXITSTATUS(std::system(cmd.c_str())) == 1);
+    CHECK(slurp(d / "err") == c.line + "\n");
+  }
+  CHECK_FALSE(fs::exists(d / "t"));
+  CHECK_FALSE(fs::exists(d / "v"));
+}

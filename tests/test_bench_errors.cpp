@@ -130,6 +130,9 @@ std::vector<Case> settings_cases() {
   const std::string threads =
       "TAPEGRAD_THREADS='0' is not a thread count: use an integer from 1 to 1024";
   const std::string huge = "TAPEGRAD_HUGE_PAGES='on' is not a switch: use 0 (the default) or 1";
+  const std::string cache =
+      "TAPEGRAD_BLOCK_CACHE_MB='-1' is not a size: use a whole number of MiB up to 16777216, 0 to "
+      "cache nothing (the default is 2048)";
   const std::string unknown =
       "TAPEGRAD_ISA: unknown kernel path 'avx512x': use one of scalar, avx2, avx512, avx512_bf16, "
       "neon";
@@ -139,6 +142,7 @@ std::vector<Case> settings_cases() {
     v.push_back({{"TAPEGRAD_GEMM_BLOCKING=1,2"}, {p}, 2, p + ": " + blocking});
     v.push_back({{"TAPEGRAD_THREADS=0"}, {p}, 2, p + ": " + threads});
     v.push_back({{"TAPEGRAD_HUGE_PAGES=on"}, {p}, 2, p + ": " + huge});
+    v.push_back({{"TAPEGRAD_BLOCK_CACHE_MB=-1"}, {p}, 2, p + ": " + cache});
 #if defined(__x86_64__)
     v.push_back({{"TAPEGRAD_ISA=neon"},
                  {p},

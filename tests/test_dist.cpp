@@ -639,6 +639,10 @@ TEST_CASE("mpirun: one rank's own failure or setting ends the job within seconds
       {"TAPEGRAD_HUGE_PAGES malformed on rank 1", "", "env TAPEGRAD_HUGE_PAGES=yes", tiny, 1,
        "tapegrad train: rank 1: TAPEGRAD_HUGE_PAGES='yes' is not a switch: use 0 (the default) "
        "or 1"},
+      {"TAPEGRAD_BLOCK_CACHE_MB malformed on rank 1", "", "env TAPEGRAD_BLOCK_CACHE_MB=1.5", tiny,
+       1,
+       "tapegrad train: rank 1: TAPEGRAD_BLOCK_CACHE_MB='1.5' is not a size: use a whole number of "
+       "MiB up to 16777216, 0 to cache nothing (the default is 2048)"},
       {"TAPEGRAD_BUCKET_MB malformed on both", "env TAPEGRAD_BUCKET_MB=inf",
        "env TAPEGRAD_BUCKET_MB=inf", tiny, 1,
        "tapegrad train: rank 0: TAPEGRAD_BUCKET_MB='inf' is not a bucket size: use a number of "

@@ -151,6 +151,11 @@ std::vector<Entry> setting_entries() {
     huge_pages_enabled();
     return Read();
   });
+  setting("TAPEGRAD_BLOCK_CACHE_MB",
+          [] {  // checked only: which blocks are reused changes no number
+            block_cache_limit_mb();
+            return Read();
+          });
   setting("TAPEGRAD_BUCKET_MB", [] {
     const std::string mb = typed_number(bucket_mb_from_env());
     return Read(mb, mb);
