@@ -1,9 +1,13 @@
 // The cache of big tensor buffers. glibc's malloc maps a block of 32 MiB or more afresh each time
-// (its largest mmap threshold) and unmaps it on free, so every such tensor is faulted in page by
-// page again: on a Zen 5 VM a 4 KiB first-touch fault cost ~13 us, and a fresh 384 MiB buffer took
-// 1.3 s to fill, longer than the attention that wrote it. A training step or a benchmark loop
-// allocates the same sizes each time, so the blocks are kept and handed out again instead, as
-// PyTorch's CUDA caching allocator does with device memory; smaller ones glibc already reuses.
+// (its largest mmap threshold) and unmaps it on free; smaller ones come from its heap, which it
+// trims as soon as the free space at the top passes twice the mmap threshold. Either way a tensor
+// freed and allocated again is faulted in page by page again: on a Zen 5 VM a 4 KiB first-touch
+// fault cost ~13 us, a fresh 384 MiB buffer took 1.3 s to fill (longer than the attention that
+// wrote it), and the fused attention's backward, whose three 24 MiB float32 gradients the heap
+// gave back each step, spent a third of its time at 2 threads faulting (both threads wait on the
+// kernel's lock). A training step or a benchmark loop allocates the same sizes each time, so
+// blocks of 1 MiB and more are kept and handed out again, as PyTorch's CUDA caching allocator does
+// with device memory.
 //
 // Bounded: the idle blocks hold at most TAPEGRAD_BLOCK_CACHE_MB (2048 by default; 0 caches
 // nothing), the oldest freed first. A block serves a request of its capacity down to 8/9 of it,
@@ -33,7 +37,7 @@
 namespace tg {
 
 namespace {
-constexpr size_t kCacheFrom = size_t(32) << 20;
+constexpr size_t kCacheFrom = size_t(1) << 20;
 constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kMaxMiB = size_t(1) << 24;  // 16 TiB: past any machine, short of overflow
 

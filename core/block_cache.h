@@ -1,4 +1,4 @@
-// The cache of big tensor buffers (core/block_cache.cpp): a freed buffer of 32 MiB or more is kept
+// The cache of big tensor buffers (core/block_cache.cpp): a freed buffer of 1 MiB or more is kept
 // for the next tensor of about its size instead of going back to the OS, as PyTorch's CUDA caching
 // allocator keeps device blocks. Internal to core/; tg::empty_cache() in tensor.h is its face.
 #pragma once

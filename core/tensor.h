@@ -165,7 +165,7 @@ Tensor from_vector(const std::vector<int64_t>& v, const Shape& shape);
 bool huge_pages_enabled();
 bool parse_huge_pages(const char* text);  // the same rule for one value (null: unset)
 
-// Freed tensor buffers of 32 MiB and more are kept for reuse (core/block_cache.cpp), at most
+// Freed tensor buffers of 1 MiB and more are kept for reuse (core/block_cache.cpp), at most
 // TAPEGRAD_BLOCK_CACHE_MB of them idle: unset or empty 2048, 0 none, a whole number of MiB up to
 // 16777216; anything else std::invalid_argument. block_cache_limit_mb() reads the variable (once);
 // block_cache_mb_from applies the rule to one value (null: unset).
