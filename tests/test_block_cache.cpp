@@ -2,7 +2,11 @@
 // serves from them, its limit, and the one-line refusal of a bad TAPEGRAD_BLOCK_CACHE_MB.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -110,4 +114,31 @@ TEST_CASE("a reused block gives its new tensor the values written to it, from se
   for (std::thread& t : team) t.join();
   CHECK(bad == std::vector<int>{0, 0});
   CHECK(detail::block_cache_bytes() <= 2 * 33 * kMiB);
+}
+
+TEST_CASE("with TAPEGRAD_HUGE_PAGES=1 a buffer of 32 MiB is 2 MiB-aligned, from the cache too") {
+  if (!huge_pages_enabled()) {
+    // This binary again, this case only, with the switch on (it is read once per process).
+    const std::string cmd =
+        "TAPEGRAD_HUGE_PAGES=1 /proc/" + std::to_string(getpid()) +
+        "/exe --no-intro=true --no-version=true -tc='with TAPEGRAD_HUGE_PAGES=1*'"
+        " > /dev/null 2>&1";
+    CHECK(WEXITSTATUS(std::system(cmd.c_str())) == 0);
+    return;
+  }
+  const WithLimit limit(256);
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  Tensor a = full({32 * kMiBFloats}, 3.0);
+  const void* first = address(a);
+  CHECK(reinterpret_cast<uintptr_t>(first) % kHuge == 0);
+  a = Tensor();
+  // Under 32 MiB the 64-byte alignment, so not that block, though its size would fit.
+  const Tensor b = full({31 * kMiBFloats}, 1.0);
+  CHECK(address(b) != first);
+  CHECK(reinterpret_cast<uintptr_t>(address(b)) % 64 == 0);
+  // 32 MiB again, an op's output: that block, with the op's values.
+  const Tensor c = cat({b, full({kMiBFloats}, 2.0)}, 0);
+  CHECK(address(c) == first);
+  CHECK(c.data<float>()[31 * kMiBFloats - 1] == 1.0f);
+  CHECK(c.data<float>()[32 * kMiBFloats - 1] == 2.0f);
 }
