@@ -78,9 +78,11 @@ struct Cache {
 
 Cache& cache() {
   // Never destroyed: tensors held by other statics are freed after it would be.
+  // The variable is read first: a bad one throws before anything is made.
   static Cache* c = [] {
+    const size_t limit = block_cache_mb_from(std::getenv("TAPEGRAD_BLOCK_CACHE_MB")) * kMiB;
     auto* made = new Cache;
-    made->limit = block_cache_mb_from(std::getenv("TAPEGRAD_BLOCK_CACHE_MB")) * kMiB;
+    made->limit = limit;
     return made;
   }();
   return *c;
