@@ -213,7 +213,8 @@ double ukernel_l1_bf16(int threads) {
       std::vector<float> c(size_t(bk.mr * bk.nr), 0.f);
       barrier.arrive_and_wait();
       for (int64_t i = 0; i < calls; ++i)
-        t.gemm_bf16_ukernel(bk.kc, a.data(), b.data(), c.data(), bk.nr, bk.mr, bk.nr, true);
+        t.gemm_bf16_ukernel(bk.kc, a.data(), b.data(), c.data(), bk.nr, bk.mr, bk.nr, true,
+                            k::Bf16TileOut{});
       flops[size_t(tid)] = per_call * double(calls);
     });
     best = std::min(best, seconds_since(t0));

@@ -124,7 +124,7 @@ void tile_gemm(const KernelTable& t, TileScratch16& sc, const TileGemm16& g) {
         continue;
       }
       t.gemm_bf16_ukernel((kc + 1) / 2, a, b.p + j / NR * b.panel + k0 * NR, c, g.c.ld, m, n,
-                          g.c.accumulate);
+                          g.c.accumulate, Bf16TileOut{});
     }
   }
 }

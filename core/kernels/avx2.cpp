@@ -186,8 +186,45 @@ void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
 // 8 accumulators, 4 widened B halves, 2 widened A values: 14 of 16 ymm.
 constexpr int kBf16MR = 4, kBf16NR = 16;
 constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
+
+// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), the top half kept, as a
+// float32; every NaN becomes 0x7FC0. Integer arithmetic: DAZ/FTZ change nothing.
+inline __m256 round_bf16_x8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)),
+                       _mm256_set1_epi32(int(0xFFFF0000u)));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
+}
+
+// One row of the micro-tile, 16 columns in lo and hi (n of them; mask0 and mask1 their lanes),
+// stored as table.h's Bf16TileOut says: float32 to c, or rounded once and then widened back to c
+// (f32_rounded) or narrowed to its bf16 bits at c16 (bf16; no 16-bit masked store on AVX2, so a
+// short row goes through a buffer).
+inline void store_bf16_tile_row(Bf16Out mode, float* c, uint16_t* c16, __m256 lo, __m256 hi,
+                                __m256i mask0, __m256i mask1, int64_t n) {
+  if (mode != Bf16Out::f32) lo = round_bf16_x8(lo), hi = round_bf16_x8(hi);
+  if (mode != Bf16Out::bf16) {
+    _mm256_maskstore_ps(c, mask0, lo);
+    _mm256_maskstore_ps(c + 8, mask1, hi);
+    return;
+  }
+  // packus works per 128-bit lane (lo 0-3, hi 0-3, lo 4-7, hi 4-7); the permute puts them in order.
+  const __m256i packed =
+      _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(lo), 16),
+                                                   _mm256_srli_epi32(_mm256_castps_si256(hi), 16)),
+                               0xD8);
+  if (n >= kBf16NR) return _mm256_storeu_si256(reinterpret_cast<__m256i*>(c16), packed);
+  alignas(32) uint16_t row[kBf16NR];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(row), packed);
+  std::memcpy(c16, row, sizeof(uint16_t) * size_t(n));
+}
+
 void gemm_bf16_ukernel_avx2_4x16(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                                 int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+                                 int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                                 const Bf16TileOut& out) {
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | kFtzDaz);
   __asm__ volatile("" ::: "memory");  // no load of C or the panels before the mode is set
@@ -223,8 +260,8 @@ void gemm_bf16_ukernel_avx2_4x16(int64_t kp, const uint16_t* a, const uint16_t* 
 #pragma GCC unroll 4
   for (int i = 0; i < kBf16MR; ++i) {
     if (i >= m) break;
-    _mm256_maskstore_ps(c + i * ldc, mask0, acc[i][0]);
-    _mm256_maskstore_ps(c + i * ldc + 8, mask1, acc[i][1]);
+    store_bf16_tile_row(out.mode, c + i * ldc, out.c16 + i * out.ld16, acc[i][0], acc[i][1], mask0,
+                        mask1, n);
   }
   __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
   _mm_setcsr(csr);
@@ -335,15 +372,7 @@ struct V {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  static T round_bf16(T v) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i r =
-        _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)),
-                         _mm256_set1_epi32(int(0xFFFF0000u)));
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
-  }
+  static T round_bf16(T v) { return round_bf16_x8(v); }
   static T pair_bf16(T lo, T hi) {
     return _mm256_castsi256_ps(
         _mm256_or_si256(_mm256_srli_epi32(_mm256_castps_si256(lo), 16), _mm256_castps_si256(hi)));

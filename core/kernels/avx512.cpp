@@ -175,7 +175,8 @@ void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out)
 constexpr int kBf16MR = 8, kBf16NR = 32;
 constexpr unsigned kFtzDaz = 0x8040;  // MXCSR bits 15 (FTZ) and 6 (DAZ)
 void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                                   int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+                                   int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                                   const Bf16TileOut& out) {
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr | kFtzDaz);
   __asm__ volatile("" ::: "memory");  // no load of C or the panels before the mode is set
@@ -211,8 +212,8 @@ void gemm_bf16_ukernel_avx512_8x32(int64_t kp, const uint16_t* a, const uint16_t
 #pragma GCC unroll 8
   for (int i = 0; i < kBf16MR; ++i) {
     if (i >= m) break;
-    _mm512_mask_storeu_ps(c + i * ldc, k0, acc[i][0]);
-    _mm512_mask_storeu_ps(c + i * ldc + 16, k1, acc[i][1]);
+    store_bf16_tile_row(out.mode, c + i * ldc, out.c16 + i * out.ld16, acc[i][0], acc[i][1], k0,
+                        k1);
   }
   __asm__ volatile("" ::: "memory");  // every store done before the mode is restored
   _mm_setcsr(csr);
@@ -409,15 +410,7 @@ struct V {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  static T round_bf16(T v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i r =
-        _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)),
-                         _mm512_set1_epi32(int(0xFFFF0000u)));
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
-                                                       _mm512_set1_epi32(0x7FC00000)));
-  }
+  static T round_bf16(T v) { return round_bf16_x16(v); }
   static T pair_bf16(T lo, T hi) {
     return _mm512_castsi512_ps(
         _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16), _mm512_castps_si512(hi)));

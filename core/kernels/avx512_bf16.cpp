@@ -37,7 +37,8 @@ namespace {
 // the two FMA pipes, not the loads, bound it, as in avx512.cpp's sgemm kernel.
 // The tile starts from C (accumulate) or zero and continues the chain (table.h), so K blocks
 // change no bit. Edge tiles: ROWS = 4 or 8 for m <= 4 or 8 (a row's operations do not depend on
-// ROWS); stores clipped by a lane mask for n < 32 and a row bound for m < ROWS.
+// ROWS); stores clipped by a lane mask for n < 32 and a row bound for m < ROWS. A tile's last K
+// block may round its sums to bf16 on the way out (store_bf16_tile_row, avx512_shared.h).
 constexpr int kMR = 12, kNR = 32;
 // B prefetch distance in pairs of k (4 KiB of packed panel ahead: 32 pairs of 128 bytes).
 constexpr int64_t kPrefetchB = 32;
@@ -46,7 +47,7 @@ inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
 template <int ROWS>
 void gemm_bf16_ukernel_t(int64_t kp, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc,
-                         int64_t m, int64_t n, bool accumulate) {
+                         int64_t m, int64_t n, bool accumulate, const Bf16TileOut& out) {
   const uint32_t bits = n >= 32 ? 0xFFFFFFFFu : ((1u << n) - 1u);
   const __mmask16 k0 = static_cast<__mmask16>(bits), k1 = static_cast<__mmask16>(bits >> 16);
   __m512 acc[ROWS][2];
@@ -84,19 +85,20 @@ void gemm_bf16_ukernel_t(int64_t kp, const uint16_t* a, const uint16_t* b, float
 #pragma GCC unroll 12
   for (int i = 0; i < ROWS; ++i) {
     if (i >= m) break;
-    _mm512_mask_storeu_ps(c + i * ldc, k0, acc[i][0]);
-    _mm512_mask_storeu_ps(c + i * ldc + 16, k1, acc[i][1]);
+    store_bf16_tile_row(out.mode, c + i * ldc, out.c16 + i * out.ld16, acc[i][0], acc[i][1], k0,
+                        k1);
   }
 }
 
 void gemm_bf16_ukernel_avx512bf16_12x32(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                                        int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+                                        int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                                        const Bf16TileOut& out) {
   if (m > 8)
-    gemm_bf16_ukernel_t<12>(kp, a, b, c, ldc, m, n, accumulate);
+    gemm_bf16_ukernel_t<12>(kp, a, b, c, ldc, m, n, accumulate, out);
   else if (m > 4)
-    gemm_bf16_ukernel_t<8>(kp, a, b, c, ldc, m, n, accumulate);
+    gemm_bf16_ukernel_t<8>(kp, a, b, c, ldc, m, n, accumulate, out);
   else
-    gemm_bf16_ukernel_t<4>(kp, a, b, c, ldc, m, n, accumulate);
+    gemm_bf16_ukernel_t<4>(kp, a, b, c, ldc, m, n, accumulate, out);
 }
 
 // Peak probe of the bf16 unit: 24 independent vdpbf16ps chains, each 16 lanes × 2 multiply-adds

@@ -1,8 +1,9 @@
-// What avx512.cpp and avx512_bf16.cpp both compile: the 16×16 transpose and the bf16 gemv's loop
-// (kernels.h: gemv_rows_bf16), whose step is the only difference between the two paths (float32
-// FMAs under DAZ/FTZ, or vdpbf16ps). Include only from files built with the AVX-512 flags. The
-// anonymous namespace gives each file its own copy, compiled with its own flags (one shared
-// inline definition could be taken from the avx512_bf16 file by a CPU without that unit).
+// What avx512.cpp and avx512_bf16.cpp both compile: the 16×16 transpose, the bf16 rounding and
+// micro-tile store, and the bf16 gemv's loop (kernels.h: gemv_rows_bf16), whose step is the only
+// difference between the two paths (float32 FMAs under DAZ/FTZ, or vdpbf16ps). Include only from
+// files built with the AVX-512 flags. The anonymous namespace gives each file its own copy,
+// compiled with its own flags (one shared inline definition could be taken from the avx512_bf16
+// file by a CPU without that unit).
 #pragma once
 #include <immintrin.h>
 
@@ -48,6 +49,35 @@ inline void transpose16x16(__m512 r[16]) {
     r[8 + q] = _mm512_shuffle_f32x4(v23, w23, 0x88);
     r[12 + q] = _mm512_shuffle_f32x4(v23, w23, 0xDD);
   }
+}
+
+// ---- bf16 rounding (kernels.h: f32_to_bf16), kept as float32 -----------------------------------
+// c10's round to nearest even on the bits: u + 0x7FFF + (bit 16 of u), the top half kept; every
+// NaN becomes 0x7FC0. Integer arithmetic, so MXCSR's DAZ/FTZ (set in the widening GEMM) change
+// nothing. Not vcvtneps2bf16: it flushes denormals, which c10 keeps.
+inline __m512 round_bf16_x16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)),
+                       _mm512_set1_epi32(int(0xFFFF0000u)));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r,
+                                                     _mm512_set1_epi32(0x7FC00000)));
+}
+
+// One row of a bf16 GEMM micro-tile, 32 columns in lo and hi (lanes past the tile's n off in k0
+// and k1), stored as table.h's Bf16TileOut says: float32 to c, or rounded once and then widened
+// back to c (f32_rounded) or narrowed to its bf16 bits at c16 (bf16).
+inline void store_bf16_tile_row(Bf16Out mode, float* c, uint16_t* c16, __m512 lo, __m512 hi,
+                                __mmask16 k0, __mmask16 k1) {
+  if (mode != Bf16Out::f32) lo = round_bf16_x16(lo), hi = round_bf16_x16(hi);
+  if (mode != Bf16Out::bf16) {
+    _mm512_mask_storeu_ps(c, k0, lo);
+    _mm512_mask_storeu_ps(c + 16, k1, hi);
+    return;
+  }
+  _mm512_mask_cvtepi32_storeu_epi16(c16, k0, _mm512_srli_epi32(_mm512_castps_si512(lo), 16));
+  _mm512_mask_cvtepi32_storeu_epi16(c16 + 16, k1, _mm512_srli_epi32(_mm512_castps_si512(hi), 16));
 }
 
 // ---- bf16 gemv, 16 rows per lane group -----------------------------------------------------

@@ -15,6 +15,9 @@
 // C element is one chain computed whole by one member, so results are the same bits for any
 // thread count.
 #include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/kernels/packing.h"
@@ -38,8 +41,7 @@ struct GemmBf16 {
   const uint16_t* B;
   int64_t rsB, csB;
   bool beta1;  // C is read (beta 1) or overwritten (beta 0)
-  float* C;
-  int64_t ldc;
+  GemmBf16Out C;
 };
 
 // [lo, hi): member tid's share of `units` units of `unit`, clipped to extent.
@@ -70,6 +72,36 @@ bool split_rows(const GemmBlocking& bk, int team, const GemmBf16& g) {
   return rows_extra <= cols_extra;
 }
 
+// One micro-tile: rows [i, i + m) of C, columns jc + [jr, jr + n).
+struct Tile {
+  int64_t i, jc, jr, m, n;
+};
+
+// The micro-kernel on one tile for the K block [pc, pc + kc). Its float32 sums live in a float32
+// C's own elements, or for a bf16 C at sums (ld lds; run_member says where). The last K block
+// stores the tile as C.mode says, each element rounded once.
+void run_tile(const KernelTable& t, const GemmBf16& g, const Tile& x, int64_t pc, int64_t kc,
+              const uint16_t* a, const uint16_t* b, float* sums, int64_t lds) {
+  const int64_t col = x.jc + x.jr;
+  Bf16TileOut out;
+  if (pc + kc >= g.K) out.mode = g.C.mode;
+  float* c;
+  int64_t ldc;
+  if (g.C.mode != Bf16Out::bf16) {
+    c = g.C.f32 + x.i * g.C.ld + col;
+    ldc = g.C.ld;
+  } else {
+    c = sums;
+    ldc = lds;
+    if (pc == 0 && g.beta1)  // beta 1: the chain starts from the bf16 C, widened
+      for (int64_t r = 0; r < x.m; ++r)
+        t.bf16_to_f32(x.n, g.C.bf16 + (x.i + r) * g.C.ld + col, c + r * ldc);
+    out.c16 = g.C.bf16 + x.i * g.C.ld + col;
+    out.ld16 = g.C.ld;
+  }
+  t.gemm_bf16_ukernel((kc + 1) / 2, a, b, c, ldc, x.m, x.n, pc > 0 || g.beta1, out);
+}
+
 // The nest as run by member tid of a team (team 1: alone). Rows split: the team's packed B panel
 // bp, micro-panel j of the current K block at bp + j·NR·2·kp, packed by shares between barriers.
 // Columns split: each member packs the micro-panels it computes into a buffer of its own (the
@@ -85,6 +117,14 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
   if (rows) share(tid, team, row_panels, MR, g.M, r0, r1);
   thread_local ScratchOf<uint16_t> a_buf;
   uint16_t* const ap = a_buf.get(std::max<int64_t>(MR, bk.mc / MR * MR) * std::min(KC, g.K + 1));
+  // A bf16 C's float32 sums: with one K block, one tile's (read only when beta 1 starts them from
+  // the bf16 C); across K blocks, the member's own rows × columns of a block (a member may run
+  // ahead into the next block, where its columns are not the same, so none are shared).
+  const bool many = g.C.mode == Bf16Out::bf16 && g.K > KC;
+  const int64_t lds = many ? std::min(bk.nc, g.N) : NR;
+  thread_local ScratchOf<float> sums_buf;
+  float* const sums =
+      g.C.mode != Bf16Out::bf16 ? nullptr : sums_buf.get(many ? (r1 - r0 + MR) * lds : MR * NR);
   const bool wait = rows && team > 1;
   const int64_t a_rows = row_panels * MR;
   if (!rows) {
@@ -106,7 +146,6 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
         pack_b_bf16(t, kc, b1 - b0, g.B + pc * g.rsB + (jc + b0) * g.csB, g.rsB, g.csB, NR,
                     bp + (b0 - c0) * 2 * kp);
       if (wait) barrier.arrive_and_wait();  // the B panel is packed
-      const bool accumulate = pc > 0 || g.beta1;
       for (int64_t ic = r0; ic < r1 && c1 > c0; ic += bk.mc) {
         const int64_t mc = std::min(bk.mc, r1 - ic);
         uint16_t* const a = a_kept != nullptr ? a_kept + pc * a_rows + ic * 2 * kp : ap;
@@ -115,9 +154,9 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t m = std::min(MR, mc - ir);
           for (int64_t jr = c0; jr < c1; jr += NR)
-            t.gemm_bf16_ukernel(kp, a + ir * 2 * kp, bp + (jr - c0) * 2 * kp,
-                                g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, m, std::min(NR, c1 - jr),
-                                accumulate);
+            run_tile(t, g, {ic + ir, jc, jr, m, std::min(NR, c1 - jr)}, pc, kc, a + ir * 2 * kp,
+                     bp + (jr - c0) * 2 * kp, many ? sums + (ic + ir - r0) * lds + (jr - c0) : sums,
+                     lds);
         }
       }
       if (wait) barrier.arrive_and_wait();  // everyone is done with this B panel
@@ -125,21 +164,41 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
   }
 }
 
+// C = beta·C rounded as C.mode says, for K == 0 (scalar: nothing to compute).
+void scale_only(int64_t M, int64_t N, float beta, const GemmBf16Out& C) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float x = 0.f;
+      if (C.mode == Bf16Out::bf16 && beta != 0.f) bf16_to_f32_ref(1, C.bf16 + i * C.ld + j, &x);
+      if (C.mode != Bf16Out::bf16) x = beta == 0.f ? 0.f : C.f32[i * C.ld + j] * beta;
+      if (C.mode == Bf16Out::f32) {
+        C.f32[i * C.ld + j] = x;
+        continue;
+      }
+      uint16_t h;
+      f32_to_bf16_ref(1, &x, &h);
+      if (C.mode == Bf16Out::bf16)
+        C.bf16[i * C.ld + j] = h;
+      else
+        bf16_to_f32_ref(1, &h, C.f32 + i * C.ld + j);
+    }
+}
+
 void gemm_bf16_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_t K,
                     const uint16_t* A, int64_t rsA, int64_t csA, const uint16_t* B, int64_t rsB,
-                    int64_t csB, float beta, float* C, int64_t ldc) {
+                    int64_t csB, float beta, const GemmBf16Out& C) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0 || (beta != 0.f && beta != 1.f)) {
-    // K == 0: C = beta·C; other betas: C scaled first, then read as beta 1 reads it.
+  if (K <= 0) return scale_only(M, N, beta, C);
+  if (beta != 0.f && beta != 1.f) {
+    // A float32 C (a bf16 C takes beta 0 or 1): scaled first, then read as beta 1 reads it.
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
-    if (K <= 0) return;
+      for (int64_t j = 0; j < N; ++j) C.f32[i * C.ld + j] *= beta;
     beta = 1.f;
   }
   GemmBlocking bk = gemm_bf16_blocking_for(t);
   bk.mc = std::max(bk.mr, bk.mc / bk.mr * bk.mr);  // whole row panels per A block
   bk.nc = std::max(bk.nr, bk.nc / bk.nr * bk.nr);  // whole micro-panels per B panel
-  const GemmBf16 g{M, N, K, A, rsA, csA, B, rsB, csB, beta == 1.f, C, ldc};
+  const GemmBf16 g{M, N, K, A, rsA, csA, B, rsB, csB, beta == 1.f, C};
   const int64_t kp_max = (std::min(2 * bk.kc, K) + 1) / 2;
   thread_local ScratchOf<uint16_t> b_buf, a_buf;
   uint16_t* const bp = b_buf.get(2 * kp_max * ((std::min(bk.nc, N) + bk.nr - 1) / bk.nr * bk.nr));
@@ -159,17 +218,32 @@ void gemm_bf16_team(const KernelTable& t, int team, int64_t M, int64_t N, int64_
 
 }  // namespace
 
+void check_bf16_out(const char* op, float beta, const GemmBf16Out& C) {
+  if (C.mode == Bf16Out::bf16 && beta != 0.f && beta != 1.f) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", double(beta));
+    throw std::invalid_argument(std::string(op) + ": a bfloat16 C takes beta 0 or 1, got " + b);
+  }
+}
+
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
-               const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
+               const uint16_t* B, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C) {
+  check_bf16_out("gemm_bf16", beta, C);
   const KernelTable& t = active_table();
   const bool small = M * N * std::max<int64_t>(K, 1) < kParallelMacs;
-  gemm_bf16_team(t, small ? 1 : num_threads(), M, N, K, A, rsA, csA, B, rsB, csB, beta, C, ldc);
+  gemm_bf16_team(t, small ? 1 : num_threads(), M, N, K, A, rsA, csA, B, rsB, csB, beta, C);
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+               const uint16_t* B, int64_t rsB, int64_t csB, float beta, float* C, int64_t ldc) {
+  gemm_bf16(M, N, K, A, rsA, csA, B, rsB, csB, beta, bf16_out_f32(C, ldc, false));
 }
 
 void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                        int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
-                       int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
-                       int64_t strideC, int64_t ldc) {
+                       int64_t strideB, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C,
+                       int64_t strideC) {
+  check_bf16_out("gemm_bf16_batched", beta, C);
   const KernelTable& t = active_table();
   if (gemm_bf16_batched_row(t, batch, M, N, K, A, strideA, csA, B, strideB, rsB, csB, beta, C,
                             strideC))
@@ -179,13 +253,21 @@ void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uin
     // Whole GEMMs per task: each C is still computed by the single-threaded nest.
     parallel_for(batch, [&](int64_t b) {
       gemm_bf16_team(t, 1, M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
-                     C + b * strideC, ldc);
+                     C.at(b * strideC));
     });
     return;
   }
   for (int64_t b = 0; b < batch; ++b)
-    gemm_bf16(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta, C + b * strideC,
-              ldc);
+    gemm_bf16(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
+              C.at(b * strideC));
+}
+
+void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                       int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
+                       int64_t strideC, int64_t ldc) {
+  gemm_bf16_batched(batch, M, N, K, A, strideA, rsA, csA, B, strideB, rsB, csB, beta,
+                    bf16_out_f32(C, ldc, false), strideC);
 }
 
 }  // namespace tg::kernels

@@ -73,19 +73,45 @@ bool sgemm_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N
   return true;
 }
 
+namespace {
+
+// Columns [j0, j1) of one bf16 product: the route's kernel straight into a float32 C, or, for a
+// rounded C, chunk by chunk into a buffer that stays in L1, rounded from there (the chunks cut
+// nothing: each column is its own chain).
+void bf16_row_piece(const KernelTable& t, const RowB& rb, int64_t K, const uint16_t* a,
+                    const uint16_t* b, int64_t j0, int64_t j1, const GemmBf16Out& C) {
+  const auto run = [&](int64_t j, int64_t n, float* c) {
+    if (rb.dots)
+      t.gemv_rows_bf16(n, K, b + rb.at(j), rb.ldb, a, nullptr, c);
+    else
+      t.gemm_bf16_row_axpys(n, K, a, b + rb.at(j), rb.ldb, c, false);
+  };
+  if (C.mode == Bf16Out::f32) return run(j0, j1 - j0, C.f32 + j0);
+  constexpr int64_t kChunk = 256;
+  float sums[kChunk];
+  uint16_t half[kChunk];
+  for (int64_t j = j0; j < j1; j += kChunk) {
+    const int64_t n = std::min(kChunk, j1 - j);
+    run(j, n, sums);
+    if (C.mode == Bf16Out::bf16) {
+      t.f32_to_bf16(n, sums, C.bf16 + j);
+      continue;
+    }
+    t.f32_to_bf16(n, sums, half);
+    t.bf16_to_f32(n, half, C.f32 + j);
+  }
+}
+
+}  // namespace
+
 bool gemm_bf16_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N, int64_t K,
                            const uint16_t* A, int64_t strideA, int64_t csA, const uint16_t* B,
-                           int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
-                           int64_t strideC) {
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta,
+                           const GemmBf16Out& C, int64_t strideC) {
   if (!takes(M, K, csA, rsB, csB, beta)) return false;
   const RowB rb(rsB, csB);
   for_each_piece(batch, N, K, [&](int64_t b, int64_t j0, int64_t j1) {
-    const uint16_t *a = A + b * strideA, *bj = B + b * strideB + rb.at(j0);
-    float* c = C + b * strideC + j0;
-    if (rb.dots)
-      t.gemv_rows_bf16(j1 - j0, K, bj, rb.ldb, a, nullptr, c);
-    else
-      t.gemm_bf16_row_axpys(j1 - j0, K, a, bj, rb.ldb, c, false);
+    bf16_row_piece(t, rb, K, A + b * strideA, B + b * strideB, j0, j1, C.at(b * strideC));
   });
   return true;
 }

@@ -91,6 +91,42 @@ void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uin
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                        int64_t strideC, int64_t ldc);
 
+// What a bf16 GEMM leaves in its C (GemmBf16Out), for the ops that round its float32 sums to
+// bfloat16 (a bf16 matmul's output, an autocast linear's gradients):
+//   f32          the float32 sums, as above
+//   f32_rounded  those sums rounded as f32_to_bf16 rounds, widened back: bf16_round(the sums)
+//   bf16         their bf16 bits, f32_to_bf16(the sums); beta 1 starts from the bf16 C widened
+// The same bits as the float32 GEMM followed by that rounding (the reference computes it so), on
+// every path and for any thread count; the kernels round each tile as it receives its last K
+// block, so the float32 C is never written and read back in a pass of its own. A bf16 C takes
+// beta 0 or 1 only (std::invalid_argument otherwise: its other betas would round C first).
+enum class Bf16Out : uint8_t { f32, f32_rounded, bf16 };
+struct GemmBf16Out {
+  Bf16Out mode = Bf16Out::f32;
+  float* f32 = nullptr;      // f32, f32_rounded: C[i*ld + j]
+  uint16_t* bf16 = nullptr;  // bf16: C[i*ld + j]
+  int64_t ld = 0;
+  // The same C moved by off elements (a batch entry's).
+  GemmBf16Out at(int64_t off) const {
+    GemmBf16Out o = *this;
+    if (o.f32 != nullptr) o.f32 += off;
+    if (o.bf16 != nullptr) o.bf16 += off;
+    return o;
+  }
+};
+inline GemmBf16Out bf16_out_f32(float* C, int64_t ld, bool rounded) {
+  return {rounded ? Bf16Out::f32_rounded : Bf16Out::f32, C, nullptr, ld};
+}
+inline GemmBf16Out bf16_out_bf16(uint16_t* C, int64_t ld) {
+  return {Bf16Out::bf16, nullptr, C, ld};
+}
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+               const uint16_t* B, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C);
+void gemm_bf16_batched(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                       int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                       int64_t strideB, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C,
+                       int64_t strideC);
+
 // One row through a bf16 Linear (each step of bf16 KV-cache generation): y = x · wᵀ (+ b), with
 // x [cols] and w [rows, cols] (row r at w + r*ldw) in bfloat16 and y [rows] in float32. Each y[r]
 // is gemm_bf16's element for M = 1, i.e. gemm_bf16(1, rows, cols, x, cols, 1, w, 1, ldw,
@@ -152,6 +188,14 @@ void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const
                            int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
                            int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                            int64_t strideC, int64_t ldc);
+// "The float32 GEMM, then the rounding": gemm_bf16_ref into a float32 C (for a bf16 C, its
+// values widened), then f32_to_bf16_ref on every element.
+void gemm_bf16_ref(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                   const uint16_t* B, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C);
+void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                           int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta,
+                           const GemmBf16Out& C, int64_t strideC);
 void gemv_rows_bf16_ref(int64_t rows, int64_t cols, const uint16_t* w, int64_t ldw,
                         const uint16_t* x, const float* b, float* y);
 void gemv_packed_bf16_ref(int64_t rows, int64_t cols, const uint32_t* panels, const uint16_t* x,

@@ -102,8 +102,20 @@ inline float32x4_t bf16_step(float32x4_t acc, float32x4_t a, float32x4_t b) {
   const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(r), vdupq_n_u32(0x80000000u));
   return vreinterpretq_f32_u32(vbslq_u32(flush, sign, vreinterpretq_u32_f32(r)));
 }
+// float32 → bf16 as c10 rounds (kernels.h): u + 0x7FFF + (bit 16 of u), the top half kept, as a
+// float32; every NaN becomes 0x7FC0.
+inline float32x4_t round_bf16_x4(float32x4_t v) {
+  const uint32x4_t u = vreinterpretq_u32_f32(v);
+  const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+  const uint32x4_t r =
+      vandq_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), lsb)), vdupq_n_u32(0xFFFF0000u));
+  return vreinterpretq_f32_u32(vbslq_u32(vceqq_f32(v, v), r, vdupq_n_u32(0x7FC00000)));
+}
+// The tile leaves as table.h's Bf16TileOut says: rounded in registers at its last K block (not
+// f32), then float32 to c or the top halves, the bf16 bits, to out.c16.
 void gemm_bf16_ukernel_neon_4x8(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                                int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+                                int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                                const Bf16TileOut& out) {
   float tile[kBf16MR * kBf16NR] = {};
   if (accumulate)
     for (int64_t i = 0; i < m; ++i)
@@ -128,10 +140,20 @@ void gemm_bf16_ukernel_neon_4x8(int64_t kp, const uint16_t* a, const uint16_t* b
     a += 2 * kBf16MR;
     b += 2 * kBf16NR;
   }
+  const bool round = out.mode != Bf16Out::f32;
   for (int i = 0; i < kBf16MR; ++i)
-    for (int h = 0; h < 2; ++h) vst1q_f32(tile + i * kBf16NR + 4 * h, acc[i][h]);
+    for (int h = 0; h < 2; ++h)
+      vst1q_f32(tile + i * kBf16NR + 4 * h, round ? round_bf16_x4(acc[i][h]) : acc[i][h]);
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = tile[i * kBf16NR + j];
+    for (int64_t j = 0; j < n; ++j) {
+      if (out.mode != Bf16Out::bf16) {
+        c[i * ldc + j] = tile[i * kBf16NR + j];
+        continue;
+      }
+      uint32_t u;
+      std::memcpy(&u, tile + i * kBf16NR + j, 4);
+      out.c16[i * out.ld16 + j] = uint16_t(u >> 16);
+    }
 }
 
 // ---- bf16 gemv (kernels.h: gemv_rows_bf16), 4 rows at a time, widening -----------------------
@@ -226,13 +248,7 @@ struct V {
   static T load_bf16(const uint16_t* p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
   }
-  static T round_bf16(T v) {
-    const uint32x4_t u = vreinterpretq_u32_f32(v);
-    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
-    const uint32x4_t r =
-        vandq_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7FFF), lsb)), vdupq_n_u32(0xFFFF0000u));
-    return vreinterpretq_f32_u32(vbslq_u32(vceqq_f32(v, v), r, vdupq_n_u32(0x7FC00000)));
-  }
+  static T round_bf16(T v) { return round_bf16_x4(v); }
   static T pair_bf16(T lo, T hi) {
     return vreinterpretq_f32_u32(
         vorrq_u32(vshrq_n_u32(vreinterpretq_u32_f32(lo), 16), vreinterpretq_u32_f32(hi)));

@@ -283,7 +283,8 @@ float bf16_step(float acc, float a, float b) {
 // The scalar table's micro-kernel: the same chain per element over the packed pairs.
 constexpr int64_t kRefBf16MR = 4, kRefBf16NR = 8;
 void gemm_bf16_ukernel_ref_4x8(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                               int64_t ldc, int64_t m, int64_t n, bool accumulate) {
+                               int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                               const Bf16TileOut& out) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float acc = accumulate ? acc_in(c[i * ldc + j]) : 0.f;
@@ -293,7 +294,16 @@ void gemm_bf16_ukernel_ref_4x8(int64_t kp, const uint16_t* a, const uint16_t* b,
         acc = bf16_step(acc, bf16_in(aq[1]), bf16_in(bq[1]));
         acc = bf16_step(acc, bf16_in(aq[0]), bf16_in(bq[0]));
       }
-      c[i * ldc + j] = acc;
+      if (out.mode == Bf16Out::f32) {
+        c[i * ldc + j] = acc;
+        continue;
+      }
+      uint16_t h;
+      f32_to_bf16_ref(1, &acc, &h);
+      if (out.mode == Bf16Out::bf16)
+        out.c16[i * out.ld16 + j] = h;
+      else
+        bf16_to_f32_ref(1, &h, c + i * ldc + j);
     }
 }
 
@@ -348,6 +358,34 @@ void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const
   for (int64_t b = 0; b < batch; ++b)
     gemm_bf16_ref_one(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
                       C + b * strideC, ldc);
+}
+// The float32 GEMM into a float32 C (the bf16 C widened into one of its own), then the rounding.
+void gemm_bf16_ref(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, int64_t csA,
+                   const uint16_t* B, int64_t rsB, int64_t csB, float beta, const GemmBf16Out& C) {
+  check_bf16_out("gemm_bf16_ref", beta, C);
+  if (M <= 0 || N <= 0) return;
+  const bool to16 = C.mode == Bf16Out::bf16;
+  std::vector<float> wide(to16 ? size_t(M * N) : 0);
+  float* const c = to16 ? wide.data() : C.f32;
+  const int64_t ldc = to16 ? N : C.ld;
+  if (to16)
+    for (int64_t i = 0; i < M; ++i) bf16_to_f32_ref(N, C.bf16 + i * C.ld, c + i * ldc);
+  gemm_bf16_ref_one(M, N, K, A, rsA, csA, B, rsB, csB, beta, c, ldc);
+  if (C.mode == Bf16Out::f32) return;
+  std::vector<uint16_t> row(static_cast<size_t>(N));
+  for (int64_t i = 0; i < M; ++i) {
+    uint16_t* const h = to16 ? C.bf16 + i * C.ld : row.data();
+    f32_to_bf16_ref(N, c + i * ldc, h);
+    if (!to16) bf16_to_f32_ref(N, h, c + i * ldc);
+  }
+}
+void gemm_bf16_batched_ref(int64_t batch, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                           int64_t strideA, int64_t rsA, int64_t csA, const uint16_t* B,
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta,
+                           const GemmBf16Out& C, int64_t strideC) {
+  for (int64_t b = 0; b < batch; ++b)
+    gemm_bf16_ref(M, N, K, A + b * strideA, rsA, csA, B + b * strideB, rsB, csB, beta,
+                  C.at(b * strideC));
 }
 
 // The M = 1 GEMM itself (kernels.h): C = b, then the chain from it (beta 1), or from +0.

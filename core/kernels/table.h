@@ -36,8 +36,21 @@ using SgemmUkernelInPlaceA = void (*)(int64_t kc, const float* a, int64_t lda, c
 // b[(q*NR + j)*2 + t] = B(2q + t, j), zero-padded to MR rows, NR columns and whole pairs
 // (packing.h). The chain starts from C, not from zero, so K blocks continue it exactly: the
 // result does not depend on KC.
+// out says how the tile is stored (kernels.h: Bf16Out): the float32 sums to c (f32), those sums
+// rounded as f32_to_bf16 rounds and widened back to c (f32_rounded), or their bf16 bits to
+// out.c16[i*out.ld16 + j] (bf16; c is then only read, when accumulate). The driver asks for a
+// rounding only with a tile's last K block, so each element is rounded once, from its whole chain.
+struct Bf16TileOut {
+  Bf16Out mode = Bf16Out::f32;
+  uint16_t* c16 = nullptr;
+  int64_t ld16 = 0;
+};
 using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
-                                 int64_t ldc, int64_t m, int64_t n, bool accumulate);
+                                 int64_t ldc, int64_t m, int64_t n, bool accumulate,
+                                 const Bf16TileOut& out);
+// Throws std::invalid_argument, naming op, for a bf16 C with a beta other than 0 or 1 (kernels.h:
+// Bf16Out).
+void check_bf16_out(const char* op, float beta, const GemmBf16Out& C);
 
 // sgemm's route for one row of A (M == 1, kernels.h: sgemm_batched), with B read in place:
 //   dots:  B(p, j) = b[j*ldb + p]  (B stored transposed: q·kᵀ, each output a dot with one row)
@@ -231,10 +244,11 @@ bool sgemm_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N
                        const float* A, int64_t strideA, int64_t csA, const float* B,
                        int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
                        int64_t strideC);
+// The bf16 form stores C as C.mode says, rounding each chunk of a row while it is in L1.
 bool gemm_bf16_batched_row(const KernelTable& t, int64_t batch, int64_t M, int64_t N, int64_t K,
                            const uint16_t* A, int64_t strideA, int64_t csA, const uint16_t* B,
-                           int64_t strideB, int64_t rsB, int64_t csB, float beta, float* C,
-                           int64_t strideC);
+                           int64_t strideB, int64_t rsB, int64_t csB, float beta,
+                           const GemmBf16Out& C, int64_t strideC);
 
 // Row panels that a team member computed from another member's share since the process started
 // (gemm.cpp's PanelRange): lets the tests see that their threaded cases took that path.
