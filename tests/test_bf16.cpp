@@ -588,3 +588,79 @@ TEST_CASE("bf16 linear, one row off the tape: the GEMM's bits, and a changed wei
   w.copy_(randn({37, 24}).to(DType::BFloat16));
   check_rows("after copy_");
 }
+
+// The bf16 matmul, linear and autocast linear's backward have the GEMM round its float32 sums as
+// it stores each tile (kernels.h: Bf16Out), with the bits of what they did before: the GEMM into
+// float32 (from the bias), then f32_to_bf16 in a pass of its own. K within one K block and across
+// several (1100 k: past the caches' KC on every path); one row of a 1-D operand takes the batched
+// GEMM's one-row route.
+namespace {
+const uint16_t* bf16_ptr(const Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data<bfloat16>());
+}
+// The old two passes for C[M, N] = A·B (+ bias) with A and B contiguous bf16 tensors read through
+// the given strides.
+std::vector<uint16_t> two_passes(int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t rsA,
+                                 int64_t csA, const Tensor& B, int64_t rsB, int64_t csB,
+                                 const Tensor& bias = Tensor()) {
+  std::vector<float> c(size_t(M * N), 0.f);
+  if (bias.defined())
+    for (int64_t i = 0; i < M * N; ++i) c[size_t(i)] = float(bias.data<bfloat16>()[i % N]);
+  kernels::gemm_bf16(M, N, K, bf16_ptr(A), rsA, csA, bf16_ptr(B), rsB, csB,
+                     bias.defined() ? 1.f : 0.f, c.data(), N);
+  std::vector<uint16_t> out(c.size());
+  kernels::f32_to_bf16(M * N, c.data(), out.data());
+  return out;
+}
+// Same bits: a bf16 t as they are, a float32 t as the widened bf16 (low half zero).
+int differ(const Tensor& t, const std::vector<uint16_t>& want) {
+  const Tensor c = t.contiguous();
+  REQUIRE(size_t(c.numel()) == want.size());
+  int bad = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    uint32_t u = 0;
+    if (c.dtype() == DType::BFloat16)
+      u = uint32_t(c.data<bfloat16>()[i].bits) << 16;
+    else
+      std::memcpy(&u, c.data<float>() + i, 4);
+    bad += u != uint32_t(want[size_t(i)]) << 16;
+  }
+  return bad;
+}
+}  // namespace
+
+TEST_CASE("bf16 matmul, linear and its backward: the GEMM's own rounding, the two passes' bits") {
+  const DType bf = DType::BFloat16;
+  const int64_t M = 13, N = 37;
+  for (const int64_t K : {40, 1100}) {
+    CAPTURE(K);
+    manual_seed(7);
+    const Tensor a = randn({M, K}).to(bf), b = randn({K, N}).to(bf), w = randn({N, K}).to(bf);
+    const Tensor bias = randn({N}).to(bf), a3 = randn({2, M, K}).to(bf), row = randn({K}).to(bf);
+    CHECK(differ(matmul(a, b), two_passes(M, N, K, a, K, 1, b, N, 1)) == 0);
+    std::vector<uint16_t> want3 = two_passes(M, N, K, a3[0], K, 1, b, N, 1);
+    const std::vector<uint16_t> second = two_passes(M, N, K, a3[1], K, 1, b, N, 1);
+    want3.insert(want3.end(), second.begin(), second.end());
+    CHECK(differ(matmul(a3, b), want3) == 0);
+    CHECK(differ(matmul(row, b), two_passes(1, N, K, row, K, 1, b, N, 1)) == 0);
+    CHECK(differ(linear(a, w, bias), two_passes(M, N, K, a, K, 1, w, 1, K, bias)) == 0);
+    CHECK(differ(linear(a, w), two_passes(M, N, K, a, K, 1, w, 1, K)) == 0);
+    // The backward, all bf16 (gx = g·w, gw = gᵀ·x through matmul) and under autocast with float32
+    // leaves (gx, gw: the bf16 GEMM's sums rounded, kept in float32).
+    const Tensor up = randn({M, N}), g = up.to(bf);
+    for (const bool autocast : {false, true}) {
+      CAPTURE(autocast);
+      const Tensor x = (autocast ? a.to(DType::Float32) : a).detach().requires_grad_();
+      const Tensor wl = (autocast ? w.to(DType::Float32) : w).detach().requires_grad_();
+      Tensor y;
+      {
+        AutocastGuard guard(autocast);
+        y = linear(x, wl, bias);
+      }
+      (y.to(DType::Float32) * up).sum().backward();
+      CHECK(x.grad().dtype() == x.dtype());
+      CHECK(differ(x.grad(), two_passes(M, K, N, g, N, 1, w, K, 1)) == 0);
+      CHECK(differ(wl.grad(), two_passes(N, K, M, g, 1, N, a, K, 1)) == 0);
+    }
+  }
+}

@@ -15,8 +15,11 @@ using detail::fail;
 namespace {
 
 // c (contiguous, batch..., n, m) = a · b (+ c when accumulate), batches broadcast. bfloat16 a and
-// b write a float32 c (kernels::gemm_bf16_batched: float32 sums); the caller rounds it once.
-void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) {
+// b: float32 sums (kernels::gemm_bf16_batched), stored as c's dtype asks: a bfloat16 c gets them
+// rounded once as the GEMM stores its tiles (accumulate starts from c's bf16 values), a float32 c
+// gets them as they are or, with `round`, rounded to bf16's precision (kernels.h: Bf16Out).
+void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate,
+                  bool round = false) {
   const int64_t na = a.dim(), nb = b.dim(), nc = c.dim();
   const int64_t n = a.shape()[na - 2], k = a.shape()[na - 1], m = b.shape()[nb - 1];
   const Shape batch(c.shape().begin(), c.shape().end() - 2);
@@ -35,12 +38,15 @@ void batched_gemm(const Tensor& a, const Tensor& b, Tensor& c, bool accumulate) 
   if (a.dtype() == DType::BFloat16) {
     const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>());
     const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>());
-    float* pc = c.data<float>();
+    const kernels::GemmBf16Out pc =
+        c.dtype() == DType::BFloat16
+            ? kernels::bf16_out_bf16(reinterpret_cast<uint16_t*>(c.data<bfloat16>()), ldc)
+            : kernels::bf16_out_f32(c.data<float>(), ldc, round);
     detail::for_each_run<3>(batch, {&sc, &sa, &sb}, {0, 0, 0},
                             [&](std::array<int64_t, 3> o, int64_t cnt, std::array<int64_t, 3> st) {
                               kernels::gemm_bf16_batched(
                                   cnt, n, m, k, pa + o[1], st[1], rsA, csA, pb + o[2], st[2], rsB,
-                                  csB, accumulate ? 1.0f : 0.0f, pc + o[0], st[0], ldc);
+                                  csB, accumulate ? 1.0f : 0.0f, pc.at(o[0]), st[0]);
                             });
     return;
   }
@@ -81,12 +87,13 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 // t as rows of its last dim: reshape({-1, C}) says the same but cannot infer -1 when C is 0.
 Tensor as_rows(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t.flatten(0, -2); }
 
-// a · b of 2-D bfloat16 operands, summed in float32 and rounded once to bf16, returned as the
-// float32 of that bf16 (for a float32 leaf: a bf16 gradient already widened).
-Tensor mm_bf16_widened(const Tensor& a, const Tensor& b) {
-  Tensor out = detail::empty_for("linear", {a.shape()[0], b.shape()[1]}, DType::Float32);
-  batched_gemm(a, b, out, false);
-  kernels::bf16_round(out.numel(), out.data<float>(), out.data<float>());
+// a · b of 2-D bfloat16 operands, summed in float32 and rounded once to bf16 as the GEMM stores
+// it, in its input's dtype: bf16, or the float32 of that bf16 for a float32 input (a bf16 gradient
+// already widened, as the cast's ToCopyBackward0 would widen it).
+Tensor mm_bf16_rounded(const Tensor& a, const Tensor& b, DType input) {
+  const DType dt = input == DType::Float32 ? DType::Float32 : DType::BFloat16;
+  Tensor out = detail::empty_for("linear", {a.shape()[0], b.shape()[1]}, dt);
+  batched_gemm(a, b, out, false, /*round=*/true);
   return out;
 }
 
@@ -128,12 +135,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.dim() == 1) out_shape.pop_back();
   if (a.dim() == 1) out_shape.erase(out_shape.end() - (b.dim() == 1 ? 1 : 2));
   // beta = 0: the GEMM writes every element without reading it, so no zero-fill is needed.
-  // bfloat16: float32 sums, rounded once at the end, as PyTorch's bf16 matmul.
-  const bool bf16 = a.dtype() == DType::BFloat16;
-  Tensor out = detail::empty_for("matmul", out_shape, bf16 ? DType::Float32 : a.dtype());
+  // bfloat16: float32 sums, rounded once as the GEMM stores them, as PyTorch's bf16 matmul.
+  Tensor out = detail::empty_for("matmul", out_shape, a.dtype());
   Tensor out2 = out.view(full);  // the same buffer, seen with the 1-D operands' dims
   batched_gemm(a2, b2, out2, false);
-  if (bf16) out = out.to(DType::BFloat16);
 
   if (any_requires_grad({&a, &b})) {
     const char* name = a.dim() == 1 && b.dim() == 1   ? "DotBackward0"
@@ -210,11 +215,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor x2 = as_rows(x.detach());
   Shape out_shape = x.shape();
   out_shape.back() = outf;
-  // beta = 0 below without b. bfloat16: float32 sums (the bias first), rounded once at the end.
+  // beta = 0 below without b. bfloat16: float32 sums (from the bias), rounded once: by the GEMM
+  // as it stores them, or after the one-row gemv, which writes float32.
   const bool bf16 = x.dtype() == DType::BFloat16;
-  Tensor y = detail::empty_for("linear", out_shape, bf16 ? DType::Float32 : x.dtype());
   const bool one_row =
       x2.shape()[0] == 1 && w.strides()[1] == 1 && (!b.defined() || b.is_contiguous());
+  Tensor y = detail::empty_for("linear", out_shape, bf16 && one_row ? DType::Float32 : x.dtype());
   if (one_row && x.dtype() == DType::Float32) {
     // One row (each step of KV-cache generation): W·x + b, which streams W once instead of
     // packing it as a GEMM operand.
@@ -234,11 +240,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                               reinterpret_cast<const uint16_t*>(w.data<bfloat16>()), w.strides()[0],
                               xb, pb, y.data<float>());
   } else {
-    if (b.defined()) detail::copy_into(*y.impl(), *b.impl());
-    Tensor y2 = y.view({x2.shape()[0], outf});  // the same buffer, as rows
+    if (b.defined()) detail::copy_into(*y.impl(), *b.impl());  // bf16: the bias's own bits
+    Tensor y2 = y.view({x2.shape()[0], outf});                 // the same buffer, as rows
     batched_gemm(x2, w.detach().T(), y2, /*accumulate=*/b.defined());
   }
-  if (bf16) y = y.to(DType::BFloat16);
+  if (bf16 && one_row) y = y.to(DType::BFloat16);
 
   if (any_requires_grad({&x, &w, &b})) {
     const char* name = x.dim() == 2 ? (b.defined() ? "AddmmBackward0" : "MmBackward0")
@@ -290,10 +296,8 @@ Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                                                          const Tensor& g) -> std::vector<Tensor> {
            const Tensor g2 = as_rows(g);
            Tensor gx, gw, gb;
-           if (n.needs(0))
-             gx = as_input_dtype(mm_bf16_widened(g2, n.saved_tensor(1)), xd).reshape(sx);
-           if (n.needs(1))
-             gw = as_input_dtype(mm_bf16_widened(g2.T(), as_rows(n.saved_tensor(0))), wd);
+           if (n.needs(0)) gx = mm_bf16_rounded(g2, n.saved_tensor(1), xd).reshape(sx);
+           if (n.needs(1)) gw = mm_bf16_rounded(g2.T(), as_rows(n.saved_tensor(0)), wd);
            if (n.needs(2)) {  // Σ over rows in float32, rounded once
              const Tensor gc = detail::widen(g2).contiguous();
              gb = empty({gc.shape()[1]}, DType::Float32);
