@@ -248,9 +248,9 @@ TEST_CASE("bf16 GEMM output modes: every path as the reference, K across the blo
 }
 
 TEST_CASE("bf16 GEMM output modes: the same bits at 1, 2 and 3 threads, rows or columns split") {
-  // Above gemm_bf16's threshold for threads (2^21 multiply-adds). Rows split with one K block (each
-  // member's own tile buffer); columns split (7 rows) with small blocks, so the members share the
-  // column block's float32 sums across K blocks.
+  // Just above gemm_bf16's threshold for threads (2^21 multiply-adds), each reference computed
+  // once (it has no path): 64 rows split over the members, the table's blocks; 7 rows, so the
+  // columns are split, with small blocks (K over several, each member keeping its own sums).
   const int before = tg::num_threads();
   std::mt19937 g(23);
   struct Threaded {
@@ -259,17 +259,17 @@ TEST_CASE("bf16 GEMM output modes: the same bits at 1, 2 and 3 threads, rows or 
   };
   const Threaded cases[] = {{{64, 130, 257, false, false, 1.f, Bf16Out::bf16, false}, 0, 0, 0},
                             {{7, 1200, 260, true, true, 0.f, Bf16Out::bf16, false}, 24, 32, 256}};
-  for_each_isa([&](const std::string& isa) {
-    for (const Threaded& x : cases) {
-      const Case& c = x.c;
-      k::set_sgemm_blocking_override(x.mc, x.kc, x.nc);
-      const std::vector<uint16_t> A = operands(g, c.M * c.K, false),
-                                  B = operands(g, c.K * c.N, false);
-      const int64_t rsA = c.ta ? 1 : c.K, csA = c.ta ? c.M : 1, rsB = c.tb ? 1 : c.N,
-                    csB = c.tb ? c.K : 1;
-      const OutC C0 = make_c(g, c.mode, c.M * c.N, c.beta);
-      OutC R = C0;
-      k::gemm_bf16_ref(c.M, c.N, c.K, A.data(), rsA, csA, B.data(), rsB, csB, c.beta, R.out(c.N));
+  for (const Threaded& x : cases) {
+    const Case& c = x.c;
+    const std::vector<uint16_t> A = operands(g, c.M * c.K, false),
+                                B = operands(g, c.K * c.N, false);
+    const int64_t rsA = c.ta ? 1 : c.K, csA = c.ta ? c.M : 1, rsB = c.tb ? 1 : c.N,
+                  csB = c.tb ? c.K : 1;
+    const OutC C0 = make_c(g, c.mode, c.M * c.N, c.beta);
+    OutC R = C0;
+    k::gemm_bf16_ref(c.M, c.N, c.K, A.data(), rsA, csA, B.data(), rsB, csB, c.beta, R.out(c.N));
+    k::set_sgemm_blocking_override(x.mc, x.kc, x.nc);
+    for_each_isa([&](const std::string& isa) {
       for (const int threads : {1, 2, 3}) {
         tg::set_num_threads(threads);
         OutC C = C0;
@@ -278,38 +278,41 @@ TEST_CASE("bf16 GEMM output modes: the same bits at 1, 2 and 3 threads, rows or 
         check_words(C, R, "threaded gemm_bf16");
       }
       tg::set_num_threads(before);
-    }
+    });
     k::set_sgemm_blocking_override(0, 0, 0);
-  });
+  }
 }
 
 TEST_CASE("bf16 GEMM output modes: batched, and one row of A through its own route") {
   // M == 1 with beta 0 takes gemm_row.cpp's route (B read in place, both layouts), rounding each
-  // chunk of a row; M == 5 the packed nest per entry. 3 × 300 × 40 is past the route's threshold.
+  // chunk of a row, split over 1, 2 or 3 threads (3 × 300 × 40 is past the route's threshold);
+  // M == 5 the packed nest per entry. Each reference computed once.
   const int before = tg::num_threads();
   std::mt19937 g(29);
-  for_each_isa([&](const std::string& isa) {
-    for (const int threads : {1, 2, 3}) {
-      tg::set_num_threads(threads);
-      for (const int64_t M : {1, 5})
-        for (const bool tb : {false, true})
-          for (const Bf16Out mode : {Bf16Out::f32_rounded, Bf16Out::bf16}) {
-            const int64_t batch = 3, N = 300, K = 40, sA = M * K + 1, sB = K * N + 2,
-                          sC = M * N + 5;
-            const std::vector<uint16_t> A = operands(g, batch * sA, true),
-                                        B = operands(g, batch * sB, true);
-            const int64_t rsB = tb ? 1 : N, csB = tb ? K : 1;
-            OutC C = make_c(g, mode, batch * sC, 0.f), R = C;
+  for (const int64_t M : {1, 5})
+    for (const bool tb : {false, true})
+      for (const Bf16Out mode : {Bf16Out::f32_rounded, Bf16Out::bf16}) {
+        const int64_t batch = 3, N = 300, K = 40, sA = M * K + 1, sB = K * N + 2, sC = M * N + 5;
+        const std::vector<uint16_t> A = operands(g, batch * sA, true),
+                                    B = operands(g, batch * sB, true);
+        const int64_t rsB = tb ? 1 : N, csB = tb ? K : 1;
+        const OutC C0 = make_c(g, mode, batch * sC, 0.f);
+        OutC R = C0;
+        k::gemm_bf16_batched_ref(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB, 0.f,
+                                 R.out(N), sC);
+        for_each_isa([&](const std::string& isa) {
+          for (const int threads : {1, 2, 3}) {
+            if (M > 1 && threads > 1) break;  // one thread per entry: too small to split
+            tg::set_num_threads(threads);
+            OutC C = C0;
             k::gemm_bf16_batched(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB, 0.f,
                                  C.out(N), sC);
-            k::gemm_bf16_batched_ref(batch, M, N, K, A.data(), sA, K, 1, B.data(), sB, rsB, csB,
-                                     0.f, R.out(N), sC);
             INFO(isa << " threads=" << threads << " M=" << M << " tb=" << tb);
             check_words(C, R, "gemm_bf16_batched");
           }
-    }
-    tg::set_num_threads(before);
-  });
+          tg::set_num_threads(before);
+        });
+      }
 }
 
 TEST_CASE("bf16 GEMM output modes: K == 0, and the errors") {
