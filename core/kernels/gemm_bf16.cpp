@@ -14,6 +14,9 @@
 // the whole A block, and never waits), whichever leaves the busiest member less extra work. Each
 // C element is one chain computed whole by one member, so results are the same bits for any
 // thread count.
+// Output modes (kernels.h: Bf16Out): a tile's last K block stores it rounded to bf16 (the
+// micro-kernel rounds its registers). A bf16 C is never float32: with one K block the micro-kernel
+// reads no C, and with several each member keeps its float32 sums (its rows × NC) between them.
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -33,6 +36,8 @@ constexpr int64_t kParallelMacs = int64_t(1) << 21;
 // Up to this many bf16 (5 MiB) of packed A are kept across column blocks (N > NC), as gemm.cpp
 // keeps its float panels: reading the packed copy back costs less than packing A again.
 constexpr int64_t kKeepPackedA = int64_t(5) << 19;
+// Up to this many float32 sums of a bf16 C (16 MiB) are kept by a thread for its next GEMM.
+constexpr int64_t kKeepSums = int64_t(1) << 22;
 
 struct GemmBf16 {
   int64_t M, N, K;
@@ -120,11 +125,14 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
   // A bf16 C's float32 sums: with one K block, one tile's (read only when beta 1 starts them from
   // the bf16 C); across K blocks, the member's own rows × columns of a block (a member may run
   // ahead into the next block, where its columns are not the same, so none are shared).
+  // Sums larger than kKeepSums are freed on return rather than kept by the thread.
   const bool many = g.C.mode == Bf16Out::bf16 && g.K > KC;
-  const int64_t lds = many ? std::min(bk.nc, g.N) : NR;
+  const int64_t lds = many ? std::min(bk.nc, g.N) : NR, sums_n = many ? (r1 - r0) * lds : MR * NR;
   thread_local ScratchOf<float> sums_buf;
-  float* const sums =
-      g.C.mode != Bf16Out::bf16 ? nullptr : sums_buf.get(many ? (r1 - r0 + MR) * lds : MR * NR);
+  std::unique_ptr<float, FreeDeleter> sums_big;
+  float* sums = nullptr;
+  if (g.C.mode == Bf16Out::bf16 && sums_n > kKeepSums) sums_big = aligned_array<float>(sums_n);
+  if (g.C.mode == Bf16Out::bf16) sums = sums_big ? sums_big.get() : sums_buf.get(sums_n);
   const bool wait = rows && team > 1;
   const int64_t a_rows = row_panels * MR;
   if (!rows) {
