@@ -176,19 +176,12 @@ void run_member(const KernelTable& t, const GemmBlocking& bk, const GemmBf16& g,
 void scale_only(int64_t M, int64_t N, float beta, const GemmBf16Out& C) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
+      const int64_t at = i * C.ld + j;
       float x = 0.f;
-      if (C.mode == Bf16Out::bf16 && beta != 0.f) bf16_to_f32_ref(1, C.bf16 + i * C.ld + j, &x);
-      if (C.mode != Bf16Out::bf16) x = beta == 0.f ? 0.f : C.f32[i * C.ld + j] * beta;
-      if (C.mode == Bf16Out::f32) {
-        C.f32[i * C.ld + j] = x;
-        continue;
-      }
-      uint16_t h;
-      f32_to_bf16_ref(1, &x, &h);
-      if (C.mode == Bf16Out::bf16)
-        C.bf16[i * C.ld + j] = h;
-      else
-        bf16_to_f32_ref(1, &h, C.f32 + i * C.ld + j);
+      if (C.mode == Bf16Out::bf16 && beta != 0.f) bf16_to_f32_ref(1, C.bf16 + at, &x);
+      if (C.mode != Bf16Out::bf16) x = beta == 0.f ? 0.f : C.f32[at] * beta;
+      store_bf16_out(C.mode, x, C.mode == Bf16Out::bf16 ? nullptr : C.f32 + at,
+                     C.mode == Bf16Out::bf16 ? C.bf16 + at : nullptr);
     }
 }
 

@@ -294,16 +294,8 @@ void gemm_bf16_ukernel_ref_4x8(int64_t kp, const uint16_t* a, const uint16_t* b,
         acc = bf16_step(acc, bf16_in(aq[1]), bf16_in(bq[1]));
         acc = bf16_step(acc, bf16_in(aq[0]), bf16_in(bq[0]));
       }
-      if (out.mode == Bf16Out::f32) {
-        c[i * ldc + j] = acc;
-        continue;
-      }
-      uint16_t h;
-      f32_to_bf16_ref(1, &acc, &h);
-      if (out.mode == Bf16Out::bf16)
-        out.c16[i * out.ld16 + j] = h;
-      else
-        bf16_to_f32_ref(1, &h, c + i * ldc + j);
+      uint16_t* const h = out.mode == Bf16Out::bf16 ? out.c16 + i * out.ld16 + j : nullptr;
+      store_bf16_out(out.mode, acc, c + i * ldc + j, h);
     }
 }
 

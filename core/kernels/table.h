@@ -48,6 +48,21 @@ struct Bf16TileOut {
 using GemmBf16Ukernel = void (*)(int64_t kp, const uint16_t* a, const uint16_t* b, float* c,
                                  int64_t ldc, int64_t m, int64_t n, bool accumulate,
                                  const Bf16TileOut& out);
+// One element of a tile stored as out.mode says, by the scalar conversions (the scalar
+// micro-kernel's store, gemm_bf16's K == 0): x to *c, x rounded and widened back to *c, or x's
+// bf16 bits to *c16.
+inline void store_bf16_out(Bf16Out mode, float x, float* c, uint16_t* c16) {
+  if (mode == Bf16Out::f32) {
+    *c = x;
+    return;
+  }
+  uint16_t h;
+  f32_to_bf16_ref(1, &x, &h);
+  if (mode == Bf16Out::bf16)
+    *c16 = h;
+  else
+    bf16_to_f32_ref(1, &h, c);
+}
 // Throws std::invalid_argument, naming op, for a bf16 C with a beta other than 0 or 1 (kernels.h:
 // Bf16Out).
 void check_bf16_out(const char* op, float beta, const GemmBf16Out& C);
