@@ -19,7 +19,6 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 
 #include "core/tensor.h"
 
@@ -41,40 +40,75 @@ constexpr size_t kCacheFrom = size_t(1) << 20;
 constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kMaxMiB = size_t(1) << 24;  // 16 TiB: past any machine, short of overflow
 
-// Under AddressSanitizer an idle block is poisoned, so a tensor used after its free is still
-// reported as it would be without the cache.
-void poison(void* p, size_t n, bool on) {
-#ifdef TG_ASAN
-  if (on)
-    ASAN_POISON_MEMORY_REGION(p, n);
-  else
-    ASAN_UNPOISON_MEMORY_REGION(p, n);
-#else
-  (void)p, (void)n, (void)on;
-#endif
-}
-
+// An idle block's own first bytes hold its place in the list, so that keeping a block allocates
+// nothing: the cache can then give memory back from inside operator new (its new_handler) without
+// meeting itself half-way through an allocation.
 struct Idle {
-  void* p;
+  Idle *prev, *next;
   size_t capacity, align;
 };
 
+// Under AddressSanitizer an idle block is poisoned past its list node, so a tensor used after its
+// free is still reported as it would be without the cache.
+void poison(Idle* b, bool on) {
+#ifdef TG_ASAN
+  char* const p = reinterpret_cast<char*>(b) + sizeof(Idle);
+  if (on)
+    ASAN_POISON_MEMORY_REGION(p, b->capacity - sizeof(Idle));
+  else
+    ASAN_UNPOISON_MEMORY_REGION(p, b->capacity - sizeof(Idle));
+#else
+  (void)b, (void)on;
+#endif
+}
+
 struct Cache {
   std::mutex m;
-  std::vector<Idle> idle;  // oldest first
+  Idle *oldest = nullptr, *newest = nullptr;
   size_t bytes = 0, limit = 0;
 
-  // Frees the oldest idle blocks until `bytes` is at most `keep`. Called with m held.
-  void trim(size_t keep) {
-    size_t i = 0;
-    for (; i < idle.size() && bytes > keep; ++i) {
-      poison(idle[i].p, idle[i].capacity, false);
-      ::operator delete(idle[i].p, std::align_val_t(idle[i].align));
-      bytes -= idle[i].capacity;
+  // Called with m held, as the two below.
+  void unlink(Idle* b) {
+    (b->prev ? b->prev->next : oldest) = b->next;
+    (b->next ? b->next->prev : newest) = b->prev;
+    bytes -= b->capacity;
+    poison(b, false);
+  }
+  void keep(void* p, size_t capacity, size_t align) {
+    auto* b = new (p) Idle{newest, nullptr, capacity, align};
+    (newest ? newest->next : oldest) = b;
+    newest = b;
+    bytes += capacity;
+    poison(b, true);
+  }
+  // Frees the oldest idle blocks until `bytes` is at most `keep_bytes`.
+  void trim(size_t keep_bytes) {
+    while (oldest != nullptr && bytes > keep_bytes) {
+      Idle* const b = oldest;
+      unlink(b);
+      ::operator delete(static_cast<void*>(b), std::align_val_t(b->align));
     }
-    idle.erase(idle.begin(), idle.begin() + std::ptrdiff_t(i));
   }
 };
+
+Cache& cache();
+
+// operator new calls this when it finds no memory: the idle blocks are freed and it tries again;
+// with none left, whatever handler was there before (or std::bad_alloc). So what the cache holds
+// never makes an allocation fail that would have succeeded without it.
+std::new_handler g_previous_handler = nullptr;
+void give_back_idle_blocks() {
+  Cache& c = cache();
+  {
+    const std::lock_guard<std::mutex> lock(c.m);
+    if (c.bytes > 0) {
+      c.trim(0);
+      return;
+    }
+  }
+  if (g_previous_handler != nullptr) return g_previous_handler();
+  throw std::bad_alloc();
+}
 
 Cache& cache() {
   // Never destroyed: tensors held by other statics are freed after it would be.
@@ -83,6 +117,7 @@ Cache& cache() {
     const size_t limit = block_cache_mb_from(std::getenv("TAPEGRAD_BLOCK_CACHE_MB")) * kMiB;
     auto* made = new Cache;
     made->limit = limit;
+    g_previous_handler = std::set_new_handler(give_back_idle_blocks);
     return made;
   }();
   return *c;
@@ -110,29 +145,19 @@ void* block_acquire(size_t n, size_t align, size_t* capacity) {
   if (n >= kCacheFrom) {
     Cache& c = cache();
     const std::lock_guard<std::mutex> lock(c.m);
-    size_t best = c.idle.size();
-    for (size_t i = 0; i < c.idle.size(); ++i) {
-      const Idle& b = c.idle[i];
-      if (b.align == align && b.capacity >= n && b.capacity - n <= n / 8 &&
-          (best == c.idle.size() || b.capacity < c.idle[best].capacity))
-        best = i;
-    }
-    if (best < c.idle.size()) {
-      const Idle b = c.idle[best];
-      c.idle.erase(c.idle.begin() + std::ptrdiff_t(best));
-      c.bytes -= b.capacity;
-      poison(b.p, b.capacity, false);
-      *capacity = b.capacity;
-      return b.p;
+    Idle* best = nullptr;
+    for (Idle* b = c.oldest; b != nullptr; b = b->next)
+      if (b->align == align && b->capacity >= n && b->capacity - n <= n / 8 &&
+          (best == nullptr || b->capacity < best->capacity))
+        best = b;
+    if (best != nullptr) {
+      c.unlink(best);
+      *capacity = best->capacity;
+      return best;
     }
   }
   *capacity = n;
-  void* p = ::operator new(n, std::align_val_t(align), std::nothrow);
-  if (p == nullptr && n >= kCacheFrom) {  // what the cache holds may be what is missing
-    block_cache_trim_all();
-    p = ::operator new(n, std::align_val_t(align), std::nothrow);
-  }
-  return p;
+  return ::operator new(n, std::align_val_t(align), std::nothrow);
 }
 
 void block_release(void* p, size_t capacity, size_t align) {
@@ -141,9 +166,7 @@ void block_release(void* p, size_t capacity, size_t align) {
     const std::lock_guard<std::mutex> lock(c.m);
     if (capacity <= c.limit) {
       c.trim(c.limit - capacity);
-      c.idle.push_back({p, capacity, align});
-      c.bytes += capacity;
-      poison(p, capacity, true);
+      c.keep(p, capacity, align);
       return;
     }
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -141,4 +142,17 @@ TEST_CASE("with TAPEGRAD_HUGE_PAGES=1 a buffer of 32 MiB is 2 MiB-aligned, from 
   CHECK(address(c) == first);
   CHECK(c.data<float>()[31 * kMiBFloats - 1] == 1.0f);
   CHECK(c.data<float>()[32 * kMiBFloats - 1] == 2.0f);
+}
+
+TEST_CASE("when operator new finds no memory, the idle blocks are given back before it gives up") {
+  const WithLimit limit(256);
+  { const Tensor a = empty({40 * kMiBFloats}); }
+  REQUIRE(detail::block_cache_bytes() == 40 * kMiB);
+  // What operator new calls on failure, called here as it would be.
+  const std::new_handler handler = std::get_new_handler();
+  REQUIRE(bool(handler));
+  handler();
+  CHECK(detail::block_cache_bytes() == 0);
+  // Nothing left to give: the failure stands.
+  CHECK_THROWS_AS(handler(), std::bad_alloc);
 }

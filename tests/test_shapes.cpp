@@ -232,8 +232,8 @@ TEST_CASE("attention over a key expanded past memory names the op, the length an
   // kᵀ packed: 2^44 keys × 8 floats = 2^49 bytes, past any address space.
   const Tensor k = zeros({1, 1, 1, 8}).expand({1, 1, int64_t(1) << 44, 8});
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, k),
-                    "scaled_dot_product_attention: out of memory packing a key of length "
-                    "17592186044416 (query [1, 1, 4, 8], key [1, 1, 17592186044416, 8])");
+                    "scaled_dot_product_attention: cannot pack a key of length 17592186044416 for "
+                    "query [1, 1, 4, 8] and key [1, 1, 17592186044416, 8] (out of memory)");
 }
 
 TEST_CASE("a thread count past the pool's limit is refused saying the limit") {

@@ -38,6 +38,13 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
+// The kernels pack each problem's key (kᵀ S × E, and v): an expanded key can be too long for it.
+// Worded as every other allocation's failure, "(out of memory)" last.
+[[noreturn]] void packing_out_of_memory(int64_t S, const Tensor& query, const Tensor& key) {
+  fail(kOp, "cannot pack a key of length ", S, " for query ", shape_str(query.shape()), " and key ",
+       shape_str(key.shape()), " (out of memory)");
+}
+
 Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 Shape with_last2(Shape lead, int64_t a, int64_t b) {
   lead.push_back(a);
@@ -344,8 +351,7 @@ Tensor fused(const Tensor& query, const Tensor& key, const Tensor& value, const 
   try {  // the kernel packs each problem's kᵀ (S × E): an expanded key can be too long for it
     kernels::sdpa_forward(problem(pr), batched<T>(out, d.batch).matrices(), lse.data<T>());
   } catch (const std::bad_alloc&) {
-    fail(kOp, "out of memory packing a key of length ", d.S, " (query ", shape_str(query.shape()),
-         ", key ", shape_str(key.shape()), ")");
+    packing_out_of_memory(d.S, query, key);
   }
   if (!any_requires_grad({&query, &key, &value})) return out;
   std::vector<Tensor> save = {query, key, value, out, lse};
@@ -403,8 +409,7 @@ Tensor fused_bf16(const std::array<Tensor, 3>& in, const std::array<Tensor, 3>& 
     kernels::sdpa_forward_bf16(
         pr.problem(), kernel_view(batched<bfloat16>(out, d.batch).matrices()), lse.data<float>());
   } catch (const std::bad_alloc&) {
-    fail(kOp, "out of memory packing a key of length ", d.S, " (query ", shape_str(x16[0].shape()),
-         ", key ", shape_str(x16[1].shape()), ")");
+    packing_out_of_memory(d.S, x16[0], x16[1]);
   }
   if (!any_requires_grad({&in[0], &in[1], &in[2]})) return out;
   std::vector<Tensor> save = {x16[0], x16[1], x16[2], out, lse};
