@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (cmd != c.name) continue;
     try {
-      // The memory settings change no number, so nothing reads them before a tensor of 32 MiB:
+      // The memory settings change no number, so nothing reads them before a tensor of 1 MiB:
       // checked here, a bad one stops every command. train checks them itself, rank by rank.
       if (cmd != "train") {
         tg::huge_pages_enabled();

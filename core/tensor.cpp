@@ -73,8 +73,7 @@ size_t storage_alignment(size_t n) {
 }  // namespace
 
 // Through the cache of big blocks (core/block_cache.cpp), with the nothrow form underneath: under
-// AddressSanitizer the throwing operator new aborts instead of throwing. A block from the cache
-// was advised when it was first mapped.
+// AddressSanitizer the throwing operator new aborts instead of throwing.
 Storage::Storage(size_t n) : nbytes(n), align(storage_alignment(n)) {
   data = detail::block_acquire(std::max<size_t>(n, 64), align, &capacity);
   if (data == nullptr) throw std::bad_alloc();
