@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/kernels/kernels.h"
+#include "core/kernels/packing.h"
 #include "core/kernels/table.h"
 #include "core/threadpool.h"
 #include "tests/kernel_testing.h"
@@ -348,6 +349,78 @@ TEST_CASE("bf16 row axpys: the table's kernel against its reference, every colum
           k::gemm_bf16_row_axpys_ref(n, kk, a.data(), b.data(), ldb, r.data(), accumulate);
           check_same(c, r, "gemm_bf16_row_axpys");
         }
+  });
+}
+
+// ---- packing (packing.h: pack_a_bf16, pack_b_bf16) ----------------------------------------------
+// Every path's packing against the scalar table's (its portable loops) byte for byte, the bytes
+// after the panels included: a rows × cols source in each layout, w-wide panels (the path's MR
+// for A, NR for B), so whole panels, an edge panel and an odd kc's zero halves all occur.
+namespace {
+
+enum class Layout { row_major, transposed, strided };
+struct PackLayout {
+  Layout layout;
+  const char* name;
+};
+const PackLayout kPackLayouts[] = {{Layout::row_major, "row-major"},
+                                   {Layout::transposed, "transposed"},
+                                   {Layout::strided, "strided"}};
+
+// Strides of a rows × cols source whose lines are `pad` elements longer than they need be.
+void pack_strides(Layout l, int64_t rows, int64_t cols, int64_t pad, int64_t& rs, int64_t& cs) {
+  if (l == Layout::row_major) rs = cols + pad, cs = 1;
+  if (l == Layout::transposed) rs = 1, cs = rows + pad;
+  if (l == Layout::strided) rs = 2, cs = 2 * rows + pad + 1;
+}
+
+// Packs a source rows × cols from element `offset` of a random buffer with t and with the scalar
+// table: A (rows = mc, cols = kc) or B (rows = kc, cols = nc).
+void check_packing(std::mt19937& g, bool a, Layout l, int64_t rows, int64_t cols, int64_t pad,
+                   int64_t offset) {
+  const k::KernelTable& t = k::active_table();
+  const int64_t w = a ? t.gemm_bf16_blocking.mr : t.gemm_bf16_blocking.nr;
+  int64_t rs = 0, cs = 0;
+  pack_strides(l, rows, cols, pad, rs, cs);
+  const int64_t kc = a ? cols : rows, lines = a ? rows : cols;
+  const std::vector<uint16_t> src = rand_bf16(g, offset + (rows - 1) * rs + (cols - 1) * cs + 1,
+                                              false);
+  const size_t size = size_t((lines + w - 1) / w * w * 2 * ((kc + 1) / 2) + 40);
+  std::vector<uint16_t> got(size, 0xBEEF), want(size, 0xBEEF);
+  const uint16_t* s = src.data() + offset;
+  if (a) {
+    k::pack_a_bf16(t, rows, cols, s, rs, cs, w, got.data());
+    k::pack_a_bf16(k::kScalarTable, rows, cols, s, rs, cs, w, want.data());
+  } else {
+    k::pack_b_bf16(t, rows, cols, s, rs, cs, w, got.data());
+    k::pack_b_bf16(k::kScalarTable, rows, cols, s, rs, cs, w, want.data());
+  }
+  const auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+  INFO("first difference at " << (diff.first - got.begin()) << " of " << size);
+  CHECK(got == want);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 packing: every layout of A and B packs as the scalar table's loops, byte for byte") {
+  std::mt19937 g(21);
+  for_each_isa([&](const std::string&) {
+    const k::KernelTable& t = k::active_table();
+    for (const bool a : {true, false}) {
+      const int64_t w = a ? t.gemm_bf16_blocking.mr : t.gemm_bf16_blocking.nr;
+      for (const PackLayout& l : kPackLayouts)
+        for (const int64_t lines : {int64_t(1), w - 1, w, 3 * w, 3 * w + 1, 20 * w + 5})
+          for (const int64_t kc : {1, 2, 7, 16, 33, 64, 513})
+            for (const int64_t pad : {0, 3})
+              for (const int64_t offset : {0, 1}) {
+                INFO((a ? "A " : "B ") << l.name << " lines=" << lines << " kc=" << kc
+                                       << " pad=" << pad << " offset=" << offset);
+                if (a)
+                  check_packing(g, true, l.layout, lines, kc, pad, offset);
+                else
+                  check_packing(g, false, l.layout, kc, lines, pad, offset);
+              }
+    }
   });
 }
 

@@ -176,6 +176,65 @@ void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
   }
 }
 
+// One pair-row of bf16 panels from rows r0 and r1 (nullptr: zeros), n columns (a multiple of 4)
+// left to right. Per 16 columns, unpacks pair each row's words within 128-bit lanes, giving four
+// pieces of 4 pairs (16 bytes), each stored in its panel (w a multiple of 4: a piece never
+// straddles two); the columns past the last 16, 4 at a time.
+void pack_pair_row_avx2(int64_t n, int64_t w, const uint16_t* r0, const uint16_t* r1,
+                        uint16_t* out, int64_t ps) {
+  int64_t off = 0;  // pairs into the current panel
+  auto put = [&](__m128i piece) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * off), piece);
+    if ((off += 4) == w) off = 0, out += ps;
+  };
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j));
+    const __m256i b = r1 != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + j))
+                                    : _mm256_setzero_si256();
+    const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+    put(_mm256_castsi256_si128(lo));       // columns j .. j + 3
+    put(_mm256_castsi256_si128(hi));       // j + 4 .. j + 7
+    put(_mm256_extracti128_si256(lo, 1));  // j + 8 .. j + 11
+    put(_mm256_extracti128_si256(hi, 1));  // j + 12 .. j + 15
+  }
+  for (; j < n; j += 4) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r0 + j));
+    const __m128i b = r1 != nullptr ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r1 + j))
+                                    : _mm_setzero_si128();
+    put(_mm_unpacklo_epi16(a, b));
+  }
+}
+
+// Packs pair panels from rows of k (table.h: gemm_bf16_pack_pairs), one pair of rows at a time
+// across the panels, the rows kPackPairsAhead pairs on prefetched (they are pages apart, where
+// the hardware prefetcher does not follow). Widths not a multiple of 4 (none of this table's)
+// take the portable rule.
+void gemm_bf16_pack_pairs_avx2(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
+                               int64_t rs, uint16_t* out, int64_t ps) {
+  constexpr int64_t kPackPairsAhead = 4;
+  const int64_t n = panels * w;
+  for (int64_t k = 0; k < kc; k += 2, out += 2 * w) {
+    const uint16_t* r0 = src + k * rs;
+    const uint16_t* r1 = k + 1 < kc ? r0 + rs : nullptr;
+    if (w % 4 == 0) {
+      if (k + 2 * kPackPairsAhead < kc)
+        for (int64_t c = 0; c < n; c += 32) {
+          _mm_prefetch(reinterpret_cast<const char*>(r0 + 2 * kPackPairsAhead * rs + c),
+                       _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(r0 + (2 * kPackPairsAhead + 1) * rs + c),
+                       _MM_HINT_T0);
+        }
+      pack_pair_row_avx2(n, w, r0, r1, out, ps);
+      continue;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      out[j / w * ps + j % w * 2] = r0[j];
+      out[j / w * ps + j % w * 2 + 1] = r1 != nullptr ? r1[j] : 0;
+    }
+  }
+}
+
 // ---- bf16 GEMM micro-kernel, 4 × 16, widening to float32 ----------------------------------------
 // The bf16 unit's arithmetic (kernels.h) from float32 FMAs: the product of two bf16 is exact in
 // float32, so an FMA rounds the same sum the unit does, in the unit's order (the odd k of a pair
@@ -474,6 +533,7 @@ const KernelTable* avx2_table() {
       .bf16_to_f32 = bf16_to_f32_avx2,
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx2_4x16,
+      .gemm_bf16_pack_pairs = gemm_bf16_pack_pairs_avx2,
       .gemv_rows_bf16 = gemv_rows_bf16_avx2,
       .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,

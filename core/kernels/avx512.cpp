@@ -167,6 +167,48 @@ void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out)
   }
 }
 
+// Packs pair panels from rows of k (table.h: gemm_bf16_pack_pairs), one pair of rows at a time
+// across the panels. Per panel, up to 32 columns at a time: each row's piece in one masked load,
+// two vpermt2w pick the pairs (word 2j from row 2q's j, 2j + 1 from row 2q + 1's: index 32 + j),
+// one or two masked stores. An odd kc's last row has no partner: its load's mask is empty (zeros,
+// nothing read). The rows kPackPairsAhead pairs on are prefetched: they are pages apart, where
+// the hardware prefetcher does not follow.
+void gemm_bf16_pack_pairs_avx512(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
+                                 int64_t rs, uint16_t* out, int64_t ps) {
+  constexpr int64_t kPackPairsAhead = 4;
+  alignas(64) uint16_t idx[64];
+  for (int l = 0; l < 64; ++l) idx[l] = uint16_t((l & 1) * 32 + l / 2);
+  const __m512i lo_idx = _mm512_load_si512(idx), hi_idx = _mm512_load_si512(idx + 32);
+  const int64_t width = panels * w;  // columns read from each row
+  for (int64_t k = 0; k < kc; k += 2, out += 2 * w) {
+    const uint16_t* r0 = src + k * rs;
+    const uint16_t* r1 = k + 1 < kc ? r0 + rs : r0;
+    const __mmask32 has_r1 = k + 1 < kc ? ~__mmask32(0) : 0;
+    if (k + 2 * kPackPairsAhead < kc)
+      for (int64_t c = 0; c < width; c += 32) {
+        _mm_prefetch(reinterpret_cast<const char*>(r0 + 2 * kPackPairsAhead * rs + c), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(r1 + 2 * kPackPairsAhead * rs + c), _MM_HINT_T0);
+      }
+    uint16_t* o = out;
+    for (int64_t p = 0; p < panels; ++p, o += ps) {
+      for (int64_t c = 0; c < w; c += 32) {
+        const int64_t len = std::min<int64_t>(32, w - c), at = p * w + c;
+        const __mmask32 m = len == 32 ? ~__mmask32(0) : __mmask32((1u << len) - 1u);
+        const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + at);
+        const __m512i b = _mm512_maskz_loadu_epi16(m & has_r1, r1 + at);
+        const __m512i lo = _mm512_permutex2var_epi16(a, lo_idx, b);
+        if (len <= 16) {
+          _mm512_mask_storeu_epi32(o + 2 * c, __mmask16((1u << len) - 1u), lo);
+          continue;
+        }
+        _mm512_storeu_si512(o + 2 * c, lo);
+        _mm512_mask_storeu_epi32(o + 2 * c + 32, __mmask16((1u << (len - 16)) - 1u),
+                                 _mm512_permutex2var_epi16(a, hi_idx, b));
+      }
+    }
+  }
+}
+
 // ---- bf16 GEMM micro-kernel, 8 × 32, widening to float32 --------------------------------------
 // For CPUs without AVX512_BF16 (TAPEGRAD_ISA=avx512 forces it where the unit exists): the unit's
 // arithmetic from float32 FMAs, as avx2.cpp's kernel does it (exact products; MXCSR's DAZ and
@@ -479,6 +521,7 @@ const KernelTable* avx512_table() {
       .bf16_to_f32 = bf16_to_f32_avx512,
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx512_8x32,
+      .gemm_bf16_pack_pairs = gemm_bf16_pack_pairs_avx512,
       .gemv_rows_bf16 = gemv_rows_bf16_avx512,
       .gemv_packed_bf16 = gemv_packed_bf16_avx512,
       .bf16_probe = nullptr,

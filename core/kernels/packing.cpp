@@ -10,6 +10,8 @@ namespace {
 
 // Rows ahead that packing prefetches (source rows are usually pages apart).
 constexpr int64_t kPackAhead = 4;
+// Panels the bf16 pair packing writes side by side (pack_pairs).
+constexpr int64_t kPairChunk = 8;
 
 }  // namespace
 
@@ -110,6 +112,19 @@ bool as_floats(const uint16_t* p, int64_t kc, int64_t stride, int64_t W) {
          stride / 2 * W < (int64_t(1) << 31);
 }
 
+// The pair panels of a source whose rows are k (row k at src + k·rs, columns side by side):
+// `panels` whole w-wide panels by the table's gemm_bf16_pack_pairs, kPairChunk panels at a time,
+// each chunk down all kc rows. A chunk writes as many panels at once: whole rows (GEMM panels are
+// 12 to 32 KiB apart, all in the same L1 sets) wrote more lines than the sets' ways and read 2-3×
+// slower on Zen 5; one panel at a time reads a row's line at a time.
+void pack_pairs(const KernelTable& t, int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
+                int64_t rs, uint16_t* out) {
+  const int64_t ps = w * 2 * ((kc + 1) / 2);
+  for (int64_t p = 0; p < panels; p += kPairChunk)
+    t.gemm_bf16_pack_pairs(kc, std::min(kPairChunk, panels - p), w, src + p * w, rs, out + p * ps,
+                           ps);
+}
+
 }  // namespace
 
 void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
@@ -117,7 +132,14 @@ void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A
   const int64_t kp = (kc + 1) / 2, whole = kc / 2;
   const bool fast = t.sgemm_pack_a_rowmajor != nullptr && t.sgemm_blocking.mr == MR && csA == 1 &&
                     as_floats(A, kc, rsA, MR);
-  for (int64_t i0 = 0; i0 < mc; i0 += MR, out += MR * 2 * kp) {
+  int64_t first = 0;  // the panels before it are packed
+  if (csA != 1 && rsA == 1 && t.gemm_bf16_pack_pairs != nullptr) {
+    // Transposed A (Aᵀ row-major): rows k, k + 1 of Aᵀ interleaved across the whole panels.
+    first = mc / MR * MR;
+    if (first > 0) pack_pairs(t, kc, first / MR, MR, A, csA, out);
+    out += first * 2 * kp;
+  }
+  for (int64_t i0 = first; i0 < mc; i0 += MR, out += MR * 2 * kp) {
     const int64_t m = std::min(MR, mc - i0);
     if (fast && m == MR) {
       t.sgemm_pack_a_rowmajor(kp, reinterpret_cast<const float*>(A + i0 * rsA), rsA / 2,
@@ -148,7 +170,14 @@ void pack_b_bf16(const KernelTable& t, int64_t kc, int64_t nc, const uint16_t* B
   const int64_t kp = (kc + 1) / 2;
   const bool fast = t.sgemm_pack_b_colmajor != nullptr && t.sgemm_blocking.nr == NR && rsB == 1 &&
                     as_floats(B, kc, csB, NR);
-  for (int64_t j0 = 0; j0 < nc; j0 += NR, out += NR * 2 * kp) {
+  int64_t first = 0;  // the panels before it are packed
+  if (csB == 1 && t.gemm_bf16_pack_pairs != nullptr) {
+    // Row-major B: rows k, k + 1 interleaved across the whole panels.
+    first = nc / NR * NR;
+    if (first > 0) pack_pairs(t, kc, first / NR, NR, B, rsB, out);
+    out += first * 2 * kp;
+  }
+  for (int64_t j0 = first; j0 < nc; j0 += NR, out += NR * 2 * kp) {
     const int64_t n = std::min(NR, nc - j0);
     if (fast && n == NR) {
       t.sgemm_pack_b_colmajor(kp, reinterpret_cast<const float*>(B + j0 * csB), csB / 2,

@@ -585,6 +585,7 @@ extern const KernelTable kScalarTable = {
     // KC of 64 pairs: K blocks are crossed by small tests too.
     .gemm_bf16_blocking = {kRefBf16MR, kRefBf16NR, 64, 64, 256},
     .gemm_bf16_ukernel = gemm_bf16_ukernel_ref_4x8,
+    .gemm_bf16_pack_pairs = nullptr,
     .gemv_rows_bf16 = gemv_rows_bf16_ref,
     .gemv_packed_bf16 = nullptr,
     .bf16_probe = nullptr,

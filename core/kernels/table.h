@@ -195,6 +195,14 @@ struct KernelTable {
   decltype(&bf16_to_f32_ref) bf16_to_f32;
   GemmBlocking gemm_bf16_blocking;  // KC counted in pairs of k
   GemmBf16Ukernel gemm_bf16_ukernel;
+  // Optional (nullptr: the portable loop): `panels` whole w-wide panels of pairs of k from a
+  // source whose rows are k (row k at src + k·rs, its columns side by side), ps bf16 apart
+  // (GemmBf16Ukernel's layout; packing.h):
+  //   out[p·ps + (q·w + j)·2 + t] = src[(2q + t)·rs + p·w + j]   (0 where 2q + t >= kc)
+  // for p < panels, q < ceil(kc / 2), j < w. Row-major B (w = NR) and transposed A (Aᵀ's rows,
+  // w = MR), which the portable loop moves 16 bits at a time.
+  void (*gemm_bf16_pack_pairs)(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
+                               int64_t rs, uint16_t* out, int64_t ps);
   decltype(&gemv_rows_bf16_ref) gemv_rows_bf16;
   // nullptr where the path has no packed gemv (gemv_rows_bf16 serves, from the unpacked rows).
   decltype(&gemv_packed_bf16_ref) gemv_packed_bf16;
