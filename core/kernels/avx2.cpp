@@ -235,6 +235,46 @@ void gemm_bf16_pack_pairs_avx2(int64_t kc, int64_t panels, int64_t w, const uint
   }
 }
 
+// Packs one pair panel from lines along k (table.h: gemm_bf16_pack_lines): per 8 lines and 8
+// pairs of k, each line's 16 bf16 in one load (the last k, from a zero-padded copy: an odd kc's
+// last pair gets a zero half and nothing past kc is read; lines past `lines` are zeros), an 8×8
+// transpose on the pairs' 32 bits, and 8 pair-rows stored, 8 or 4 lanes (w a multiple of 4: the
+// widths 4 and 16 of this table; other widths take the portable rule).
+void gemm_bf16_pack_lines_avx2(int64_t kc, int64_t lines, int64_t w, const uint16_t* src,
+                               int64_t rs, uint16_t* out) {
+  const int64_t kp = (kc + 1) / 2;
+  if (w % 4 != 0) {
+    for (int64_t q = 0; q < kp; ++q)
+      for (int64_t i = 0; i < w; ++i)
+        for (int64_t t = 0; t < 2; ++t)
+          out[(q * w + i) * 2 + t] = i < lines && 2 * q + t < kc ? src[i * rs + 2 * q + t] : 0;
+    return;
+  }
+  for (int64_t g = 0; g < w; g += 8) {
+    const int64_t rows = std::clamp<int64_t>(lines - g, 0, 8), width = std::min<int64_t>(8, w - g);
+    for (int64_t q0 = 0; q0 < kp; q0 += 8) {
+      const int64_t len = std::min<int64_t>(16, kc - 2 * q0);
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) {
+        const uint16_t* line = src + (g + i) * rs + 2 * q0;
+        alignas(32) uint16_t tail[16] = {};
+        if (i < rows && len < 16) std::memcpy(tail, line, sizeof(uint16_t) * size_t(len));
+        r[i] = i >= rows ? _mm256_setzero_ps()
+                         : _mm256_loadu_ps(reinterpret_cast<const float*>(len < 16 ? tail : line));
+      }
+      transpose8(r, t);
+      const int64_t pairs = std::min<int64_t>(8, kp - q0);
+      for (int64_t q = 0; q < pairs; ++q) {
+        float* o = reinterpret_cast<float*>(out + ((q0 + q) * w + g) * 2);
+        if (width == 8)
+          _mm256_storeu_ps(o, t[q]);
+        else
+          _mm_storeu_ps(o, _mm256_castps256_ps128(t[q]));
+      }
+    }
+  }
+}
+
 // ---- bf16 GEMM micro-kernel, 4 × 16, widening to float32 ----------------------------------------
 // The bf16 unit's arithmetic (kernels.h) from float32 FMAs: the product of two bf16 is exact in
 // float32, so an FMA rounds the same sum the unit does, in the unit's order (the odd k of a pair
@@ -534,6 +574,7 @@ const KernelTable* avx2_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx2_4x16,
       .gemm_bf16_pack_pairs = gemm_bf16_pack_pairs_avx2,
+      .gemm_bf16_pack_lines = gemm_bf16_pack_lines_avx2,
       .gemv_rows_bf16 = gemv_rows_bf16_avx2,
       .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,

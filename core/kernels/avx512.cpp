@@ -209,6 +209,51 @@ void gemm_bf16_pack_pairs_avx512(int64_t kc, int64_t panels, int64_t w, const ui
   }
 }
 
+// Packs one pair panel from lines along k (table.h: gemm_bf16_pack_lines): per 16 pairs of k and
+// 16 lines, each line's 32 bf16 in one load (masked for an odd kc's last pair, which gets a zero
+// half, and nothing past kc is read; lines past `lines` are zeros), transposed on the pairs' 32
+// bits (transpose16x16), and stored as 16 pair-rows of the group's lanes of the panel.
+// W: the panel's width and lines, when known at compile time (whole panels of the tables'
+// widths: about a quarter faster, the zero rows and the addressing folded), else 0.
+template <int64_t W>
+void pack_lines_t(int64_t kc, int64_t lines, int64_t w, const uint16_t* src, int64_t rs,
+                  uint16_t* out) {
+  if constexpr (W > 0) lines = w = W;
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t q0 = 0; q0 < kp; q0 += 16) {
+    const int64_t len = std::min<int64_t>(32, kc - 2 * q0), pairs = std::min<int64_t>(16, kp - q0);
+    const __mmask32 m = len == 32 ? ~__mmask32(0) : __mmask32((1u << len) - 1u);
+    for (int64_t g = 0; g < w; g += 16) {
+      const int64_t rows = std::clamp<int64_t>(lines - g, 0, 16);
+      const __mmask16 kw = __mmask16((1u << std::min<int64_t>(16, w - g)) - 1u);
+      const uint16_t* line = src + g * rs + 2 * q0;
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        if (i >= rows)
+          r[i] = _mm512_setzero_ps();
+        else if (len == 32)  // whole: a plain load
+          r[i] = _mm512_loadu_ps(line + i * rs);
+        else
+          r[i] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(m, line + i * rs));
+      }
+      transpose16x16(r);
+      uint16_t* o = out + (q0 * w + g) * 2;
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q)  // unrolled, so r stays in registers
+        if (q < pairs) _mm512_mask_storeu_ps(o + q * w * 2, kw, r[q]);
+    }
+  }
+}
+
+void gemm_bf16_pack_lines_avx512(int64_t kc, int64_t lines, int64_t w, const uint16_t* src,
+                                 int64_t rs, uint16_t* out) {
+  if (lines == w && w == 8) return pack_lines_t<8>(kc, lines, w, src, rs, out);
+  if (lines == w && w == 12) return pack_lines_t<12>(kc, lines, w, src, rs, out);
+  if (lines == w && w == 32) return pack_lines_t<32>(kc, lines, w, src, rs, out);
+  pack_lines_t<0>(kc, lines, w, src, rs, out);
+}
+
 // ---- bf16 GEMM micro-kernel, 8 × 32, widening to float32 --------------------------------------
 // For CPUs without AVX512_BF16 (TAPEGRAD_ISA=avx512 forces it where the unit exists): the unit's
 // arithmetic from float32 FMAs, as avx2.cpp's kernel does it (exact products; MXCSR's DAZ and
@@ -522,6 +567,7 @@ const KernelTable* avx512_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 240, 256, 1024},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_avx512_8x32,
       .gemm_bf16_pack_pairs = gemm_bf16_pack_pairs_avx512,
+      .gemm_bf16_pack_lines = gemm_bf16_pack_lines_avx512,
       .gemv_rows_bf16 = gemv_rows_bf16_avx512,
       .gemv_packed_bf16 = gemv_packed_bf16_avx512,
       .bf16_probe = nullptr,

@@ -327,6 +327,7 @@ const KernelTable* neon_table() {
       .gemm_bf16_blocking = {kBf16MR, kBf16NR, 256, 256, 768},
       .gemm_bf16_ukernel = gemm_bf16_ukernel_neon_4x8,
       .gemm_bf16_pack_pairs = nullptr,
+      .gemm_bf16_pack_lines = nullptr,
       .gemv_rows_bf16 = gemv_rows_bf16_neon,
       .gemv_packed_bf16 = nullptr,
       .bf16_probe = nullptr,

@@ -125,6 +125,26 @@ void pack_pairs(const KernelTable& t, int64_t kc, int64_t panels, int64_t w, con
                            ps);
 }
 
+// The lines (rows of A, columns of B) of a source the table's bf16 packing entries pack, from
+// the first, into w-wide panels at out: every line where lines run along k (k step ks == 1:
+// gemm_bf16_pack_lines), the whole panels' where rows are k (line step ls == 1:
+// gemm_bf16_pack_pairs), else none (the table has no entries: the portable loops).
+int64_t pack_by_table(const KernelTable& t, int64_t kc, int64_t lines, int64_t w,
+                      const uint16_t* src, int64_t ks, int64_t ls, uint16_t* out) {
+  const int64_t panel = w * 2 * ((kc + 1) / 2);
+  if (ks == 1 && t.gemm_bf16_pack_lines != nullptr) {
+    for (int64_t i = 0; i < lines; i += w, out += panel)
+      t.gemm_bf16_pack_lines(kc, std::min(w, lines - i), w, src + i * ls, ls, out);
+    return lines;
+  }
+  if (ls == 1 && t.gemm_bf16_pack_pairs != nullptr) {
+    const int64_t whole = lines / w;
+    if (whole > 0) pack_pairs(t, kc, whole, w, src, ks, out);
+    return whole * w;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
@@ -132,13 +152,9 @@ void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A
   const int64_t kp = (kc + 1) / 2, whole = kc / 2;
   const bool fast = t.sgemm_pack_a_rowmajor != nullptr && t.sgemm_blocking.mr == MR && csA == 1 &&
                     as_floats(A, kc, rsA, MR);
-  int64_t first = 0;  // the panels before it are packed
-  if (csA != 1 && rsA == 1 && t.gemm_bf16_pack_pairs != nullptr) {
-    // Transposed A (Aᵀ row-major): rows k, k + 1 of Aᵀ interleaved across the whole panels.
-    first = mc / MR * MR;
-    if (first > 0) pack_pairs(t, kc, first / MR, MR, A, csA, out);
-    out += first * 2 * kp;
-  }
+  // The rows before `first` are packed (the float route, where it serves, measured faster).
+  const int64_t first = fast ? 0 : pack_by_table(t, kc, mc, MR, A, csA, rsA, out);
+  out += first * 2 * kp;
   for (int64_t i0 = first; i0 < mc; i0 += MR, out += MR * 2 * kp) {
     const int64_t m = std::min(MR, mc - i0);
     if (fast && m == MR) {
@@ -170,13 +186,9 @@ void pack_b_bf16(const KernelTable& t, int64_t kc, int64_t nc, const uint16_t* B
   const int64_t kp = (kc + 1) / 2;
   const bool fast = t.sgemm_pack_b_colmajor != nullptr && t.sgemm_blocking.nr == NR && rsB == 1 &&
                     as_floats(B, kc, csB, NR);
-  int64_t first = 0;  // the panels before it are packed
-  if (csB == 1 && t.gemm_bf16_pack_pairs != nullptr) {
-    // Row-major B: rows k, k + 1 interleaved across the whole panels.
-    first = nc / NR * NR;
-    if (first > 0) pack_pairs(t, kc, first / NR, NR, B, rsB, out);
-    out += first * 2 * kp;
-  }
+  // The columns before `first` are packed (the float route, where it serves, measured faster).
+  const int64_t first = fast ? 0 : pack_by_table(t, kc, nc, NR, B, rsB, csB, out);
+  out += first * 2 * kp;
   for (int64_t j0 = first; j0 < nc; j0 += NR, out += NR * 2 * kp) {
     const int64_t n = std::min(NR, nc - j0);
     if (fast && n == NR) {

@@ -586,6 +586,7 @@ extern const KernelTable kScalarTable = {
     .gemm_bf16_blocking = {kRefBf16MR, kRefBf16NR, 64, 64, 256},
     .gemm_bf16_ukernel = gemm_bf16_ukernel_ref_4x8,
     .gemm_bf16_pack_pairs = nullptr,
+    .gemm_bf16_pack_lines = nullptr,
     .gemv_rows_bf16 = gemv_rows_bf16_ref,
     .gemv_packed_bf16 = nullptr,
     .bf16_probe = nullptr,

@@ -203,6 +203,14 @@ struct KernelTable {
   // w = MR), which the portable loop moves 16 bits at a time.
   void (*gemm_bf16_pack_pairs)(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
                                int64_t rs, uint16_t* out, int64_t ps);
+  // Optional (nullptr: the portable loop, or the float packing where its tile serves): one w-wide
+  // panel of pairs of k from `lines` <= w source lines that run along k (line i at src + i·rs):
+  //   out[(q·w + i)·2 + t] = src[i·rs + 2q + t]   (0 where i >= lines or 2q + t >= kc)
+  // for q < ceil(kc / 2), i < w. Row-major A (rows of A, w = MR) and transposed B (columns of B,
+  // w = NR), edge panels, odd kc and any alignment included: a transposition of the pairs'
+  // 32 bits.
+  void (*gemm_bf16_pack_lines)(int64_t kc, int64_t lines, int64_t w, const uint16_t* src,
+                               int64_t rs, uint16_t* out);
   decltype(&gemv_rows_bf16_ref) gemv_rows_bf16;
   // nullptr where the path has no packed gemv (gemv_rows_bf16 serves, from the unpacked rows).
   decltype(&gemv_packed_bf16_ref) gemv_packed_bf16;
