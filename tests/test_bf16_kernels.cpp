@@ -383,8 +383,8 @@ void check_packing(std::mt19937& g, bool a, Layout l, int64_t rows, int64_t cols
   int64_t rs = 0, cs = 0;
   pack_strides(l, rows, cols, pad, rs, cs);
   const int64_t kc = a ? cols : rows, lines = a ? rows : cols;
-  const std::vector<uint16_t> src = rand_bf16(g, offset + (rows - 1) * rs + (cols - 1) * cs + 1,
-                                              false);
+  const std::vector<uint16_t> src =
+      rand_bf16(g, offset + (rows - 1) * rs + (cols - 1) * cs + 1, false);
   const size_t size = size_t((lines + w - 1) / w * w * 2 * ((kc + 1) / 2) + 40);
   std::vector<uint16_t> got(size, 0xBEEF), want(size, 0xBEEF);
   const uint16_t* s = src.data() + offset;
@@ -402,7 +402,8 @@ void check_packing(std::mt19937& g, bool a, Layout l, int64_t rows, int64_t cols
 
 }  // namespace
 
-TEST_CASE("bf16 packing: every layout of A and B packs as the scalar table's loops, byte for byte") {
+TEST_CASE(
+    "bf16 packing: every layout of A and B packs as the scalar table's loops, byte for byte") {
   std::mt19937 g(21);
   for_each_isa([&](const std::string&) {
     const k::KernelTable& t = k::active_table();

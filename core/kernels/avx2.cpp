@@ -180,8 +180,8 @@ void sgemm_pack_b_avx2_16(int64_t kc, const float* B, int64_t csB, float* out) {
 // left to right. Per 16 columns, unpacks pair each row's words within 128-bit lanes, giving four
 // pieces of 4 pairs (16 bytes), each stored in its panel (w a multiple of 4: a piece never
 // straddles two); the columns past the last 16, 4 at a time.
-void pack_pair_row_avx2(int64_t n, int64_t w, const uint16_t* r0, const uint16_t* r1,
-                        uint16_t* out, int64_t ps) {
+void pack_pair_row_avx2(int64_t n, int64_t w, const uint16_t* r0, const uint16_t* r1, uint16_t* out,
+                        int64_t ps) {
   int64_t off = 0;  // pairs into the current panel
   auto put = [&](__m128i piece) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * off), piece);

@@ -114,9 +114,9 @@ bool as_floats(const uint16_t* p, int64_t kc, int64_t stride, int64_t W) {
 
 // The pair panels of a source whose rows are k (row k at src + k·rs, columns side by side):
 // `panels` whole w-wide panels by the table's gemm_bf16_pack_pairs, kPairChunk panels at a time,
-// each chunk down all kc rows. A chunk writes as many panels at once: whole rows (GEMM panels are
-// 12 to 32 KiB apart, all in the same L1 sets) wrote more lines than the sets' ways and read 2-3×
-// slower on Zen 5; one panel at a time reads a row's line at a time.
+// each chunk walked down all kc rows, so it writes kPairChunk sequential streams. Walking whole
+// rows (pack_b's float order) writes a line into every panel per pair of rows, and the panels,
+// 12 to 32 KiB apart, share the L1's sets: on Zen 5 that packed 2-3× slower than chunks of 8.
 void pack_pairs(const KernelTable& t, int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
                 int64_t rs, uint16_t* out) {
   const int64_t ps = w * 2 * ((kc + 1) / 2);

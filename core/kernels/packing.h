@@ -58,7 +58,11 @@ void pack_b(const KernelTable& t, int64_t kc, int64_t nc, const float* B, int64_
 // The bf16 GEMM's panels (table.h: GemmBf16Ukernel), k in pairs side by side; kc may be odd,
 // the missing last k of a pair and rows or columns past the edge are zero. A pair is 32 bits, as
 // a float is, and the panels hold pairs where the float panels hold floats: where t's float
-// tile matches, the float packing routines of t (transposes in registers) move the pairs whole.
+// tile matches, the float packing routines of t (transposes in registers) move the pairs whole;
+// the other layouts go through t's bf16 packing entries (table.h: gemm_bf16_pack_pairs for
+// row-major B and transposed A, gemm_bf16_pack_lines for row-major A and transposed B) where it
+// has them, else through portable loops (the scalar table's: the reference the tests hold the
+// entries to, byte for byte).
 // A[0:mc, 0:kc] into MR-row micro-panels: out holds ceil(mc / MR) panels of MR·2·ceil(kc / 2).
 void pack_a_bf16(const KernelTable& t, int64_t mc, int64_t kc, const uint16_t* A, int64_t rsA,
                  int64_t csA, int64_t MR, uint16_t* out);

@@ -200,7 +200,7 @@ struct KernelTable {
   // (GemmBf16Ukernel's layout; packing.h):
   //   out[p·ps + (q·w + j)·2 + t] = src[(2q + t)·rs + p·w + j]   (0 where 2q + t >= kc)
   // for p < panels, q < ceil(kc / 2), j < w. Row-major B (w = NR) and transposed A (Aᵀ's rows,
-  // w = MR), which the portable loop moves 16 bits at a time.
+  // w = MR).
   void (*gemm_bf16_pack_pairs)(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
                                int64_t rs, uint16_t* out, int64_t ps);
   // Optional (nullptr: the portable loop, or the float packing where its tile serves): one w-wide
