@@ -354,8 +354,10 @@ TEST_CASE("bf16 row axpys: the table's kernel against its reference, every colum
 
 // ---- packing (packing.h: pack_a_bf16, pack_b_bf16) ----------------------------------------------
 // Every path's packing against the scalar table's (its portable loops) byte for byte, the bytes
-// after the panels included: a rows × cols source in each layout, w-wide panels (the path's MR
-// for A, NR for B), so whole panels, an edge panel and an odd kc's zero halves all occur.
+// after the panels included: a rows × cols source in each layout, w-wide panels, so whole panels,
+// an edge panel and an odd kc's zero halves all occur. w: the path's MR for A and NR for B, and
+// widths no table has (the entries take any): 5 and 13 (not a multiple of 4: AVX2's portable
+// rule), 40 (more than one 32-column chunk, more than one 16-line group).
 namespace {
 
 enum class Layout { row_major, transposed, strided };
@@ -375,11 +377,10 @@ void pack_strides(Layout l, int64_t rows, int64_t cols, int64_t pad, int64_t& rs
 }
 
 // Packs a source rows × cols from element `offset` of a random buffer with t and with the scalar
-// table: A (rows = mc, cols = kc) or B (rows = kc, cols = nc).
-void check_packing(std::mt19937& g, bool a, Layout l, int64_t rows, int64_t cols, int64_t pad,
-                   int64_t offset) {
+// table into w-wide panels: A (rows = mc, cols = kc) or B (rows = kc, cols = nc).
+void check_packing(std::mt19937& g, bool a, int64_t w, Layout l, int64_t rows, int64_t cols,
+                   int64_t pad, int64_t offset) {
   const k::KernelTable& t = k::active_table();
-  const int64_t w = a ? t.gemm_bf16_blocking.mr : t.gemm_bf16_blocking.nr;
   int64_t rs = 0, cs = 0;
   pack_strides(l, rows, cols, pad, rs, cs);
   const int64_t kc = a ? cols : rows, lines = a ? rows : cols;
@@ -407,21 +408,21 @@ TEST_CASE(
   std::mt19937 g(21);
   for_each_isa([&](const std::string&) {
     const k::KernelTable& t = k::active_table();
-    for (const bool a : {true, false}) {
-      const int64_t w = a ? t.gemm_bf16_blocking.mr : t.gemm_bf16_blocking.nr;
-      for (const PackLayout& l : kPackLayouts)
-        for (const int64_t lines : {int64_t(1), w - 1, w, 3 * w, 3 * w + 1, 20 * w + 5})
-          for (const int64_t kc : {1, 2, 7, 16, 33, 64, 513})
-            for (const int64_t pad : {0, 3})
-              for (const int64_t offset : {0, 1}) {
-                INFO((a ? "A " : "B ") << l.name << " lines=" << lines << " kc=" << kc
-                                       << " pad=" << pad << " offset=" << offset);
-                if (a)
-                  check_packing(g, true, l.layout, lines, kc, pad, offset);
-                else
-                  check_packing(g, false, l.layout, kc, lines, pad, offset);
-              }
-    }
+    for (const bool a : {true, false})
+      for (const int64_t w : {a ? t.gemm_bf16_blocking.mr : t.gemm_bf16_blocking.nr, int64_t(5),
+                              int64_t(13), int64_t(40)})
+        for (const PackLayout& l : kPackLayouts)
+          for (const int64_t lines : {int64_t(1), w - 1, w, 3 * w, 3 * w + 1, 20 * w + 5})
+            for (const int64_t kc : {1, 2, 7, 16, 33, 64, 513})
+              for (const int64_t pad : {0, 3})
+                for (const int64_t offset : {0, 1}) {
+                  INFO((a ? "A " : "B ") << std::string(l.name) << " w=" << w << " lines=" << lines
+                                         << " kc=" << kc << " pad=" << pad << " offset=" << offset);
+                  if (a)
+                    check_packing(g, true, w, l.layout, lines, kc, pad, offset);
+                  else
+                    check_packing(g, false, w, l.layout, kc, lines, pad, offset);
+                }
   });
 }
 
