@@ -207,8 +207,8 @@ void pack_pair_row_avx2(int64_t n, int64_t w, const uint16_t* r0, const uint16_t
 }
 
 // Packs pair panels from rows of k (table.h: gemm_bf16_pack_pairs), one pair of rows at a time
-// across the panels, the rows kPackPairsAhead pairs on prefetched (they are pages apart, where
-// the hardware prefetcher does not follow). Widths not a multiple of 4 (none of this table's)
+// across the given panels, the rows kPackPairsAhead pairs on prefetched (they are pages apart,
+// where the hardware prefetcher does not follow). Widths not a multiple of 4 (none of this table's)
 // take the portable rule.
 void gemm_bf16_pack_pairs_avx2(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
                                int64_t rs, uint16_t* out, int64_t ps) {
@@ -257,10 +257,14 @@ void gemm_bf16_pack_lines_avx2(int64_t kc, int64_t lines, int64_t w, const uint1
       __m256 r[8], t[8];
       for (int i = 0; i < 8; ++i) {
         const uint16_t* line = src + (g + i) * rs + 2 * q0;
-        alignas(32) uint16_t tail[16] = {};
-        if (i < rows && len < 16) std::memcpy(tail, line, sizeof(uint16_t) * size_t(len));
-        r[i] = i >= rows ? _mm256_setzero_ps()
-                         : _mm256_loadu_ps(reinterpret_cast<const float*>(len < 16 ? tail : line));
+        alignas(32) uint16_t tail[16];
+        if (i < rows && len < 16) {  // zeroed here only: whole chunks skip it
+          std::memset(tail, 0, sizeof tail);
+          std::memcpy(tail, line, sizeof(uint16_t) * size_t(len));
+          line = tail;
+        }
+        r[i] =
+            i >= rows ? _mm256_setzero_ps() : _mm256_loadu_ps(reinterpret_cast<const float*>(line));
       }
       transpose8(r, t);
       const int64_t pairs = std::min<int64_t>(8, kp - q0);

@@ -168,11 +168,11 @@ void sgemm_pack_b_avx512_32(int64_t kc, const float* B, int64_t csB, float* out)
 }
 
 // Packs pair panels from rows of k (table.h: gemm_bf16_pack_pairs), one pair of rows at a time
-// across the panels. Per panel, up to 32 columns at a time: each row's piece in one masked load,
-// two vpermt2w pick the pairs (word 2j from row 2q's j, 2j + 1 from row 2q + 1's: index 32 + j),
-// one or two masked stores. An odd kc's last row has no partner: its load's mask is empty (zeros,
-// nothing read). The rows kPackPairsAhead pairs on are prefetched: they are pages apart, where
-// the hardware prefetcher does not follow.
+// across the given panels. Per panel, up to 32 columns at a time: each row's piece in one masked
+// load, two vpermt2w pick the pairs (word 2j from row 2q's j, 2j + 1 from row 2q + 1's: index 32 +
+// j), one or two masked stores. An odd kc's last row has no partner: its load's mask is empty
+// (zeros, nothing read). The rows kPackPairsAhead pairs on are prefetched: they are pages apart,
+// where the hardware prefetcher does not follow.
 void gemm_bf16_pack_pairs_avx512(int64_t kc, int64_t panels, int64_t w, const uint16_t* src,
                                  int64_t rs, uint16_t* out, int64_t ps) {
   constexpr int64_t kPackPairsAhead = 4;
@@ -214,7 +214,7 @@ void gemm_bf16_pack_pairs_avx512(int64_t kc, int64_t panels, int64_t w, const ui
 // half, and nothing past kc is read; lines past `lines` are zeros), transposed on the pairs' 32
 // bits (transpose16x16), and stored as 16 pair-rows of the group's lanes of the panel.
 // W: the panel's width and lines, when known at compile time (whole panels of the tables'
-// widths: about a quarter faster, the zero rows and the addressing folded), else 0.
+// widths: a quarter faster on Zen 5, the zero rows and the addressing folded), else 0.
 template <int64_t W>
 void pack_lines_t(int64_t kc, int64_t lines, int64_t w, const uint16_t* src, int64_t rs,
                   uint16_t* out) {
