@@ -10,12 +10,14 @@
 // row of wte and wpe) plus each layer's cached keys and values so far (2 × position × C values),
 // so n new tokens read Σ_i (weights + cache_i) bytes, at 4 bytes a value, or 2 with --precision
 // bf16 (the model converted by GPTModel::to(BFloat16), its cache in bf16 too: half the bytes); at
-// the bandwidth measured here (sum_rows streaming a buffer the size of the weights with the same
-// threads, best of --reps) they cannot take less than bytes / BW. Past context_length (16 + 1024 >
-// 1024) the book's loop crops the context, which moves every position: those steps rebuild the
-// cache from 1024 tokens (compute, not memory); their count is printed, and the bound counts each
-// at the FMA probe: the blocks over context_length tokens (2·T·12·L·C² FLOPs, and 2·L·T²·C for
-// causal attention) and one row of out_head.
+// the bandwidth measured here (sum_rows streaming a buffer the size of the precision's own weights
+// with the same threads, once before each of --reps runs of ours, the best: on this project's VMs
+// the figure moves from run to run by up to 2x, and a bf16 model's 250 MB may sit in a level of
+// the hierarchy a float32 model's 500 MB does not) they cannot take less than bytes / BW. Past
+// context_length (16 + 1024 > 1024) the book's loop crops the context, which moves every position:
+// those steps rebuild the cache from 1024 tokens (compute, not memory); their count is printed, and
+// the bound counts each at the FMA probe: the blocks over context_length tokens (2·T·12·L·C² FLOPs,
+// and 2·L·T²·C for causal attention) and one row of out_head.
 //
 // --precision fp32,bf16: each model also converted to bfloat16 (GPTModel::to, as generate
 // --precision bf16 does; its one-row linears on kernels::gemv_rows_bf16), bounded at 2 bytes a
@@ -215,10 +217,11 @@ void print_row(const Row& r) {
 }
 
 // The rows of one model at one thread count and precision (printed as they come, without
-// --json), at bandwidth bw. The model is made afresh under the same seed for each precision (bf16:
-// then converted, as generate --precision bf16 converts it), so both run the same weights.
+// --json), each beside the bandwidth measured before each of its reps. The model is made afresh
+// under the same seed for each precision (bf16: then converted, as generate --precision bf16
+// converts it), so both run the same weights.
 void measure_precision(const Options& o, const Peer& peer, const std::string& name, int threads,
-                       const std::string& precision, double bw, std::vector<Row>& rows) {
+                       const std::string& precision, std::vector<Row>& rows) {
   const bool bf16 = precision == "bf16";
   const nn::GPTConfig cfg = model_config(name);
   manual_seed(123);
@@ -231,16 +234,16 @@ void measure_precision(const Options& o, const Peer& peer, const std::string& na
   const double flops = bench::probe_peak(threads, bf16) * 1e9;
   for (const int n : o.tokens) {
     Row r{name, precision, n, threads};
-    r.bw = bw;
-    const double bound_s = bound_seconds(cfg, n, bw, flops, bf16 ? 2 : 4, r.rebuilds);
-    r.bound = bound_s > 0 ? double(n) / bound_s : NAN;  // NaN: no cached step to bound
     for (int64_t rep = 0; rep < o.reps; ++rep) {
+      r.bw = std::max(r.bw, measure_bandwidth(weight_bytes(cfg, bf16 ? 2 : 4), 1, threads));
       r.cached = std::max(r.cached, ours_tokens_per_s(model, prompt, n, true));
       // The peer runs float32 only (tools/kv_cache_gpt.py); fmax: NaN (a failed run) is no
       // better than none.
       if (!peer.torch.version.empty() && !bf16)
         r.torch_cached = std::fmax(r.torch_cached, torch_tokens_per_s(peer, name, n, threads));
     }
+    const double bound_s = bound_seconds(cfg, n, r.bw, flops, bf16 ? 2 : 4, r.rebuilds);
+    r.bound = bound_s > 0 ? double(n) / bound_s : NAN;  // NaN: no cached step to bound
     if (n <= o.uncached_max && name == "gpt2-124m")
       r.uncached = ours_tokens_per_s(model, prompt, n, false);
     rows.push_back(r);
@@ -248,14 +251,12 @@ void measure_precision(const Options& o, const Peer& peer, const std::string& na
   }
 }
 
-// Every precision's rows of one model at one thread count, at one bandwidth measured over a
-// buffer the size of its float32 weights.
+// Every precision's rows of one model at one thread count.
 void measure(const Options& o, const Peer& peer, const std::string& name, int threads,
              std::vector<Row>& rows) {
   set_num_threads(threads);
-  const double bw = measure_bandwidth(weight_bytes(model_config(name)), int(o.reps), threads);
   for (const std::string& precision : o.precision)
-    measure_precision(o, peer, name, threads, precision, bw, rows);
+    measure_precision(o, peer, name, threads, precision, rows);
 }
 
 std::string json_numbers(const std::array<double, 3>& v) {

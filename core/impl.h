@@ -25,6 +25,12 @@ struct Storage {
   // the packed panels of a bf16 weight that generation reads one row at a time (ops/matmul.cpp).
   std::shared_ptr<Storage> derived;
   uint64_t derived_version = 0;
+  // Autocast's bf16 copy of a float32 parameter (ops/common.cpp: autocast_weight_bf16): wanted
+  // once autocast has cast the parameter, then written by AdamW in the pass that updates it
+  // (ops/update.cpp) and read by the next casts while neither has changed since (both versions).
+  bool wants_bf16_copy = false;
+  std::shared_ptr<Storage> bf16_copy;
+  uint64_t bf16_copy_of_version = 0, bf16_copy_version = 0;
 };
 
 struct TensorImpl {

@@ -18,6 +18,7 @@
 #include "core/autograd.h"
 #include "core/kernels/kernels.h"
 #include "core/ops.h"
+#include "core/ops/common.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
@@ -514,6 +515,95 @@ TEST_CASE("autocast linear: gradients equal casting on the tape, bit for bit") {
         differ += std::memcmp(fa.data<float>() + i, fc.data<float>() + i, 4) != 0;
       CHECK(differ == 0);
     }
+  }
+}
+
+namespace {
+
+// The bf16 bits of t (any float dtype), as one vector.
+std::vector<uint16_t> bf16_bits(const Tensor& t) {
+  const Tensor c = t.to(DType::BFloat16).contiguous();
+  std::vector<uint16_t> v(size_t(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) v[size_t(i)] = c.data<bfloat16>()[i].bits;
+  return v;
+}
+
+std::vector<uint32_t> f32_bits(const Tensor& t) {
+  std::vector<uint32_t> v(size_t(t.numel()));
+  std::memcpy(v.data(), t.contiguous().data<float>(), v.size() * 4);
+  return v;
+}
+
+}  // namespace
+
+// Autocast reads a float32 parameter through the bf16 copy that adamw_ rounds in its own pass
+// (ops/common.h: autocast_weight_bf16): three steps of a linear layer give the same bits as
+// casting the parameters afresh each time (`fresh`: an in-place multiply by 1 after each update
+// changes the parameters' versions, not their bits, so no copy is current).
+TEST_CASE("autocast's bf16 copy of a parameter: AdamW rounds it, the casts read it, same bits") {
+  const auto run = [](bool fresh, std::vector<std::vector<uint16_t>>& ys) {
+    manual_seed(21);
+    Tensor w = randn({33, 70}).requires_grad_(), b = randn({33}).requires_grad_();
+    const Tensor x = randn({4, 70}), up = randn({4, 33});
+    Tensor mw = zeros_like(w), vw = zeros_like(w), mb = zeros_like(b), vb = zeros_like(b);
+    for (int64_t k = 1; k <= 3; ++k) {
+      Tensor y;
+      {
+        AutocastGuard autocast;
+        y = linear(x, w, b);
+      }
+      ys.push_back(bf16_bits(y));
+      (y.to(DType::Float32) * up).sum().backward();
+      const AdamWStep s{1e-2, 0.9, 0.999, 1e-8, 0.1, k};
+      adamw_(w, w.grad(), mw, vw, s);
+      adamw_(b, b.grad(), mb, vb, s);
+      w.zero_grad(), b.zero_grad();
+      NoGradGuard no_grad;
+      if (fresh) w.mul_(1.0), b.mul_(1.0);
+      // The cast of w, and whether it reads the kept copy (the same buffer twice).
+      const Tensor c1 = detail::autocast_weight_bf16(w), c2 = detail::autocast_weight_bf16(w);
+      CHECK(bf16_bits(c1) == bf16_bits(w));
+      CHECK((c1.data<bfloat16>() == c2.data<bfloat16>()) == !fresh);
+    }
+    return f32_bits(w);
+  };
+  std::vector<std::vector<uint16_t>> kept, fresh;
+  CHECK(run(false, kept) == run(true, fresh));
+  CHECK(kept == fresh);
+}
+
+TEST_CASE("autocast's bf16 copy: a changed parameter is cast anew; a graph keeps its own copy") {
+  manual_seed(22);
+  Tensor w = randn({8, 16}).requires_grad_();
+  const Tensor x = randn({2, 16}).requires_grad_();  // its gradient needs w's copy: saved
+  Tensor m = zeros_like(w), v = zeros_like(w);
+  const auto forward = [&] {
+    AutocastGuard autocast;
+    return linear(x, w, Tensor());
+  };
+  (forward().to(DType::Float32)).sum().backward();
+  adamw_(w, w.grad(), m, v, {1e-2, 0.9, 0.999, 1e-8, 0.0, 1});
+  w.zero_grad();
+  SUBCASE("an in-place write after the update") {
+    const Tensor before = detail::autocast_weight_bf16(w);
+    {
+      NoGradGuard no_grad;
+      w.add_(ones({8, 16}));
+    }
+    const Tensor after = detail::autocast_weight_bf16(w);
+    CHECK(after.data<bfloat16>() != before.data<bfloat16>());
+    CHECK(bf16_bits(after) == bf16_bits(w));
+  }
+  SUBCASE("an update while a graph holds the copy") {
+    const Tensor y = forward();  // saves the copy for its backward
+    const std::vector<uint16_t> held = bf16_bits(detail::autocast_weight_bf16(w));
+    Tensor g = ones({8, 16});
+    adamw_(w, g, m, v, {1e-2, 0.9, 0.999, 1e-8, 0.0, 2});
+    const Tensor now = detail::autocast_weight_bf16(w);
+    CHECK(bf16_bits(now) == bf16_bits(w));
+    CHECK(bf16_bits(now) != held);
+    // The graph's copy is as it was: its backward runs (no in-place error) on the old weight.
+    CHECK_NOTHROW(y.to(DType::Float32).sum().backward());
   }
 }
 

@@ -393,6 +393,21 @@ TEST_CASE("mpirun -np 2 --pad-vocab 100 gives one unpadded process's log and che
                  kMpirun + "-np 2 " + kExe + opts + " --pad-vocab 100", d / "one", d / "many");
 }
 
+// --precision bf16 (autocast): one process reads its parameters' bf16 copies, which AdamW rounds
+// in its own pass (core/ops/update.cpp), while ranks update shards and cast afresh; the casts'
+// bits are the same, so the promise holds.
+TEST_CASE("mpirun -np 2 --precision bf16 gives --micro-batches 2's log and checkpoint" *
+          doctest::skip(release_only())) {
+  if (!have_mpirun()) {
+    MESSAGE("skipped: this build has no MPI or mpirun is missing");
+    return;
+  }
+  const Dir d;
+  const std::string opts = kTiny + " --batch-size 4 --max-steps 4 --precision bf16";
+  check_same_run(kExe + opts + " --micro-batches 2", kMpirun + "-np 2 " + kExe + opts, d / "one",
+                 d / "many");
+}
+
 // Several micro-batches per rank (K/N > 1): rank r computes micro-batches r*K/N .. (r+1)*K/N - 1,
 // and the K gradients must still be added in micro-batch order, as one process adds them.
 TEST_CASE("mpirun -np N --micro-batches K (K/N > 1) gives one process's --micro-batches K" *

@@ -249,6 +249,18 @@ void adamw(int64_t n, float* p, const float* g, float* m, float* v, float lr, fl
   });
 }
 
+void adamw_to_bf16(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+                   float beta2, float eps, float weight_decay, int64_t step, uint16_t* p_bf16) {
+  const KernelTable& t = active_table();
+  split(n, kMinPerTask, 64, [&](int64_t lo, int64_t hi) {
+    constexpr int64_t kChunk = 2048;  // p's chunk (8 KiB) beside g's, m's and v's stays in L1
+    for (int64_t i = lo; i < hi; i += kChunk) {
+      const int64_t c = std::min(kChunk, hi - i);
+      t.adamw(c, p + i, g + i, m + i, v + i, lr, beta1, beta2, eps, weight_decay, step);
+      t.f32_to_bf16(c, p + i, p_bf16 + i);
+    }
+  });
+}
 void adamw_bf16(int64_t n, uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v,
                 const AdamWBf16& s) {
   const KernelTable& t = active_table();

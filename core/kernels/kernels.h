@@ -68,6 +68,12 @@ void bf16_to_f32(int64_t n, const uint16_t* x, float* out);
 // float32 rounded to bfloat16 and widened back: bf16_to_f32(f32_to_bf16(x)) in one pass over
 // memory (x == out allowed). What an autocast cast's backward makes of a bf16 op's gradient.
 void bf16_round(int64_t n, const float* x, float* out);
+// adamw (vector_kernels.def) and then f32_to_bf16 of the updated p into p_bf16, a chunk at a
+// time, so that each chunk is rounded while it is still in L1: the bf16 copy of a weight that
+// autocast reads costs one write, not another pass over the float32 weight. The same bits as
+// the two calls one after the other.
+void adamw_to_bf16(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+                   float beta2, float eps, float weight_decay, int64_t step, uint16_t* p_bf16);
 
 // C[M, N] (+)= A[M, K] · B[K, N] with A and B in bfloat16 (strides as sgemm's, so transposed
 // views need no copy) and C in float32. Every path computes each C element the way the

@@ -1,6 +1,7 @@
 // Type promotion for the op files (common.h).
 #include "core/ops/common.h"
 
+#include "core/impl.h"
 #include "core/ops.h"
 
 namespace tg::detail {
@@ -36,6 +37,25 @@ thread_local bool t_autocast = false;
 
 Tensor autocast_bf16(const Tensor& t) {
   return t_autocast && t.defined() && t.dtype() == DType::Float32 ? t.to(DType::BFloat16) : t;
+}
+
+Tensor autocast_weight_bf16(const Tensor& w) {
+  const TensorImpl& i = *w.impl();
+  Storage& s = *i.storage;
+  const bool param = w.is_leaf() && w.requires_grad() && w.dtype() == DType::Float32 &&
+                     w.is_contiguous() && i.offset == 0 &&
+                     size_t(w.numel()) * sizeof(float) == s.nbytes;
+  if (!param) return w.detach().to(DType::BFloat16);
+  s.wants_bf16_copy = true;  // from now on AdamW writes one in its pass (ops/update.cpp)
+  if (s.bf16_copy == nullptr || s.bf16_copy_of_version != s.version ||
+      s.bf16_copy->version != s.bf16_copy_version)
+    return w.detach().to(DType::BFloat16);
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = s.bf16_copy;
+  t->dtype = DType::BFloat16;
+  t->shape = i.shape;
+  t->strides = contiguous_strides(i.shape);
+  return wrap(std::move(t));
 }
 
 }  // namespace tg::detail

@@ -18,5 +18,10 @@ Tensor narrow_bf16(const Tensor& t);
 // Under autocast (ops.h), a float32 operand of a bfloat16 op as bfloat16 (on the tape);
 // otherwise t itself.
 Tensor autocast_bf16(const Tensor& t);
+// Autocast's cast of a float32 weight, detached: for a parameter (a leaf that requires grad, over
+// its whole storage), the bf16 copy kept beside it (impl.h: Storage::bf16_copy) while both are as
+// they were, and a request for one otherwise; for any other tensor, the cast. The same bits either
+// way, as PyTorch's autocast casts a leaf once per region.
+Tensor autocast_weight_bf16(const Tensor& w);
 
 }  // namespace tg::detail

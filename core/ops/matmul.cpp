@@ -282,7 +282,7 @@ namespace {
 Tensor autocast_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const auto cast = [](const Tensor& t) {
     if (!t.defined()) return t;
-    return t.dtype() == DType::Float32 ? t.detach().to(DType::BFloat16) : t.detach();
+    return t.dtype() == DType::Float32 ? detail::autocast_weight_bf16(t) : t.detach();
   };
   const Tensor x16 = cast(x), w16 = cast(w), b16 = cast(b);
   Tensor y = linear(x16, w16, b16);  // detached operands: no node recorded

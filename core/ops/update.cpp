@@ -6,6 +6,7 @@
 
 #include "core/autograd.h"
 #include "core/bfloat16.h"
+#include "core/impl.h"
 #include "core/kernels/kernels.h"
 #include "core/kernels/table.h"
 #include "core/ops.h"
@@ -24,10 +25,26 @@ void adamw_(Tensor& p, const Tensor& g, Tensor& exp_avg, Tensor& exp_avg_sq, con
                  " for a parameter of shape ", shape_str(p.shape()));
   NoGradGuard no_grad;
   const Tensor gc = g.contiguous();
-  adamw_span(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
-             exp_avg_sq.data<float>(), s);
+  Storage& ps = *p.impl()->storage;
+  const bool copy =
+      ps.wants_bf16_copy && p.impl()->offset == 0 && size_t(p.numel()) * 4 == ps.nbytes;
+  if (!copy) {
+    adamw_span(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
+               exp_avg_sq.data<float>(), s);
+  } else {
+    // Autocast reads this parameter as bf16 (common.cpp: autocast_weight_bf16): its copy is
+    // rounded in this pass. A copy that a graph still holds is left to it for a new one.
+    if (ps.bf16_copy == nullptr || ps.bf16_copy.use_count() > 1)
+      ps.bf16_copy = new_impl(p.shape(), DType::BFloat16, "adamw_")->storage;
+    kernels::adamw_to_bf16(p.numel(), p.data<float>(), gc.data<float>(), exp_avg.data<float>(),
+                           exp_avg_sq.data<float>(), float(s.lr), float(s.beta1), float(s.beta2),
+                           float(s.eps), float(s.weight_decay), s.step,
+                           static_cast<uint16_t*>(ps.bf16_copy->data));
+    ++ps.bf16_copy->version;
+  }
   for (const Tensor* t : {&std::as_const(p), &std::as_const(exp_avg), &std::as_const(exp_avg_sq)})
     detail::bump_version(*t);
+  if (copy) ps.bf16_copy_of_version = ps.version, ps.bf16_copy_version = ps.bf16_copy->version;
 }
 
 void adamw_span(int64_t n, float* p, const float* g, float* exp_avg, float* exp_avg_sq,
