@@ -112,9 +112,10 @@ test-asan: build-asan
 	  tests/run.sh asan $(ASANDIR)
 
 # Two at a time, in this order: the release build (beside check-format); the sanitizer build
-# beside the release tests; the NEON build beside the sanitizer tests; the NEON tests. The tests
-# leave much of the two cores idle (they wait on the processes they start: mpirun jobs, the CLI,
-# killed ranks) and a build fills them. Each target's output is printed whole when it ends.
+# beside the release tests; the NEON build beside the sanitizer tests; the NEON tests. The release
+# tests leave about half of two cores idle (they wait on what they start: mpirun jobs, the CLI,
+# killed ranks) and the next build fills it, as it fills the tail of a test run where one binary
+# is left. Each target's output is printed whole when it ends.
 test: deps mpi-deps neon-deps gpt2
 	@rm -f build/test-counts.txt
 	$(MAKE) --no-print-directory -j2 --output-sync=target TEST_PIPELINE=1 \
