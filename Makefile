@@ -15,7 +15,8 @@ ASANDIR := build/sanitize
 NEONDIR := build/neon
 QEMU_AARCH64 := qemu-aarch64 -L /usr/aarch64-linux-gnu
 
-.PHONY: mpi-deps demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz
+.PHONY: mpi-deps demo test install deps build format check-format test-release test-asan test-neon gpt2 neon-deps summary fuzz \
+  build-release build-asan build-neon
 
 # Install only what is missing, so a machine that has everything never calls apt-get.
 deps:
@@ -90,24 +91,44 @@ $(ASANDIR)/build.ninja: | deps mpi-deps
 	meson setup $(ASANDIR) --buildtype=plain -Doptimization=g -Ddebug=false -Dwerror=true \
 	  -Db_sanitize=address,undefined -Db_lundef=false "-Dcpp_args=-g1 -fno-sanitize-recover=all"
 
-test-release: deps $(TESTDIR)/build.ninja
+# Each build is a target of its own and each test run one that needs it, so that make test can run
+# a build beside the previous build's tests (see test below).
+build-release: deps $(TESTDIR)/build.ninja
 	meson compile -C $(TESTDIR)
+
+test-release: build-release
 	tests/run.sh release $(TESTDIR)
 
 # Naming targets needs meson's view of the tree to be current: regenerate it first when a
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
-test-asan: deps $(ASANDIR)/build.ninja
+build-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
 	meson compile -C $(ASANDIR) $(ASAN_TEST_TARGETS) app/tapegrad tests/ckpt_compare tests/ddp_probe
 	@rm -f $(addprefix $(ASANDIR)/,$(RELEASE_ONLY_TESTS))
+
+test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  tests/run.sh asan $(ASANDIR)
 
-test: deps mpi-deps gpt2
+# Two at a time, in this order: the release build (beside check-format); the sanitizer build
+# beside the release tests; the NEON build beside the sanitizer tests; the NEON tests. The release
+# tests leave about half of two cores idle (they wait on what they start: mpirun jobs, the CLI,
+# killed ranks) and the next build fills it, as it fills the tail of a test run where one binary
+# is left. Each target's output is printed whole when it ends.
+test: deps mpi-deps neon-deps gpt2
 	@rm -f build/test-counts.txt
-	$(MAKE) --no-print-directory test-release test-asan test-neon check-format
+	$(MAKE) --no-print-directory -j2 --output-sync=target TEST_PIPELINE=1 \
+	  test-release test-asan test-neon check-format
 	@tests/run.sh --summary
+
+# One test run at a time (run.sh runs two binaries at once already), one build at a time.
+ifdef TEST_PIPELINE
+build-asan: | build-release
+build-neon: | build-asan
+test-asan: | test-release
+test-neon: | test-asan
+endif
 
 # --- NEON: cross-compile the kernel tests for aarch64, run them under qemu-user ---------------
 neon-deps:
@@ -130,7 +151,7 @@ $(NEONDIR)/build.ninja: | deps neon-deps
 # Two wrappers split the cases, the bf16 GEMM's and attention's bit-exact ones (half the time under
 # qemu) and the rest, so that run.sh runs them side by side; together they are every case.
 NEON_HALF := --test-case="bf16 GEMM: every path*","bf16 attention: each path*","bf16 attention is bit-identical*"
-test-neon: deps neon-deps $(NEONDIR)/build.ninja
+build-neon: deps neon-deps $(NEONDIR)/build.ninja
 	meson compile -C $(NEONDIR) tests/test_kernels
 	@rm -rf build/neon-run && mkdir -p build/neon-run/tests
 	@printf '#!/bin/sh\nexec $(QEMU_AARCH64) $(CURDIR)/$(NEONDIR)/tests/test_kernels %s "$$@"\n' \
@@ -138,6 +159,8 @@ test-neon: deps neon-deps $(NEONDIR)/build.ninja
 	@printf '#!/bin/sh\nexec $(QEMU_AARCH64) $(CURDIR)/$(NEONDIR)/tests/test_kernels %s "$$@"\n' \
 	  '$(subst --test-case=,--test-case-exclude=,$(NEON_HALF))' >build/neon-run/tests/test_kernels_rest
 	@chmod +x build/neon-run/tests/test_kernels_*
+
+test-neon: build-neon
 	tests/run.sh neon build/neon-run
 
 # --- fuzzing: libFuzzer harnesses of fuzz/ (fuzz/README.md) --------------------------------------

@@ -399,8 +399,12 @@ TEST_CASE("bf16 attention: each path gives the bits of its algorithm written pla
       {{3, 1, 130, 17, 33}, 5},
       {{12, 1, 255, 64, 64}, 0},
       {{2, 1, 1, 64, 64}, 0}};
-  for (const auto& [s, pad] : shapes)
+  // Named references, not a structured binding: clang 14 cannot capture one in a lambda
+  // (CAPTURE's, for_each_isa's).
+  for (const auto& row : shapes)
     for (int vi = 0; vi < 7; ++vi) {
+      const Shape5& s = row.first;
+      const int64_t pad = row.second;
       const Variant va = variant(vi);
       CAPTURE(s.L);
       CAPTURE(s.S);
