@@ -103,7 +103,7 @@ test-release: build-release
 # meson.build changed since the last build (a target added by a pull is otherwise "not found").
 build-asan: deps $(ASANDIR)/build.ninja
 	ninja -C $(ASANDIR) build.ninja >/dev/null
-	meson compile -C $(ASANDIR) $(ASAN_TEST_TARGETS) app/tapegrad tests/ckpt_compare tests/ddp_probe
+	$(BUILD_NICE) meson compile -C $(ASANDIR) $(ASAN_TEST_TARGETS) app/tapegrad tests/ckpt_compare tests/ddp_probe
 	@rm -f $(addprefix $(ASANDIR)/,$(RELEASE_ONLY_TESTS))
 
 test-asan: build-asan
@@ -122,8 +122,11 @@ test: deps mpi-deps neon-deps gpt2
 	  test-release test-asan test-neon check-format
 	@tests/run.sh --summary
 
-# One test run at a time (run.sh runs two binaries at once already), one build at a time.
+# One test run at a time (run.sh runs two binaries at once already), one build at a time. A build
+# beside a test run yields the cores to it (nice 10: about a tenth of a core's share), so that the
+# tests that time what they start (killed ranks, hung jobs) see the machine they would see alone.
 ifdef TEST_PIPELINE
+BUILD_NICE := nice -n 10
 build-asan: | build-release
 build-neon: | build-asan
 test-asan: | test-release
@@ -152,7 +155,7 @@ $(NEONDIR)/build.ninja: | deps neon-deps
 # qemu) and the rest, so that run.sh runs them side by side; together they are every case.
 NEON_HALF := --test-case="bf16 GEMM: every path*","bf16 attention: each path*","bf16 attention is bit-identical*"
 build-neon: deps neon-deps $(NEONDIR)/build.ninja
-	meson compile -C $(NEONDIR) tests/test_kernels
+	$(BUILD_NICE) meson compile -C $(NEONDIR) tests/test_kernels
 	@rm -rf build/neon-run && mkdir -p build/neon-run/tests
 	@printf '#!/bin/sh\nexec $(QEMU_AARCH64) $(CURDIR)/$(NEONDIR)/tests/test_kernels %s "$$@"\n' \
 	  '$(NEON_HALF)' >build/neon-run/tests/test_kernels_bf16_exact
