@@ -188,8 +188,8 @@ Peer choose_peer(const Options& o, std::vector<std::string>& notes) {
 
 void print_header(const Options& o, const Peer& peer, const std::vector<std::string>& notes,
                   const std::array<double, 3>& load) {
-  std::printf("%s: %s (%s), ISA path %s, load average %.2f %.2f %.2f\n", kProg,
-              bench::cpu_model().c_str(), bench::cache_sizes().c_str(),
+  std::printf("%s: %s (%s; /proc/cpuinfo: %s), ISA path %s, load average %.2f %.2f %.2f\n", kProg,
+              bench::cpu_model().c_str(), bench::cache_sizes().c_str(), bench::bf16_units().c_str(),
               kernels::active_isa().c_str(), load[0], load[1], load[2]);
   std::printf("batch 1, prompt %lld tokens, greedy, best of %lld\n",
               static_cast<long long>(kPrompt), static_cast<long long>(o.reps));
@@ -295,6 +295,7 @@ void print_json(const Options& o, const Peer& peer, const std::vector<std::strin
   for (const Row& r : rows) rows_json += (rows_json.empty() ? "" : ",\n  ") + json_row(r);
   std::printf("%s\n", json::object({{"cpu", json::quote(bench::cpu_model())},
                                     {"caches", json::quote(bench::cache_sizes())},
+                                    {"bf16_units", json::quote(bench::bf16_units())},
                                     {"isa", json::quote(kernels::active_isa())},
                                     {"prompt_tokens", std::to_string(kPrompt)},
                                     {"reps", std::to_string(o.reps)},

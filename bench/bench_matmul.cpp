@@ -670,6 +670,7 @@ std::string json_row(const PathResult& p, const Shape& s, const Rates& r, const 
          ", \"nc\": " + std::to_string(p.nc) +
          ", \"blocking_from\": " + tg::json::quote(p.bk_source) +
          ", \"cpu\": " + tg::json::quote(cpu) + ", \"caches\": " + tg::json::quote(caches) +
+         ", \"bf16_units\": " + tg::json::quote(bench::bf16_units()) +
          ", \"openblas_core\": " + tg::json::quote(p.blas_core) +
          ", \"onednn_isa\": " + tg::json::quote(p.dnnl_isa) + ", \"peer_env\": [" + notes + "]}";
 }
@@ -719,7 +720,8 @@ void print_header(const std::string& cpu, const std::string& caches) {
   std::printf("%-11s %-5s %3s %-20s %6s %6s %6s %9s %9s %9s %7s %9s %7s %7s %7s\n", "isa", "dtype",
               "thr", "shape", "M", "N", "K", "GFLOP/s", "OpenBLAS", "oneDNN", "ratio", "PyTorch",
               "x torch", "probe", "%peak");
-  std::printf("# cpu: %s; caches: %s\n", cpu.c_str(), caches.c_str());
+  std::printf("# cpu: %s; caches: %s; /proc/cpuinfo: %s\n", cpu.c_str(), caches.c_str(),
+              bench::bf16_units().c_str());
   std::printf(
       "# ratio: ours over the better of OpenBLAS and oneDNN on that row (bf16: oneDNN); "
       "x torch: ours over PyTorch's torch.matmul (bf16: its C is bf16, ours float32)\n");

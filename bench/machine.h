@@ -66,6 +66,13 @@ inline bool cpu_has_flag(const std::string& flag) {
   return false;
 }
 
+// The CPU's bf16 units as every bf16 figure names them: "avx512_bf16 yes, amx_bf16 no".
+inline std::string bf16_units() {
+  const auto yn = [](bool b) { return b ? "yes" : "no"; };
+  return std::string("avx512_bf16 ") + yn(cpu_has_flag("avx512_bf16")) + ", amx_bf16 " +
+         yn(cpu_has_flag("amx_bf16"));
+}
+
 // The load averages over 1, 5 and 15 minutes ("3.04 3.84 5.13"), and the first of them in
 // `one_minute`; "unknown" (and NaN) where /proc/loadavg cannot be read.
 inline std::string load_average(double& one_minute) {
