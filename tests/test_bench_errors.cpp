@@ -40,7 +40,7 @@ struct Case {
   std::string asan_prefix = "";
 };
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
 constexpr bool kAsan = true;
 #else
 constexpr bool kAsan = false;

@@ -171,7 +171,7 @@ TEST_CASE("tapegrad tokenize: peak memory of a 50 MB text stays under 64 MiB") {
   CHECK(r.status == 0);
   const long peak_kib = r.peak_kib;
   MESSAGE("tokenize of 50 MB: peak RSS ", peak_kib / 1024, " MiB");
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
   // ASan's shadow memory and its quarantine of freed blocks (up to 256 MiB) are not tokenize's.
   (void)peak_kib;
 #else
@@ -210,7 +210,7 @@ TEST_CASE("tapegrad tokenize: one chunk of 16 MB (one letter repeated) in ~10 by
                              (d / "ids.txt"));
   CHECK(r.status == 0);
   MESSAGE("tokenize of 16 MB of 'a': peak RSS ", r.peak_kib / 1024, " MiB");
-#if !defined(__SANITIZE_ADDRESS__)  // ASan's shadow and quarantine are not tokenize's
+#if !defined(TG_UNDER_ASAN)  // ASan's shadow and quarantine are not tokenize's
   CHECK(r.peak_kib < 256 * 1024);   // before: 613 MiB (~40 bytes per byte)
 #endif
   // 4M times GPT-2's token "aaaa" (24794), on one line.

@@ -332,7 +332,7 @@ void check_same_run(const std::string& one, const std::string& many, const std::
 // minutes). Said in the test's output, so a reader sees which rows ran.
 template <class Row>
 std::vector<Row> rows_for_build(std::vector<Row> rows, size_t asan_row) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
   MESSAGE("AddressSanitizer build: row " << asan_row + 1 << " of " << rows.size()
                                          << " only (the release build runs every row)");
   return {rows.at(asan_row)};
@@ -347,7 +347,7 @@ std::vector<Row> rows_for_build(std::vector<Row> rows, size_t asan_row) {
 // slower) they took 3 of the sanitizer run's 7 minutes, while the code they reach runs there in
 // the cases left (the promise's own row, DDP's checks, the pieces in-process).
 bool release_only() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
   return true;
 #else
   return false;
@@ -718,7 +718,7 @@ TEST_CASE("mpirun: --init-from DIR on rank 0's machine only trains" *
 // ulimit -v): that rank names itself and ends the job, which no longer waits for it for ever.
 TEST_CASE("mpirun: a rank out of memory alone ends the job within seconds, naming itself" *
           doctest::skip(release_only())) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
   MESSAGE("skipped: ulimit -v leaves AddressSanitizer no room for its shadow memory");
   return;
 #endif

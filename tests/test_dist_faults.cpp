@@ -48,7 +48,7 @@ bool cannot_run(const std::string& script) {
 // against an uninterrupted run and a resumed one) run in the release build only, to keep make
 // test within its 15 minutes; test_dist runs the resume paths and the failure vote under ASan.
 bool release_only(const std::string& script) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TG_UNDER_ASAN)
   std::fprintf(stderr,
                "tests/dist/%s skipped: the release build runs it (minutes of training "
                "under AddressSanitizer)\n",
