@@ -210,8 +210,8 @@ TEST_CASE("tapegrad tokenize: one chunk of 16 MB (one letter repeated) in ~10 by
                              (d / "ids.txt"));
   CHECK(r.status == 0);
   MESSAGE("tokenize of 16 MB of 'a': peak RSS ", r.peak_kib / 1024, " MiB");
-#if !defined(TG_UNDER_ASAN)  // ASan's shadow and quarantine are not tokenize's
-  CHECK(r.peak_kib < 256 * 1024);   // before: 613 MiB (~40 bytes per byte)
+#if !defined(TG_UNDER_ASAN)        // ASan's shadow and quarantine are not tokenize's
+  CHECK(r.peak_kib < 256 * 1024);  // before: 613 MiB (~40 bytes per byte)
 #endif
   // 4M times GPT-2's token "aaaa" (24794), on one line.
   std::string want;
