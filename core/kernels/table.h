@@ -234,9 +234,12 @@ const KernelTable* neon_table();         // neon.cpp
 
 // Tables compiled for this target and supported by this CPU (cpu_x86.cpp / cpu_arm.cpp /
 // cpu_other.cpp, chosen by meson), fastest last; excludes the scalar table.
-// No AMX table yet: no CPU this project runs on has AMX, so such code could not be run or tested.
-// It would be one more entry after avx512_bf16 (cpuid 7.0 EDX bits 22/24, and the OS's
-// permission for the tile state), with its own GemmBf16Ukernel and panel layout.
+// No AMX table yet: no machine a session ran on could run and check one (qemu-user emulates
+// neither AVX-512 nor AMX). It would be one more entry after avx512_bf16 (cpuid 7.0 EDX bits
+// 22/24, and the OS's permission for the tile state), with its own GemmBf16Ukernel and panel
+// layout, and its own reference: the SDM's tdpbf16ps sums a row's products before adding them
+// to C, not vdpbf16ps's chain of one rounding per product that ref.cpp follows, and which order
+// the hardware keeps can only be read off an AMX CPU.
 struct IsaEntry {
   const char* name;
   const KernelTable* table;  // nullptr: known name, but this binary or CPU cannot run it
